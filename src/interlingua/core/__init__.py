@@ -1,0 +1,67 @@
+"""The neutral core: every dialect translates to and from these values.
+
+Import from here: ``from interlingua.core import Request, Message, TextPart, fold``.
+"""
+
+from .events import (
+    ArgumentsDelta,
+    BlockStart,
+    BlockStop,
+    Delta,
+    ReasoningDelta,
+    SignatureDelta,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+)
+from .fold import Folder, fold
+from .parts import (
+    DocumentPart,
+    ImagePart,
+    Meta,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    UnknownPart,
+)
+from .request import Message, Reasoning, Request, ResponseFormat, Role, ToolChoice, ToolSpec
+from .response import Response, StopReason, Usage
+
+__all__ = [
+    "ArgumentsDelta",
+    "BlockStart",
+    "BlockStop",
+    "Delta",
+    "DocumentPart",
+    "Folder",
+    "ImagePart",
+    "Message",
+    "Meta",
+    "Part",
+    "Reasoning",
+    "ReasoningDelta",
+    "ReasoningPart",
+    "Request",
+    "Response",
+    "ResponseFormat",
+    "Role",
+    "SignatureDelta",
+    "StopReason",
+    "StreamEnd",
+    "StreamError",
+    "StreamEvent",
+    "StreamStart",
+    "TextDelta",
+    "TextPart",
+    "ToolCallPart",
+    "ToolChoice",
+    "ToolResultPart",
+    "ToolSpec",
+    "UnknownPart",
+    "Usage",
+    "fold",
+]

@@ -1,0 +1,90 @@
+"""Neutral stream events.
+
+A stream is: one :class:`StreamStart`, then content blocks, then one :class:`StreamEnd`
+(or a :class:`StreamError` anywhere after the start). A block is opened with
+:class:`BlockStart` (carrying an empty part that says its kind: text, reasoning or tool
+call), receives deltas, and is closed with :class:`BlockStop`. ``index`` is the block's
+position in the final response's ``parts``; blocks are opened in index order. Several
+blocks may be open at once (OpenAI upstreams can interleave parallel tool calls); an
+encoder for a dialect that allows one open block at a time buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from ..errors import InterlinguaError
+from .parts import ReasoningPart, TextPart, ToolCallPart, UnknownPart
+from .response import StopReason, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStart:
+    """The message begins. ``usage`` holds what is known so far (often input tokens only)."""
+
+    id: str
+    model: str
+    created: int = 0
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStart:
+    """Open block ``index``; ``part`` is its initial (usually empty) value."""
+
+    index: int
+    part: TextPart | ReasoningPart | ToolCallPart | UnknownPart
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureDelta:
+    """Anthropic's thinking signature, sent once just before the thinking block stops."""
+
+    index: int
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentsDelta:
+    """A fragment of a tool call's JSON arguments text."""
+
+    index: int
+    json: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStop:
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The message ends. ``usage`` is the final, cumulative count."""
+
+    stop_reason: StopReason
+    stop_sequence: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """An error after the stream started; encoders emit it in-band."""
+
+    error: InterlinguaError
+
+
+Delta: TypeAlias = TextDelta | ReasoningDelta | SignatureDelta | ArgumentsDelta
+StreamEvent: TypeAlias = StreamStart | BlockStart | Delta | BlockStop | StreamEnd | StreamError

@@ -1,0 +1,114 @@
+"""The neutral request: what every dialect's request parses into and renders from.
+
+A request is a sequence of :class:`Message` values plus generation settings. System
+prompts are messages with ``role="system"`` (the top-level Anthropic ``system`` becomes
+the first of them); a renderer for a dialect with a single system slot hoists them all,
+in order. Tool results are :class:`ToolResultPart` values inside a ``user`` message, as
+in Anthropic; the OpenAI codec splits them into ``role: tool`` messages.
+
+Field drop policy (see docs/mapping.md): a setting a target dialect cannot express is
+dropped silently when it only tunes sampling (seed, penalties, top_k), and rejected with
+a 400 when dropping it would change what the caller gets back (n > 1, audio input).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from .parts import Meta, Part, _no_meta
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One turn. ``name`` is OpenAI's optional participant name."""
+
+    role: Role
+    parts: tuple[Part, ...]
+    name: str | None = None
+    meta: Meta = field(default_factory=_no_meta, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A client tool definition. ``parameters`` is the JSON Schema, passed through intact."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+    meta: Meta = field(default_factory=_no_meta, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """How the model may use tools: ``auto`` | ``required`` | ``none`` | ``tool`` (named)."""
+
+    mode: Literal["auto", "required", "none", "tool"]
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """Structured output: ``json_object`` or ``json_schema`` (with ``schema``)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = None
+    schema: dict[str, Any] | None = None
+    strict: bool | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A request for reasoning. ``effort`` is OpenAI's scale, ``budget_tokens`` Anthropic's.
+
+    ``enabled=False`` means the caller explicitly turned reasoning off.
+    """
+
+    enabled: bool = True
+    effort: str | None = None
+    budget_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A chat request in neutral form.
+
+    ``extra`` holds fields of the source dialect that have no neutral meaning; a renderer
+    for the *same* dialect passes them through, any other renderer ignores them (the
+    documented drop policy).
+    """
+
+    model: str
+    messages: tuple[Message, ...]
+    max_tokens: int | None = None
+    stream: bool = False
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    user: str | None = None
+    metadata: dict[str, Any] | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+    reasoning: Reasoning | None = None
+    include_usage: bool = False
+    source_dialect: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def system_text(self) -> str:
+        """All system messages' text, joined by blank lines (for single-slot dialects)."""
+        from .parts import TextPart
+
+        return "\n\n".join(
+            "".join(p.text for p in m.parts if isinstance(p, TextPart))
+            for m in self.messages
+            if m.role == "system"
+        )

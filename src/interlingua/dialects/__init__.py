@@ -1,0 +1,26 @@
+"""Wire dialects: pure codecs between each API's JSON and the neutral core.
+
+``get_dialect("openai")`` / ``get_dialect("anthropic")`` return the codec object; see
+:mod:`interlingua.dialects.base` for the contract.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from .base import Dialect, StreamDecoder, StreamEncoder
+
+_MODULES = {"openai": "openai_chat", "anthropic": "anthropic"}
+
+
+def get_dialect(name: str) -> Dialect:
+    """The codec for ``name`` (``openai`` or ``anthropic``)."""
+    try:
+        module = _MODULES[name]
+    except KeyError:
+        raise ValueError(f"unknown dialect {name!r}; known: {sorted(_MODULES)}") from None
+    dialect: Dialect = import_module(f"{__name__}.{module}").DIALECT
+    return dialect
+
+
+__all__ = ["Dialect", "StreamDecoder", "StreamEncoder", "get_dialect"]

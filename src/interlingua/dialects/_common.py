@@ -1,0 +1,94 @@
+"""Helpers shared by the dialect codecs (pure functions, no dialect knowledge)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import string
+from typing import Any
+
+from ..errors import InvalidRequestError
+
+_TOOL_ID_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
+_TOOL_ID_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_DATA_URI = re.compile(r"^data:([^;,]+)((?:;[^;,]*)*);base64,(.*)$", re.DOTALL)
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def sanitize_tool_id(tool_id: str) -> str:
+    """Make a tool call id match ``^[a-zA-Z0-9_-]+$`` (Anthropic's rule), deterministically.
+
+    Ids that already match are returned unchanged. Others (``functions.Bash:0`` from some
+    backends) have bad characters replaced by ``_`` plus a short hash of the original, so
+    two ids that differ only in bad characters stay distinct, and the same input always
+    maps to the same output -- which is what keeps a call and its result paired when both
+    pass through here separately.
+    """
+    if tool_id and _TOOL_ID_OK.match(tool_id):
+        return tool_id
+    digest = hashlib.sha1(tool_id.encode("utf-8")).hexdigest()[:8]
+    return f"{_TOOL_ID_BAD_CHARS.sub('_', tool_id)}_{digest}"
+
+
+def parse_data_uri(uri: str) -> tuple[str, str] | None:
+    """``data:<media_type>[;params];base64,<data>`` -> (media_type, data), else None."""
+    m = _DATA_URI.match(uri)
+    if m is None:
+        return None
+    return m.group(1), m.group(3)
+
+
+def random_id(prefix: str, length: int = 24) -> str:
+    """A fresh id like ``msg_01AbC...`` (vendor ids are opaque; only the prefix matters)."""
+    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def expect_type(value: Any, kind: type | tuple[type, ...], param: str, what: str) -> Any:
+    """Return ``value`` if it is an instance of ``kind``, else raise a 400 naming ``param``.
+
+    ``bool`` is rejected where ``int``/``float`` is expected (JSON ``true`` is not a number).
+    """
+    if isinstance(value, kind) and not (isinstance(value, bool) and bool not in _as_tuple(kind)):
+        return value
+    raise InvalidRequestError(
+        f"Invalid type for '{param}': expected {what}, but got {_json_type(value)}.",
+        param=param,
+        code="invalid_type",
+    )
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def missing(param: str) -> InvalidRequestError:
+    """The error for a required field that is absent."""
+    return InvalidRequestError(
+        f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter"
+    )
+
+
+def estimate_tokens(text: str) -> int:
+    """A documented estimate when no tokenizer is at hand: ~4 characters per token.
+
+    Used only where an upstream gives no count; responses built on it set
+    ``Usage.estimated``.
+    """
+    return (len(text) + 3) // 4

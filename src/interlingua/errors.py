@@ -1,0 +1,203 @@
+"""One exception tree for the whole package.
+
+Every error knows its HTTP status and a neutral ``kind``; dialects only *render* it in
+their own shape (``{"error": {...}}`` for OpenAI, ``{"type": "error", ...}`` for
+Anthropic), and handlers never choose status codes.
+
+    InterlinguaError                      (kind, status)
+    ├── InvalidRequestError               invalid_request      400
+    │   └── UnprocessableError            invalid_request      422
+    ├── AuthenticationError               authentication       401
+    ├── PermissionDeniedError             permission           403
+    ├── NotFoundError                     not_found            404
+    ├── RequestTooLargeError              request_too_large    413
+    ├── RateLimitError                    rate_limit           429
+    ├── UpstreamError                     upstream_error       500/502 (any other upstream 5xx)
+    │   └── UpstreamConnectionError       upstream_error       502 (could not reach it)
+    ├── OverloadedError                   overloaded           529 (rendered 503 to OpenAI)
+    └── TimeoutError_                     timeout              504
+
+Transport failures (``UpstreamConnectionError``, ``TimeoutError_``) are apart from
+status failures. This module imports nothing of ours, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+
+class ErrorKind(StrEnum):
+    """The neutral vocabulary of failure."""
+
+    INVALID_REQUEST = "invalid_request"
+    AUTHENTICATION = "authentication"
+    PERMISSION = "permission"
+    NOT_FOUND = "not_found"
+    REQUEST_TOO_LARGE = "request_too_large"
+    RATE_LIMIT = "rate_limit"
+    UPSTREAM_ERROR = "upstream_error"
+    OVERLOADED = "overloaded"
+    TIMEOUT = "timeout"
+
+
+class InterlinguaError(Exception):
+    """Base of every error we raise on purpose.
+
+    ``param`` names the offending request field (``messages[2].content``); ``code`` is a
+    machine-readable detail (OpenAI's ``error.code``); ``retry_after`` (seconds) is relayed
+    as a ``Retry-After`` header; ``upstream_type`` keeps the upstream's own error type
+    string when we re-wrap an upstream error.
+    """
+
+    kind: ClassVar[ErrorKind] = ErrorKind.UPSTREAM_ERROR
+    default_status: ClassVar[int] = 500
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+        upstream_type: str | None = None,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status if status is not None else self.default_status
+        self.param = param
+        self.code = code
+        self.retry_after = retry_after
+        self.upstream_type = upstream_type
+        self.headers = headers or {}
+        self.body = body
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, status={self.status})"
+
+
+class InvalidRequestError(InterlinguaError):
+    kind = ErrorKind.INVALID_REQUEST
+    default_status = 400
+
+
+class UnprocessableError(InvalidRequestError):
+    default_status = 422
+
+
+class AuthenticationError(InterlinguaError):
+    kind = ErrorKind.AUTHENTICATION
+    default_status = 401
+
+
+class PermissionDeniedError(InterlinguaError):
+    kind = ErrorKind.PERMISSION
+    default_status = 403
+
+
+class NotFoundError(InterlinguaError):
+    kind = ErrorKind.NOT_FOUND
+    default_status = 404
+
+
+class RequestTooLargeError(InterlinguaError):
+    kind = ErrorKind.REQUEST_TOO_LARGE
+    default_status = 413
+
+
+class RateLimitError(InterlinguaError):
+    kind = ErrorKind.RATE_LIMIT
+    default_status = 429
+
+
+class UpstreamError(InterlinguaError):
+    kind = ErrorKind.UPSTREAM_ERROR
+    default_status = 500
+
+
+class UpstreamConnectionError(UpstreamError):
+    default_status = 502
+
+
+class OverloadedError(InterlinguaError):
+    kind = ErrorKind.OVERLOADED
+    default_status = 529
+
+
+class TimeoutError_(InterlinguaError):  # noqa: N801 - avoid shadowing the builtin
+    kind = ErrorKind.TIMEOUT
+    default_status = 504
+
+
+_BY_STATUS: dict[int, type[InterlinguaError]] = {
+    400: InvalidRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    408: TimeoutError_,
+    413: RequestTooLargeError,
+    422: UnprocessableError,
+    429: RateLimitError,
+    503: OverloadedError,
+    504: TimeoutError_,
+    529: OverloadedError,
+}
+
+_BY_KIND: dict[ErrorKind, type[InterlinguaError]] = {
+    ErrorKind.INVALID_REQUEST: InvalidRequestError,
+    ErrorKind.AUTHENTICATION: AuthenticationError,
+    ErrorKind.PERMISSION: PermissionDeniedError,
+    ErrorKind.NOT_FOUND: NotFoundError,
+    ErrorKind.REQUEST_TOO_LARGE: RequestTooLargeError,
+    ErrorKind.RATE_LIMIT: RateLimitError,
+    ErrorKind.UPSTREAM_ERROR: UpstreamError,
+    ErrorKind.OVERLOADED: OverloadedError,
+    ErrorKind.TIMEOUT: TimeoutError_,
+}
+
+
+def error_class_for_status(status: int) -> type[InterlinguaError]:
+    """The error class an upstream HTTP status maps to (unknown 4xx -> invalid request)."""
+    cls = _BY_STATUS.get(status)
+    if cls is not None:
+        return cls
+    if status >= 500:
+        return UpstreamError
+    return InvalidRequestError
+
+
+def error_class_for_kind(kind: ErrorKind) -> type[InterlinguaError]:
+    """The error class for a neutral kind (used when an in-band error names only a type)."""
+    return _BY_KIND[kind]
+
+
+def parse_retry_after(headers: dict[str, str] | Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (preferred) or ``retry-after`` (seconds).
+
+    HTTP-date values of ``Retry-After`` are accepted too. Returns None when absent or
+    unparseable.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+    import time
+
+    try:
+        when = parsedate_to_datetime(ra)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
