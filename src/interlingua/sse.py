@@ -242,11 +242,10 @@ class SSEDecoder:
                 # valid and resets the last event ID to "".
                 if "\x00" not in value:
                     last_id = value
-            elif field == "retry":
+            elif field == "retry" and value.isascii() and value.isdigit():
                 # "If the field value consists of only ASCII digits"; anything
                 # else (sign, space, "1.5", non-ASCII digits) is ignored.
-                if value.isascii() and value.isdigit():
-                    retry_in_event = self._retry = int(value)
+                retry_in_event = self._retry = int(value)
             # Any other field name is ignored, as the spec requires.
         self._event_type = event_type
         self._last_id = last_id
