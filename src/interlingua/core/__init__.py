@@ -30,6 +30,7 @@ from .parts import (
 )
 from .request import Message, Reasoning, Request, ResponseFormat, Role, ToolChoice, ToolSpec
 from .response import Response, StopReason, Usage
+from .unfold import unfold
 
 __all__ = [
     "ArgumentsDelta",
@@ -64,4 +65,5 @@ __all__ = [
     "UnknownPart",
     "Usage",
     "fold",
+    "unfold",
 ]

@@ -8,6 +8,7 @@ import secrets
 import string
 from typing import Any
 
+from ..core.tokens import estimate_text as estimate_tokens  # noqa: F401 - re-exported for codecs
 from ..errors import InvalidRequestError
 
 _TOOL_ID_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -83,12 +84,3 @@ def missing(param: str) -> InvalidRequestError:
     return InvalidRequestError(
         f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter"
     )
-
-
-def estimate_tokens(text: str) -> int:
-    """A documented estimate when no tokenizer is at hand: ~4 characters per token.
-
-    Used only where an upstream gives no count; responses built on it set
-    ``Usage.estimated``.
-    """
-    return (len(text) + 3) // 4

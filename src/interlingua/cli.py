@@ -1,0 +1,129 @@
+"""Command line: ``interlingua serve | models``.
+
+    interlingua serve                      # no config: the bundled local model (needs [local])
+    interlingua serve --config my.yaml     # route model names to the upstreams in my.yaml
+    interlingua serve --fake               # a scripted fake upstream that echoes (demos, tests)
+    interlingua serve --print-config       # show the effective config as YAML and exit
+    interlingua models --config my.yaml    # list the model names clients can ask for
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+
+from .config import Config, ConfigError, config_to_yaml, default_config, fake_config, load_config
+
+
+def _effective_config(args: argparse.Namespace) -> Config:
+    if args.fake:
+        config = fake_config()
+    elif args.config:
+        config = load_config(args.config)
+    else:
+        config = default_config()
+    server = config.server
+    if getattr(args, "host", None):
+        server = replace(server, host=args.host)
+    if getattr(args, "port", None):
+        server = replace(server, port=args.port)
+    return replace(config, server=server)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    config = _effective_config(args)
+    if args.print_config:
+        sys.stdout.write(config_to_yaml(config))
+        return 0
+    import uvicorn
+
+    from .server import create_app
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    app = create_app(config)
+    uvicorn.run(
+        app,
+        host=config.server.host,
+        port=config.server.port,
+        loop="auto",  # uvloop when installed
+        http="auto",  # httptools when installed
+        log_level=args.log_level,
+        access_log=False,  # our middleware writes one access line with the request id
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    config = _effective_config(args)
+    for model in config.models:
+        if model.name == "*":
+            continue
+        print(f"{model.name}\t{model.upstream}\t{model.model}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (its --help is the CLI reference)."""
+    parser = argparse.ArgumentParser(
+        prog="interlingua",
+        description="A gateway that lets OpenAI Chat Completions and Anthropic Messages "
+        "clients talk to any LLM server.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Serve /v1/chat/completions, /v1/messages, /v1/messages/count_tokens, "
+        "/v1/models and /health. With no --config, serves the bundled local model.",
+    )
+    serve.add_argument("--config", "-c", metavar="PATH", help="YAML config (see docs/config.md)")
+    serve.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", "-p", type=int, help="port to listen on (default 8400)")
+    serve.add_argument(
+        "--fake",
+        action="store_true",
+        help="serve a fake upstream that echoes the last user message, under any model name",
+    )
+    serve.add_argument(
+        "--print-config", action="store_true", help="print the effective config as YAML and exit"
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="log verbosity (default info; 'warning' silences the access log)",
+    )
+    serve.set_defaults(func=_serve)
+
+    models = sub.add_parser(
+        "models",
+        help="list the configured model names",
+        description="Print one line per model name: name, upstream, upstream model.",
+    )
+    models.add_argument("--config", "-c", metavar="PATH", help="YAML config")
+    models.add_argument("--fake", action="store_true", help="list the --fake config's models")
+    models.set_defaults(func=_models)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``interlingua`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+    except ConfigError as exc:
+        print(f"interlingua: config error: {exc}", file=sys.stderr)
+        return 2
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Anthropic error bodies, both ways (PROTOCOLS.md §2.8, §4.9).
+
+Wire shape: ``{"type": "error", "error": {"type": "<error type>", "message": "..."},
+"request_id": "req_..."}``. Mid-stream the same ``{"type": "error", "error": {...}}``
+object travels as an ``event: error`` SSE event (HTTP status already 200).
+
+Parsing picks the error class from ``error.type`` first (it is more specific than the
+status: ``overloaded_error`` may come with 529 or, through proxies, 503) and from the
+HTTP status otherwise. Rendering picks ``error.type`` and the status from the error's
+neutral ``kind``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ...errors import (
+    AuthenticationError,
+    ErrorKind,
+    InterlinguaError,
+    InvalidRequestError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    RateLimitError,
+    RequestTooLargeError,
+    TimeoutError_,
+    UpstreamError,
+    error_class_for_status,
+    parse_retry_after,
+)
+from ...sse import encode_json_event
+
+# Anthropic error.type -> our class. billing_error (402) has no neutral kind of its own;
+# it is a "you may not" answer, so it becomes a permission error that keeps status 402
+# and its upstream type (render_error gives it back as billing_error).
+_CLASS_BY_TYPE: dict[str, type[InterlinguaError]] = {
+    "invalid_request_error": InvalidRequestError,
+    "authentication_error": AuthenticationError,
+    "billing_error": PermissionDeniedError,
+    "permission_error": PermissionDeniedError,
+    "not_found_error": NotFoundError,
+    "request_too_large": RequestTooLargeError,
+    "rate_limit_error": RateLimitError,
+    "api_error": UpstreamError,
+    "timeout_error": TimeoutError_,
+    "overloaded_error": OverloadedError,
+}
+
+# kind -> (Anthropic error.type, HTTP status). A 422 renders as 400: Anthropic reports
+# every validation failure as 400 invalid_request_error.
+_TYPE_BY_KIND: dict[ErrorKind, tuple[str, int]] = {
+    ErrorKind.INVALID_REQUEST: ("invalid_request_error", 400),
+    ErrorKind.AUTHENTICATION: ("authentication_error", 401),
+    ErrorKind.PERMISSION: ("permission_error", 403),
+    ErrorKind.NOT_FOUND: ("not_found_error", 404),
+    ErrorKind.REQUEST_TOO_LARGE: ("request_too_large", 413),
+    ErrorKind.RATE_LIMIT: ("rate_limit_error", 429),
+    ErrorKind.UPSTREAM_ERROR: ("api_error", 500),
+    ErrorKind.OVERLOADED: ("overloaded_error", 529),
+    ErrorKind.TIMEOUT: ("timeout_error", 504),
+}
+
+# Headers worth relaying to our own client when we re-wrap an upstream error (§4.9).
+_RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry", "request-id")
+
+
+def error_from_type(
+    error_type: str, message: str, status: int | None = None, **kwargs: Any
+) -> InterlinguaError:
+    """Build the error for an Anthropic ``error.type`` (used by the stream decoder too).
+
+    Unknown types fall back to the HTTP status when there is one, else ``UpstreamError``.
+    """
+    cls = _CLASS_BY_TYPE.get(error_type)
+    if cls is None:
+        cls = error_class_for_status(status) if status is not None else UpstreamError
+    return cls(message, status=status, upstream_type=error_type or None, **kwargs)
+
+
+def parse_error(status: int, body: bytes, headers: dict[str, str]) -> InterlinguaError:
+    """An Anthropic upstream's non-2xx answer -> the error to raise.
+
+    The HTTP status is kept; ``retry_after`` comes from ``retry-after-ms``/``retry-after``.
+    A body that is not Anthropic's JSON shape (an HTML page from a proxy, plain text)
+    still yields an error of the status's class, its message taken from the text.
+    """
+    lower = {k.lower(): v for k, v in headers.items()}
+    relayed = {k: lower[k] for k in _RELAYED_HEADERS if k in lower}
+    retry_after = parse_retry_after(lower)
+    parsed: Any = None
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        parsed = None
+    error_type = ""
+    message = ""
+    if isinstance(parsed, dict):
+        err = parsed.get("error")
+        if isinstance(err, dict):
+            error_type = err.get("type") if isinstance(err.get("type"), str) else ""
+            message = err.get("message") if isinstance(err.get("message"), str) else ""
+        elif isinstance(err, str):  # some compatible servers send {"error": "text"}
+            message = err
+    if not message:
+        text = body.decode("utf-8", "replace").strip()[:500] if body else ""
+        message = text or f"upstream returned HTTP {status}"
+    return error_from_type(
+        error_type,
+        message,
+        status,
+        retry_after=retry_after,
+        headers=relayed,
+        body=parsed if parsed is not None else body.decode("utf-8", "replace"),
+    )
+
+
+def _type_and_status(err: InterlinguaError) -> tuple[str, int]:
+    """Anthropic's ``error.type`` and HTTP status for one of our errors."""
+    if err.upstream_type == "billing_error":
+        return "billing_error", 402
+    error_type, status = _TYPE_BY_KIND.get(err.kind, ("api_error", 500))
+    if err.kind is ErrorKind.UPSTREAM_ERROR and err.status >= 500:
+        # Keep a real 5xx (502 bad gateway...). A 503 here is an overload the
+        # classifier missed: Anthropic's own word for it is overloaded_error/529.
+        if err.status == 503:
+            return "overloaded_error", 529
+        status = err.status
+    return error_type, status
+
+
+def render_error(err: InterlinguaError, request_id: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) for an Anthropic client.
+
+    >>> render_error(RateLimitError("slow down"), "req_1")[0]
+    429
+    """
+    error_type, status = _type_and_status(err)
+    body = {
+        "type": "error",
+        "error": {"type": error_type, "message": err.message},
+        "request_id": request_id,
+    }
+    return status, body
+
+
+def render_stream_error(err: InterlinguaError) -> bytes:
+    """The in-band ``event: error`` for a failure after the stream started (§2.6)."""
+    error_type, _ = _type_and_status(err)
+    payload = orjson.dumps(
+        {"type": "error", "error": {"type": error_type, "message": err.message}}
+    )
+    return encode_json_event(payload, "error")

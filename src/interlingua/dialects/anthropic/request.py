@@ -1,0 +1,872 @@
+"""Anthropic Messages requests <-> neutral :class:`Request` (PROTOCOLS.md §2.2–2.4, §4).
+
+Parsing validates as it converts and raises ``InvalidRequestError`` with ``param`` naming
+the field in our bracket style (``messages[1].content[0].type``, where Anthropic itself
+writes ``messages.1.content.0.type``) and Anthropic's message wording for missing fields
+(``max_tokens: Field required``).
+
+What has no neutral meaning is kept so an Anthropic upstream gets it back unchanged:
+``cache_control`` in part ``meta["cache_control"]``; any other unknown key of a block in
+``meta["anthropic"]`` (merged back into the block by the renderer); unknown block types as
+``UnknownPart("anthropic", raw)``; unknown top-level fields in ``Request.extra``; server
+tools in ``extra["server_tools"]``; the exact ``thinking`` object in ``extra["_thinking"]``
+(keys starting with ``_`` are private to this codec and never sent as fields).
+
+Rendering (neutral -> Anthropic body, for an Anthropic-speaking upstream) is the second
+half of this module; the policy it follows is documented on :func:`render_request`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import orjson
+
+from ...core import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    Reasoning,
+    ReasoningPart,
+    Request,
+    ResponseFormat,
+    TextPart,
+    ToolCallPart,
+    ToolChoice,
+    ToolResultPart,
+    ToolSpec,
+    UnknownPart,
+)
+from ...core.parts import Meta
+from ...errors import InvalidRequestError
+from .._common import expect_type, parse_data_uri, sanitize_tool_id
+
+NAME = "anthropic"
+EXTRA_META = "anthropic"
+"""Part ``meta`` key holding the block's unknown keys, re-emitted only to Anthropic."""
+
+# Reasoning effort <-> thinking budget (shared convention, see DESIGN notes and §4.7).
+EFFORT_TO_BUDGET: dict[str, int] = {
+    "minimal": 1024,
+    "low": 1024,
+    "medium": 8192,
+    "high": 24576,
+    "xhigh": 32768,
+    "max": 32768,
+}
+
+_KNOWN_FIELDS = frozenset(
+    {
+        "model",
+        "max_tokens",
+        "messages",
+        "system",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "metadata",
+        "stream",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+    }
+)
+_ROLES = ("user", "assistant", "system")
+_TOOL_CHOICE_MODES: dict[str, ToolChoice] = {
+    "auto": ToolChoice("auto"),
+    "any": ToolChoice("required"),
+    "none": ToolChoice("none"),
+}
+
+_TEXT_KEYS = frozenset({"type", "text"})
+_IMAGE_KEYS = frozenset({"type", "source"})
+_DOCUMENT_KEYS = frozenset({"type", "source", "title"})
+_TOOL_USE_KEYS = frozenset({"type", "id", "name", "input"})
+_TOOL_RESULT_KEYS = frozenset({"type", "tool_use_id", "content", "is_error"})
+_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema", "strict"})
+
+
+def budget_to_effort(budget: int) -> str:
+    """The OpenAI-scale effort for an Anthropic thinking budget (<=2048 low, <=12288 medium)."""
+    if budget <= 2048:
+        return "low"
+    if budget <= 12288:
+        return "medium"
+    return "high"
+
+
+def effort_to_budget(effort: str | None) -> int:
+    """The Anthropic thinking budget for an effort (unknown or absent -> medium's 8192)."""
+    return EFFORT_TO_BUDGET.get(effort or "medium", EFFORT_TO_BUDGET["medium"])
+
+
+def _required(obj: dict[str, Any], key: str, param: str) -> Any:
+    value = obj.get(key)
+    if value is None:
+        raise InvalidRequestError(f"{param}: Field required", param=param)
+    return value
+
+
+def _str(obj: dict[str, Any], key: str, param: str) -> str:
+    value: str = expect_type(_required(obj, key, param), str, param, "a string")
+    return value
+
+
+def _dict(value: Any, param: str) -> dict[str, Any]:
+    result: dict[str, Any] = expect_type(value, dict, param, "an object")
+    return result
+
+
+def _list(value: Any, param: str) -> list[Any]:
+    result: list[Any] = expect_type(value, list, param, "an array")
+    return result
+
+
+def _meta(block: dict[str, Any], known: frozenset[str]) -> Meta:
+    """``cache_control`` -> ``meta["cache_control"]``; other unknown keys -> ``meta["anthropic"]``."""
+    meta: Meta = {}
+    if len(block) <= len(known):
+        if all(k in known for k in block):
+            return meta
+    rest: dict[str, Any] = {}
+    for key, value in block.items():
+        if key in known:
+            continue
+        if key == "cache_control":
+            meta["cache_control"] = value
+        else:
+            rest[key] = value
+    if rest:
+        meta[EXTRA_META] = rest
+    return meta
+
+
+# ---------------------------------------------------------------- content blocks
+
+
+def parse_text_block(block: dict[str, Any], param: str) -> TextPart:
+    """``{"type":"text","text":...}`` (``cache_control``/``citations`` kept in meta)."""
+    return TextPart(_str(block, "text", f"{param}.text"), _meta(block, _TEXT_KEYS))
+
+
+def _parse_image(block: dict[str, Any], param: str) -> ImagePart | UnknownPart:
+    source = _dict(_required(block, "source", f"{param}.source"), f"{param}.source")
+    kind = source.get("type")
+    meta = _meta(block, _IMAGE_KEYS)
+    if kind == "base64":
+        return ImagePart(
+            media_type=_str(source, "media_type", f"{param}.source.media_type"),
+            data=_str(source, "data", f"{param}.source.data"),
+            meta=meta,
+        )
+    if kind == "url":
+        return ImagePart(url=_str(source, "url", f"{param}.source.url"), meta=meta)
+    return UnknownPart(NAME, block)  # file ids and future sources: Anthropic-only
+
+
+def _parse_document(block: dict[str, Any], param: str) -> DocumentPart | UnknownPart:
+    source = _dict(_required(block, "source", f"{param}.source"), f"{param}.source")
+    kind = source.get("type")
+    title = block.get("title")
+    title = expect_type(title, str, f"{param}.title", "a string") if title is not None else None
+    meta = _meta(block, _DOCUMENT_KEYS)
+    sp = f"{param}.source"
+    if kind == "base64":
+        return DocumentPart(
+            media_type=_str(source, "media_type", f"{sp}.media_type"),
+            data=_str(source, "data", f"{sp}.data"),
+            title=title,
+            meta=meta,
+        )
+    if kind == "text":
+        media_type = source.get("media_type")
+        return DocumentPart(
+            media_type=media_type if isinstance(media_type, str) else "text/plain",
+            text=_str(source, "data", f"{sp}.data"),
+            title=title,
+            meta=meta,
+        )
+    if kind == "url":
+        return DocumentPart(url=_str(source, "url", f"{sp}.url"), title=title, meta=meta)
+    return UnknownPart(NAME, block)  # "content" and "file" sources: Anthropic-only
+
+
+def _parse_tool_use(block: dict[str, Any], param: str) -> ToolCallPart:
+    raw_input = block.get("input")
+    tool_input = {} if raw_input is None else _dict(raw_input, f"{param}.input")
+    return ToolCallPart(
+        id=_str(block, "id", f"{param}.id"),
+        name=_str(block, "name", f"{param}.name"),
+        arguments=orjson.dumps(tool_input).decode(),
+        meta=_meta(block, _TOOL_USE_KEYS),
+    )
+
+
+def _parse_tool_result(block: dict[str, Any], param: str) -> ToolResultPart:
+    tool_use_id = _str(block, "tool_use_id", f"{param}.tool_use_id")
+    is_error = block.get("is_error")
+    if is_error is not None:
+        expect_type(is_error, bool, f"{param}.is_error", "a boolean")
+    meta = _meta(block, _TOOL_RESULT_KEYS)
+    content = block.get("content")
+    parts: list[TextPart | ImagePart | DocumentPart] = []
+    if isinstance(content, str):
+        parts.append(TextPart(content))
+    elif content is not None:
+        unsupported = False
+        for j, item in enumerate(_list(content, f"{param}.content")):
+            part = parse_block(item, f"{param}.content[{j}]")
+            if isinstance(part, TextPart | ImagePart | DocumentPart):
+                parts.append(part)
+            else:
+                unsupported = True
+        if unsupported:
+            # search_result and friends have no neutral form: keep the raw list so an
+            # Anthropic upstream gets it verbatim (the renderer merges meta["anthropic"]).
+            meta = {**meta, EXTRA_META: {**meta.get(EXTRA_META, {}), "content": content}}
+    return ToolResultPart(tool_use_id, tuple(parts), bool(is_error), meta)
+
+
+def _parse_thinking(block: dict[str, Any], param: str) -> ReasoningPart:
+    signature = block.get("signature")
+    if signature is not None:
+        expect_type(signature, str, f"{param}.signature", "a string")
+    return ReasoningPart(text=_str(block, "thinking", f"{param}.thinking"), signature=signature)
+
+
+def _parse_redacted(block: dict[str, Any], param: str) -> ReasoningPart:
+    return ReasoningPart(redacted=_str(block, "data", f"{param}.data"))
+
+
+_BLOCK_PARSERS = {
+    "text": parse_text_block,
+    "image": _parse_image,
+    "document": _parse_document,
+    "tool_use": _parse_tool_use,
+    "tool_result": _parse_tool_result,
+    "thinking": _parse_thinking,
+    "redacted_thinking": _parse_redacted,
+}
+
+
+def parse_block(block: Any, param: str) -> Part:
+    """One content block -> a neutral part; unknown types -> ``UnknownPart("anthropic")``.
+
+    Also used for response content (text, thinking, tool_use, server blocks).
+    """
+    block = _dict(block, param)
+    kind = expect_type(_required(block, "type", f"{param}.type"), str, f"{param}.type", "a string")
+    parser = _BLOCK_PARSERS.get(kind)
+    if parser is None:
+        return UnknownPart(NAME, block)
+    return parser(block, param)
+
+
+def _parse_system_content(content: Any, param: str) -> tuple[TextPart, ...]:
+    """A system prompt: a string or an array of text blocks."""
+    if isinstance(content, str):
+        return (TextPart(content),) if content else ()
+    parts = []
+    for j, block in enumerate(_list(content, param)):
+        bp = f"{param}[{j}]"
+        block = _dict(block, bp)
+        if block.get("type") != "text":
+            raise InvalidRequestError(f"{bp}.type: Input should be 'text'", param=f"{bp}.type")
+        parts.append(parse_text_block(block, bp))
+    return tuple(parts)
+
+
+def _parse_message(raw: Any, param: str) -> list[Message]:
+    """One wire message -> one neutral message, or several when it holds
+    ``mid_conv_system`` blocks (each becomes a system message in place)."""
+    msg = _dict(raw, param)
+    role = _required(msg, "role", f"{param}.role")
+    if role not in _ROLES:
+        raise InvalidRequestError(
+            f"{param}.role: Input should be 'user', 'assistant' or 'system'",
+            param=f"{param}.role",
+        )
+    content = _required(msg, "content", f"{param}.content")
+    if role == "system":
+        return [Message("system", _parse_system_content(content, f"{param}.content"))]
+    if isinstance(content, str):
+        return [Message(role, (TextPart(content),))]
+    out: list[Message] = []
+    parts: list[Part] = []
+    for j, block in enumerate(_list(content, f"{param}.content")):
+        bp = f"{param}.content[{j}]"
+        if isinstance(block, dict) and block.get("type") == "mid_conv_system":
+            if parts:
+                out.append(Message(role, tuple(parts)))
+                parts = []
+            sys_content = _required(block, "content", f"{bp}.content")
+            out.append(Message("system", _parse_system_content(sys_content, f"{bp}.content")))
+            continue
+        parts.append(parse_block(block, bp))
+    if parts or not out:
+        out.append(Message(role, tuple(parts)))
+    return out
+
+
+def _parse_messages(body: dict[str, Any]) -> list[Message]:
+    messages: list[Message] = []
+    system = body.get("system")
+    if system is not None:
+        parts = _parse_system_content(system, "system")
+        if parts:
+            messages.append(Message("system", parts))
+    raw = _list(_required(body, "messages", "messages"), "messages")
+    if not raw:
+        raise InvalidRequestError(
+            "messages: List should have at least 1 item after validation, not 0",
+            param="messages",
+        )
+    for i, item in enumerate(raw):
+        messages.extend(_parse_message(item, f"messages[{i}]"))
+    return messages
+
+
+# ---------------------------------------------------------------- tools and settings
+
+
+def _parse_tools(raw: Any) -> tuple[tuple[ToolSpec, ...], list[dict[str, Any]]]:
+    """Client tools -> ToolSpec; typed server tools (web_search_..., bash_...) kept raw."""
+    specs: list[ToolSpec] = []
+    server: list[dict[str, Any]] = []
+    for i, item in enumerate(_list(raw, "tools")):
+        p = f"tools[{i}]"
+        tool = _dict(item, p)
+        kind = tool.get("type")
+        if kind is not None and kind != "custom":
+            server.append(tool)
+            continue
+        description = tool.get("description")
+        if description is not None:
+            expect_type(description, str, f"{p}.description", "a string")
+        strict = tool.get("strict")
+        if strict is not None:
+            expect_type(strict, bool, f"{p}.strict", "a boolean")
+        schema = _dict(_required(tool, "input_schema", f"{p}.input_schema"), f"{p}.input_schema")
+        specs.append(
+            ToolSpec(
+                name=_str(tool, "name", f"{p}.name"),
+                description=description,
+                parameters=schema,
+                strict=strict,
+                meta=_meta(tool, _TOOL_KEYS),
+            )
+        )
+    return tuple(specs), server
+
+
+def _parse_tool_choice(raw: Any) -> tuple[ToolChoice, bool | None]:
+    """-> (choice, parallel_tool_calls): ``disable_parallel_tool_use`` -> False."""
+    choice = _dict(raw, "tool_choice")
+    kind = _required(choice, "type", "tool_choice.type")
+    if kind == "tool":
+        result = ToolChoice("tool", _str(choice, "name", "tool_choice.name"))
+    else:
+        found = _TOOL_CHOICE_MODES.get(kind) if isinstance(kind, str) else None
+        if found is None:
+            raise InvalidRequestError(
+                "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'",
+                param="tool_choice.type",
+            )
+        result = found
+    disable = choice.get("disable_parallel_tool_use")
+    if disable is not None:
+        expect_type(disable, bool, "tool_choice.disable_parallel_tool_use", "a boolean")
+    return result, (False if disable else None)
+
+
+def _parse_thinking_config(raw: Any, effort: str | None) -> Reasoning:
+    thinking = _dict(raw, "thinking")
+    kind = _required(thinking, "type", "thinking.type")
+    if kind == "disabled":
+        return Reasoning(enabled=False)
+    if kind == "enabled":
+        budget = _required(thinking, "budget_tokens", "thinking.budget_tokens")
+        budget = expect_type(budget, int, "thinking.budget_tokens", "an integer")
+        return Reasoning(effort=budget_to_effort(budget), budget_tokens=budget)
+    # "adaptive" (and newer model-decided modes such as "between_tools"): the model picks
+    # its own budget; output_config.effort says how hard to think.
+    expect_type(kind, str, "thinking.type", "a string")
+    return Reasoning(effort=effort or "medium")
+
+
+def _parse_output_config(raw: Any, extra: dict[str, Any]) -> ResponseFormat | None:
+    """``output_config.format`` -> ResponseFormat; the rest (effort...) stays in extra."""
+    config = _dict(raw, "output_config")
+    rest = {k: v for k, v in config.items() if k != "format"}
+    if rest:
+        extra["output_config"] = rest
+    fmt = config.get("format")
+    if fmt is None:
+        return None
+    fmt = _dict(fmt, "output_config.format")
+    if fmt.get("type") != "json_schema":
+        raise InvalidRequestError(
+            "output_config.format.type: Input should be 'json_schema'",
+            param="output_config.format.type",
+        )
+    schema = _dict(_required(fmt, "schema", "output_config.format.schema"), "output_config.format.schema")
+    return ResponseFormat("json_schema", schema=schema)
+
+
+def _number(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = body.get(key)
+    return None if value is None else expect_type(value, kind, key, what)
+
+
+def _parse_settings(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Everything but messages, as keyword arguments for :class:`Request`."""
+    kw: dict[str, Any] = {
+        "temperature": _number(body, "temperature", (int, float), "a number"),
+        "top_p": _number(body, "top_p", (int, float), "a number"),
+        "top_k": _number(body, "top_k", int, "an integer"),
+    }
+    stop = body.get("stop_sequences")
+    if stop is not None:
+        kw["stop"] = tuple(
+            expect_type(s, str, f"stop_sequences[{i}]", "a string")
+            for i, s in enumerate(_list(stop, "stop_sequences"))
+        )
+    metadata = body.get("metadata")
+    if metadata is not None:
+        kw["metadata"] = _dict(metadata, "metadata")
+        user = metadata.get("user_id")
+        if user is not None:
+            kw["user"] = expect_type(user, str, "metadata.user_id", "a string")
+    if body.get("tools") is not None:
+        kw["tools"], server_tools = _parse_tools(body["tools"])
+        if server_tools:
+            extra["server_tools"] = server_tools
+    if body.get("tool_choice") is not None:
+        kw["tool_choice"], kw["parallel_tool_calls"] = _parse_tool_choice(body["tool_choice"])
+    output_config = body.get("output_config")
+    if output_config is not None:
+        kw["response_format"] = _parse_output_config(output_config, extra)
+    if body.get("thinking") is not None:
+        effort = extra.get("output_config", {}).get("effort")
+        kw["reasoning"] = _parse_thinking_config(body["thinking"], effort)
+        extra["_thinking"] = body["thinking"]
+    return kw
+
+
+def parse_request(body: Any, *, count_tokens: bool = False) -> Request:
+    """Validate and convert a ``POST /v1/messages`` body.
+
+    With ``count_tokens=True`` (``/v1/messages/count_tokens``) ``max_tokens`` is not
+    required and ``stream`` is not read.
+    """
+    body = _dict(body, "body")
+    model = _str(body, "model", "model")
+    max_tokens = None
+    if not count_tokens or body.get("max_tokens") is not None:
+        max_tokens = expect_type(
+            _required(body, "max_tokens", "max_tokens"), int, "max_tokens", "an integer"
+        )
+        if max_tokens < 0:  # 0 is legal: "only warm the prompt cache" (§2.2)
+            raise InvalidRequestError(
+                "max_tokens: Input should be greater than or equal to 0", param="max_tokens"
+            )
+    stream = False
+    if not count_tokens and body.get("stream") is not None:
+        stream = expect_type(body["stream"], bool, "stream", "a boolean")
+    extra = {k: v for k, v in body.items() if k not in _KNOWN_FIELDS}
+    if count_tokens:
+        extra.pop("stream", None)
+    messages = _parse_messages(body)
+    settings = _parse_settings(body, extra)
+    return Request(
+        model=model,
+        messages=tuple(messages),
+        max_tokens=max_tokens,
+        stream=stream,
+        source_dialect=NAME,
+        extra=extra,
+        **settings,
+    )
+
+
+def parse_count_tokens_request(body: Any) -> Request:
+    """Validate and convert a ``POST /v1/messages/count_tokens`` body (§2.7)."""
+    return parse_request(body, count_tokens=True)
+
+
+# ---------------------------------------------------------------- rendering
+
+IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+DEFAULT_MAX_TOKENS = 4096
+MIN_THINKING_BUDGET = 1024
+FILLER_USER_TEXT = "."
+"""The user turn inserted before a conversation that would otherwise start with the
+assistant (§4.11.2): one character, so it costs one token and says nothing."""
+
+_COUNT_TOKENS_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+)
+_CHOICE_TYPES = {"auto": "auto", "required": "any", "tool": "tool"}
+
+
+def _with_meta(block: dict[str, Any], meta: Meta) -> dict[str, Any]:
+    """Re-attach ``cache_control`` and the block's unknown Anthropic keys."""
+    if meta:
+        cache_control = meta.get("cache_control")
+        if cache_control is not None:
+            block["cache_control"] = cache_control
+        rest = meta.get(EXTRA_META)
+        if rest:
+            block.update(rest)
+    return block
+
+
+def render_text_block(part: TextPart) -> dict[str, Any]:
+    """A neutral text part -> ``{"type":"text","text":...}`` (+ cache_control, citations)."""
+    return _with_meta({"type": "text", "text": part.text}, part.meta)
+
+
+def parse_arguments(arguments: str) -> dict[str, Any] | None:
+    """Tool call arguments text -> the ``input`` object (§4.4); ``""`` -> ``{}``.
+
+    None when the text is not JSON or not a JSON object.
+    """
+    if not arguments or arguments.isspace():
+        return {}
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _source_from_data_uri(uri: str, param: str) -> tuple[str, str]:
+    parsed = parse_data_uri(uri)
+    if parsed is None:
+        raise InvalidRequestError("only base64 data URIs are supported", param=param)
+    return parsed[0].lower(), parsed[1]
+
+
+def _render_image(part: ImagePart, param: str) -> dict[str, Any]:
+    media_type, data = part.media_type, part.data
+    if data is None and part.url and part.url.startswith("data:"):
+        media_type, data = _source_from_data_uri(part.url, param)
+    source: dict[str, Any]
+    if data is not None:
+        media_type = "image/jpeg" if media_type == "image/jpg" else media_type
+        if media_type not in IMAGE_MEDIA_TYPES:
+            raise InvalidRequestError(
+                f"image media type {media_type!r} is not supported by this model's API; "
+                "use image/jpeg, image/png, image/gif or image/webp",
+                param=param,
+            )
+        source = {"type": "base64", "media_type": media_type, "data": data}
+    elif part.url:
+        source = {"type": "url", "url": part.url}
+    else:
+        raise InvalidRequestError("image has neither data nor url", param=param)
+    return _with_meta({"type": "image", "source": source}, part.meta)
+
+
+def _render_document(part: DocumentPart, param: str) -> dict[str, Any]:
+    media_type, data = (part.media_type or "application/pdf").lower(), part.data
+    if data is None and part.text is None and part.url and part.url.startswith("data:"):
+        media_type, data = _source_from_data_uri(part.url, param)
+    source: dict[str, Any]
+    if part.text is not None:
+        source = {"type": "text", "media_type": "text/plain", "data": part.text}
+    elif data is not None and media_type == "application/pdf":
+        source = {"type": "base64", "media_type": media_type, "data": data}
+    elif data is not None and media_type.startswith("text/"):
+        # Anthropic's base64 documents are PDF only; plain text goes as a text source.
+        try:
+            text = base64.b64decode(data, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise InvalidRequestError("document data is not base64 UTF-8 text", param=param) from None
+        source = {"type": "text", "media_type": "text/plain", "data": text}
+    elif data is not None:
+        raise InvalidRequestError(
+            f"document type {media_type!r} is not supported by this model's API "
+            "(PDF and plain text are)",
+            param=param,
+        )
+    elif part.url:
+        source = {"type": "url", "url": part.url}
+    else:
+        raise InvalidRequestError("document has neither data, text nor url", param=param)
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if part.title:
+        block["title"] = part.title
+    return _with_meta(block, part.meta)
+
+
+def _render_tool_call(part: ToolCallPart, param: str) -> dict[str, Any]:
+    tool_input = parse_arguments(part.arguments)
+    if tool_input is None:
+        # §4.4: never guess what the caller meant; Anthropic needs an object.
+        raise InvalidRequestError(
+            f"arguments of tool call {part.id!r} ({part.name}) are not a valid JSON object: "
+            f"{part.arguments[:200]!r}",
+            param=param,
+        )
+    block = {"type": "tool_use", "id": sanitize_tool_id(part.id), "name": part.name}
+    block["input"] = tool_input
+    return _with_meta(block, part.meta)
+
+
+def _render_tool_result(part: ToolResultPart, param: str) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": sanitize_tool_id(part.tool_call_id),
+    }
+    content = part.content
+    if len(content) == 1 and isinstance(content[0], TextPart) and not content[0].meta:
+        if content[0].text.strip():
+            block["content"] = content[0].text
+    else:
+        blocks = [
+            b
+            for j, p in enumerate(content)
+            if (b := _render_part(p, f"{param}.content[{j}]")) is not None
+        ]
+        if blocks:
+            block["content"] = blocks
+    if part.is_error:
+        block["is_error"] = True
+    return _with_meta(block, part.meta)
+
+
+def _render_unknown(part: UnknownPart, param: str) -> dict[str, Any]:
+    if part.dialect == NAME:
+        return part.raw
+    kind = part.raw.get("type")
+    if kind == "input_audio" or "audio" in str(kind):
+        message = "audio input is not supported by this model's API"
+    else:
+        message = f"content of type {kind!r} is not supported by this model's API"
+    raise InvalidRequestError(message, param=param)
+
+
+def _render_part(part: Part, param: str) -> dict[str, Any] | None:
+    """One neutral part -> one Anthropic block, or None when it is dropped."""
+    if isinstance(part, TextPart):
+        # Anthropic rejects empty (and whitespace-only) text blocks (§4.11.5).
+        return render_text_block(part) if part.text and not part.text.isspace() else None
+    if isinstance(part, ToolCallPart):
+        return _render_tool_call(part, param)
+    if isinstance(part, ToolResultPart):
+        return _render_tool_result(part, param)
+    if isinstance(part, ReasoningPart):
+        if part.redacted is not None:
+            return {"type": "redacted_thinking", "data": part.redacted}
+        if part.signature:
+            return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+        # Thinking without a signature (OpenAI-side reasoning_content) cannot be replayed:
+        # Anthropic verifies signatures. Dropping it is what a history without it means.
+        return None
+    if isinstance(part, ImagePart):
+        return _render_image(part, param)
+    if isinstance(part, DocumentPart):
+        return _render_document(part, param)
+    return _render_unknown(part, param)
+
+
+def _render_parts(parts: tuple[Part, ...], param: str) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    calls = 0
+    for j, part in enumerate(parts):
+        if isinstance(part, ToolCallPart):
+            # Named as the OpenAI client sees it: the k-th tool call of message i.
+            block = _render_part(part, f"{param}.tool_calls[{calls}].function.arguments")
+            calls += 1
+        else:
+            block = _render_part(part, f"{param}.content[{j}]")
+        if block is not None:
+            blocks.append(block)
+    return blocks
+
+
+def _tool_results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """§2.3: every tool_result block comes before any other block of its user message."""
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    if not results or len(results) == len(blocks) or blocks[: len(results)] == results:
+        return blocks
+    return results + [b for b in blocks if b.get("type") != "tool_result"]
+
+
+def _render_messages(
+    messages: tuple[Message, ...],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """-> (system blocks, messages). See :func:`render_request` for the rules."""
+    system: list[dict[str, Any]] = []
+    turns: list[tuple[str, list[dict[str, Any]]]] = []
+    for i, msg in enumerate(messages):
+        if msg.role == "system":
+            system.extend(
+                render_text_block(p)
+                for p in msg.parts
+                if isinstance(p, TextPart) and p.text and not p.text.isspace()
+            )
+            continue
+        blocks = _render_parts(msg.parts, f"messages[{i}]")
+        if not blocks:
+            continue  # empty content is rejected on all but the final assistant turn
+        if turns and turns[-1][0] == msg.role:
+            turns[-1][1].extend(blocks)  # §4.11.1: merge consecutive same-role turns
+        else:
+            turns.append((msg.role, blocks))
+    if not turns or turns[0][0] != "user":
+        turns.insert(0, ("user", [{"type": "text", "text": FILLER_USER_TEXT}]))
+    out: list[dict[str, Any]] = []
+    for role, blocks in turns:
+        if role == "user":
+            blocks = _tool_results_first(blocks)
+        if len(blocks) == 1 and len(blocks[0]) == 2 and blocks[0]["type"] == "text":
+            out.append({"role": role, "content": blocks[0]["text"]})
+        else:
+            out.append({"role": role, "content": blocks})
+    return system, out
+
+
+def _render_tool(spec: ToolSpec) -> dict[str, Any]:
+    schema = spec.parameters
+    if not schema:
+        schema = {"type": "object", "properties": {}}
+    elif "type" not in schema:
+        schema = {"type": "object", **schema}  # Anthropic requires a top-level object type
+    tool: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        tool["description"] = spec.description
+    tool["input_schema"] = schema
+    if spec.strict:
+        tool["strict"] = True
+    return _with_meta(tool, spec.meta)
+
+
+def _render_tool_choice(request: Request) -> dict[str, Any] | None:
+    choice = request.tool_choice
+    disable = request.parallel_tool_calls is False
+    if choice is None:
+        return {"type": "auto", "disable_parallel_tool_use": True} if disable else None
+    if choice.mode == "none":
+        return {"type": "none"}  # disable_parallel_tool_use is not valid with none
+    out: dict[str, Any] = {"type": _CHOICE_TYPES[choice.mode]}
+    if choice.mode == "tool":
+        if not choice.name:
+            raise InvalidRequestError("a named tool_choice needs a name", param="tool_choice")
+        out["name"] = choice.name
+    if disable:
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def _render_thinking(request: Request, body: dict[str, Any], same: bool) -> None:
+    reasoning = request.reasoning
+    if reasoning is None:
+        return
+    if not reasoning.enabled or reasoning.effort == "none":
+        body["thinking"] = {"type": "disabled"}
+        return
+    raw = request.extra.get("_thinking") if same else None
+    if isinstance(raw, dict) and raw.get("type") not in (None, "disabled"):
+        body["thinking"] = raw  # the client's own config: adaptive, display, ...
+        budget = raw.get("budget_tokens")
+    else:
+        budget = max(
+            reasoning.budget_tokens or effort_to_budget(reasoning.effort), MIN_THINKING_BUDGET
+        )
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if isinstance(budget, int) and body["max_tokens"] <= budget:
+        body["max_tokens"] = budget + MIN_THINKING_BUDGET  # §2.4: budget < max_tokens
+    if not same:
+        # Anthropic rejects temperature/top_k (and top_p < 0.95) with thinking on; for
+        # a caller of another dialect these are tuning knobs, dropped per policy.
+        body.pop("temperature", None)
+        body.pop("top_k", None)
+        if body.get("top_p", 1.0) < 0.95:
+            del body["top_p"]
+
+
+def _render_settings(request: Request, body: dict[str, Any], same: bool) -> None:
+    if request.temperature is not None:
+        body["temperature"] = min(max(float(request.temperature), 0.0), 1.0)  # §4.8: clamp
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.top_k is not None:
+        body["top_k"] = request.top_k
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    metadata = dict(request.metadata or {}) if same else {}
+    if request.user:
+        metadata["user_id"] = request.user
+    if metadata:
+        body["metadata"] = metadata
+    server_tools = request.extra.get("server_tools") if same else None
+    tools = [_render_tool(t) for t in request.tools] + list(server_tools or ())
+    if tools:
+        body["tools"] = tools
+        choice = _render_tool_choice(request)
+        if choice is not None:
+            body["tool_choice"] = choice
+    _render_thinking(request, body, same)
+    output_config: dict[str, Any] = {}
+    fmt = request.response_format
+    if fmt is not None and fmt.type == "json_schema" and fmt.schema is not None:
+        output_config["format"] = {"type": "json_schema", "schema": fmt.schema}
+    if same and isinstance(request.extra.get("output_config"), dict):
+        output_config.update(request.extra["output_config"])
+    if output_config:
+        body["output_config"] = output_config
+    if request.stream:
+        body["stream"] = True
+
+
+def render_request(request: Request) -> dict[str, Any]:
+    """The body for an Anthropic upstream (also serves OpenAI clients routed there).
+
+    Policy (PROTOCOLS.md §4): system messages are hoisted, in order, into ``system``
+    (their position is lost, §4.11.7); empty/whitespace text parts are dropped and then
+    empty turns; consecutive same-role turns are merged; tool_result blocks go first in
+    their user turn; a conversation that does not start with a user turn gets the user
+    turn ``"."`` inserted (:data:`FILLER_USER_TEXT`); tool ids pass ``sanitize_tool_id``
+    on both call and result; unsigned reasoning is dropped; ``max_tokens`` defaults to
+    4096; temperature is clamped to [0, 1]; ``seed`` and other fields Anthropic lacks are
+    dropped, except ``n > 1``, which is rejected. ``json_object`` response format is
+    dropped (Anthropic has only ``json_schema``). ``Request.extra`` is sent back only
+    when the request came from an Anthropic client.
+    """
+    n = request.extra.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        raise InvalidRequestError("n > 1 is not supported by the upstream API", param="n")
+    same = request.source_dialect == NAME
+    system, messages = _render_messages(request.messages)
+    max_tokens = request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS
+    body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens}
+    if system:
+        if len(system) == 1 and len(system[0]) == 2:
+            body["system"] = system[0]["text"]
+        else:
+            body["system"] = system
+    body["messages"] = messages
+    _render_settings(request, body, same)
+    if same:
+        for key, value in request.extra.items():
+            if not key.startswith("_") and key not in ("server_tools", "output_config"):
+                body.setdefault(key, value)
+    return body
+
+
+def render_count_tokens_request(request: Request) -> dict[str, Any]:
+    """The body for an upstream ``/v1/messages/count_tokens`` (§2.7): no max_tokens etc."""
+    body = render_request(request)
+    same = request.source_dialect == NAME
+    return {
+        k: v
+        for k, v in body.items()
+        if k in _COUNT_TOKENS_FIELDS or (same and k in request.extra and not k.startswith("_"))
+    }

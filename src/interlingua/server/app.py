@@ -1,0 +1,217 @@
+"""The Starlette application: routes, lifespan, and the thin endpoint handlers.
+
+``create_app(config)`` builds everything from a :class:`~interlingua.config.Config`;
+tests may pass ready-made ``upstreams`` (e.g. a scripted fake) instead. The lifespan owns
+the one pooled aiohttp session every HTTP upstream shares.
+
+Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
+``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
+``GET /v1/models`` (OpenAI list, or Anthropic's when an ``anthropic-version`` header is
+present), ``GET /health``, and ``HEAD /`` (Claude Code pre-warms the connection with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request as HTTPRequest
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from ..config import Config
+from ..dialects import Dialect, get_dialect
+from ..errors import (
+    AuthenticationError,
+    InterlinguaError,
+    InvalidRequestError,
+    NotFoundError,
+)
+from ..routing import Router
+from ..upstreams import build_upstream
+from ..upstreams.base import Upstream
+from .gateway import Gateway, internal_error
+from .http import BytesResponse, decode_json_object, read_body
+from .middleware import RequestIdMiddleware
+
+log = logging.getLogger("interlingua.server")
+
+OPENAI = get_dialect("openai")
+ANTHROPIC = get_dialect("anthropic")
+
+
+def _request_id(request: HTTPRequest) -> str:
+    return str(request.scope.get("state", {}).get("request_id", ""))
+
+
+def _client_dialect(request: HTTPRequest) -> Dialect:
+    """Which dialect to answer a non-generation request in (errors, model lists)."""
+    if "anthropic-version" in request.headers or request.url.path.startswith("/v1/messages"):
+        return ANTHROPIC
+    return OPENAI
+
+
+class Handlers:
+    """The endpoint functions, bound to one :class:`Gateway`."""
+
+    def __init__(self, gateway: Gateway, api_keys: tuple[str, ...]) -> None:
+        self.gateway = gateway
+        self.api_keys = frozenset(api_keys)
+
+    def _check_auth(self, headers: Mapping[str, str]) -> None:
+        if not self.api_keys:
+            return
+        key = headers.get("x-api-key")
+        if key is None:
+            auth = headers.get("authorization", "")
+            key = auth[7:] if auth[:7].lower() == "bearer " else None
+        if key not in self.api_keys:
+            raise AuthenticationError(
+                "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or "
+                "'x-api-key: <key>'.",
+                code="invalid_api_key",
+            )
+
+    async def _generate(self, request: HTTPRequest, dialect: Dialect) -> Any:
+        try:
+            self._check_auth(request.headers)
+            body = decode_json_object(await read_body(request, self.gateway.max_body))
+            return await self.gateway.generate(dialect, body, request.headers)
+        except InterlinguaError as err:
+            return self.gateway.error_response(dialect, err, _request_id(request))
+        except Exception as exc:
+            log.exception("unexpected failure on %s", request.url.path)
+            return self.gateway.error_response(dialect, internal_error(exc), _request_id(request))
+
+    async def chat_completions(self, request: HTTPRequest) -> Any:
+        return await self._generate(request, OPENAI)
+
+    async def messages(self, request: HTTPRequest) -> Any:
+        return await self._generate(request, ANTHROPIC)
+
+    async def count_tokens(self, request: HTTPRequest) -> Any:
+        try:
+            self._check_auth(request.headers)
+            body = decode_json_object(await read_body(request, self.gateway.max_body))
+            parsed = ANTHROPIC.parse_count_tokens_request(body)  # type: ignore[attr-defined]
+            count = await self.gateway.count_tokens(parsed)
+            return BytesResponse(orjson.dumps({"input_tokens": count}))
+        except InterlinguaError as err:
+            return self.gateway.error_response(ANTHROPIC, err, _request_id(request))
+        except Exception as exc:
+            log.exception("unexpected failure on count_tokens")
+            return self.gateway.error_response(ANTHROPIC, internal_error(exc), _request_id(request))
+
+    async def models(self, request: HTTPRequest) -> Any:
+        dialect = _client_dialect(request)
+        try:
+            self._check_auth(request.headers)
+        except InterlinguaError as err:
+            return self.gateway.error_response(dialect, err, _request_id(request))
+        names = self.gateway.router.model_names()
+        return BytesResponse(orjson.dumps(dialect.render_model_list(names, _STARTED)))
+
+    async def health(self, request: HTTPRequest) -> Any:
+        return BytesResponse(b'{"status":"ok"}')
+
+    async def root(self, request: HTTPRequest) -> Any:
+        return BytesResponse(b'{"name":"interlingua","status":"ok"}')
+
+
+_STARTED = int(time.time())
+
+
+class _NotFoundAsError:
+    """Starlette's 404/405 pages rendered as the caller's dialect error instead of text."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def __call__(self, request: HTTPRequest, exc: Exception) -> BytesResponse:
+        assert isinstance(exc, HTTPException)
+        dialect = _client_dialect(request)
+        message = f"Unknown request URL: {request.method} {request.url.path}."
+        error: InterlinguaError
+        if exc.status_code == 404:
+            error = NotFoundError(message, code="unknown_url")
+        else:
+            error = InvalidRequestError(message, status=exc.status_code, code="method_not_allowed")
+        return self.gateway.error_response(dialect, error, _request_id(request))
+
+
+def create_app(
+    config: Config,
+    *,
+    upstreams: dict[str, Upstream] | None = None,
+    session: aiohttp.ClientSession | None = None,
+) -> ASGIApp:
+    """Build the gateway ASGI app.
+
+    ``upstreams`` replaces building them from ``config.upstreams`` (tests pass fakes);
+    ``session`` replaces the app-owned aiohttp session.
+    """
+    secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
+    state: dict[str, Any] = {}
+    if upstreams is not None:
+        state["upstreams"] = upstreams
+    router = Router(config, upstreams or {})
+    gateway = Gateway(config, router, secrets)
+    handlers = Handlers(gateway, config.server.api_keys)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        own_session = None
+        built = state.get("upstreams")
+        if built is None:
+            own_session = session or _new_session()
+            built = {
+                name: build_upstream(cfg, own_session) for name, cfg in config.upstreams.items()
+            }
+            router.upstreams.update(built)
+        for upstream in built.values():
+            await upstream.start()
+        try:
+            yield
+        finally:
+            for upstream in built.values():
+                await upstream.aclose()
+            if own_session is not None and session is None:
+                await own_session.close()
+
+    routes = [
+        Route("/v1/chat/completions", handlers.chat_completions, methods=["POST"]),
+        Route("/chat/completions", handlers.chat_completions, methods=["POST"]),
+        Route("/v1/messages", handlers.messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", handlers.count_tokens, methods=["POST"]),
+        Route("/v1/models", handlers.models, methods=["GET"]),
+        Route("/models", handlers.models, methods=["GET"]),
+        Route("/health", handlers.health, methods=["GET"]),
+        Route("/", handlers.root, methods=["GET", "HEAD"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _NotFoundAsError(gateway)},
+    )
+    return RequestIdMiddleware(app)
+
+
+def _new_session() -> aiohttp.ClientSession:
+    # One pooled session for every HTTP upstream: keep-alive connections are the single
+    # biggest saving on the hot path (no TCP/TLS handshake per request). No total timeout
+    # here; each upstream sets its own connect/read timeouts per request.
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector, json_serialize=lambda v: orjson.dumps(v).decode()
+    )
+
+
+__all__ = ["create_app"]
+

@@ -1,0 +1,189 @@
+"""The request path: parse -> route -> call -> render, for every generation endpoint.
+
+``Gateway`` holds what the handlers share (router, limits, the secrets to scrub). One
+method per endpoint; each is thin and delegates translation to the dialect codecs and the
+work to the upstream. Two paths:
+
+* **passthrough** -- the client's dialect is the upstream's own and the route asks for no
+  rewriting: the body is forwarded with only ``model`` replaced and the upstream's bytes
+  are relayed as they arrive. This is the fast path.
+* **translated** -- the body is parsed into the neutral request, the upstream answers in
+  neutral values, and the client's codec renders them (chunk by chunk when streaming).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from ..config import Config, ModelOptions
+from ..core import Request, StreamError, StreamEvent
+from ..core.tokens import estimate_request_tokens
+from ..dialects import Dialect
+from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
+from ..routing import Route, Router
+from ..upstreams.base import RawResponse
+from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
+
+log = logging.getLogger("interlingua.server")
+
+_DEFAULT_OPTIONS = ModelOptions()
+# Upstream response headers a client may act on (retry policy, tracing) and so are relayed.
+_RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
+
+
+class Gateway:
+    """Shared state of the request path. See the module docstring."""
+
+    def __init__(self, config: Config, router: Router, secrets: Iterable[str] = ()) -> None:
+        self.config = config
+        self.router = router
+        self.max_body = int(config.server.max_body_mb * 1024 * 1024)
+        # Longest first so a key that contains another is scrubbed whole.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    # -- errors -------------------------------------------------------------------------
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every upstream secret replaced by ``***``."""
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+    def scrub_bytes(self, body: bytes) -> bytes:
+        for secret in self.secrets:
+            raw = secret.encode()
+            if raw in body:
+                body = body.replace(raw, b"***")
+        return body
+
+    def error_response(
+        self, dialect: Dialect, error: InterlinguaError, request_id: str
+    ) -> BytesResponse:
+        """The error in the caller's dialect, with Retry-After relayed when known."""
+        error.message = self.scrub(error.message)
+        status, body = dialect.render_error(error, request_id)
+        headers = [JSON_CT]
+        if error.retry_after is not None:
+            headers.append((b"retry-after", str(max(0, round(error.retry_after))).encode()))
+            headers.append((b"retry-after-ms", str(int(error.retry_after * 1000)).encode()))
+        for name in ("x-should-retry",):
+            if name in error.headers:
+                headers.append((name.encode(), error.headers[name].encode("latin-1")))
+        return BytesResponse(orjson.dumps(body), status, headers)
+
+    def stream_error_bytes(self, dialect: Dialect, request: Request, exc: BaseException) -> bytes:
+        """An exception after the first streamed byte, as the dialect's in-band error."""
+        error = exc if isinstance(exc, InterlinguaError) else internal_error(exc)
+        error.message = self.scrub(error.message)
+        return dialect.stream_encoder(request).encode(StreamError(error))
+
+    # -- generation ---------------------------------------------------------------------
+
+    async def generate(
+        self, dialect: Dialect, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> BytesResponse | StreamResponse:
+        """Answer a generation request body of ``dialect``."""
+        route = self.router.resolve(_model_of(body))
+        upstream = route.upstream
+        if upstream.dialect == dialect.name and route.options == _DEFAULT_OPTIONS:
+            return await self._passthrough(dialect, route, body, headers)
+        request = dialect.parse_request(body)
+        upstream_request = replace(request, model=route.upstream_model)
+        if request.stream:
+            return await self._stream(dialect, route, request, upstream_request)
+        response = await upstream.complete(upstream_request)
+        rendered = dialect.render_response(response, request)
+        return BytesResponse(orjson.dumps(rendered))
+
+    async def _stream(
+        self, dialect: Dialect, route: Route, request: Request, upstream_request: Request
+    ) -> StreamResponse:
+        events = route.upstream.stream(upstream_request)
+        # Wait for the first event before sending headers: an upstream that refuses the
+        # request raises here, and the client still gets a real HTTP error status.
+        try:
+            first = await anext(events)
+        except StopAsyncIteration:
+            raise UpstreamError("upstream closed the stream without sending anything") from None
+        except BaseException:
+            await _aclose(events)
+            raise
+        encoder = dialect.stream_encoder(request)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield encoder.encode(first)
+            async for event in events:
+                if isinstance(event, StreamError):
+                    event.error.message = self.scrub(event.error.message)
+                yield encoder.encode(event)
+
+        return StreamResponse(
+            chunks(),
+            on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
+            aclose=lambda: _aclose(events),
+        )
+
+    async def _passthrough(
+        self, dialect: Dialect, route: Route, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> BytesResponse | StreamResponse:
+        body["model"] = route.upstream_model
+        stream = body.get("stream") is True
+        raw = await route.upstream.passthrough(orjson.dumps(body), stream, headers)
+        relayed = [JSON_CT] + _relayed(raw)
+        if raw.status >= 400 or raw.chunks is None:
+            await raw.aclose()
+            return BytesResponse(self.scrub_bytes(raw.body), raw.status, relayed)
+        request = Request(model=str(body.get("model")), messages=(), stream=True)
+        return StreamResponse(
+            raw.chunks,
+            headers=SSE_HEADERS + _relayed(raw),
+            on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
+            aclose=raw.aclose,
+        )
+
+    # -- other endpoints ----------------------------------------------------------------
+
+    async def count_tokens(self, request: Request) -> int:
+        """Input tokens: the upstream's own count when it has one, else the estimate."""
+        route = self.router.resolve(request.model)
+        counted = await route.upstream.count_tokens(replace(request, model=route.upstream_model))
+        return counted if counted is not None else estimate_request_tokens(request)
+
+
+def _model_of(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if model is None:
+        raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequestError(
+            "Invalid value for 'model': expected a non-empty string.", param="model"
+        )
+    return model
+
+
+def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
+    return [
+        (name.encode(), raw.headers[name].encode("latin-1"))
+        for name in _RELAYED_HEADERS
+        if name in raw.headers
+    ]
+
+
+def internal_error(exc: BaseException) -> UpstreamError:
+    """A bug or an unexpected failure, as an error safe to show (no internals leaked)."""
+    return UpstreamError(f"internal gateway error ({type(exc).__name__})", status=500)
+
+
+async def _aclose(events: AsyncIterator[StreamEvent]) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+__all__ = ["Gateway", "internal_error"]

@@ -1,0 +1,148 @@
+"""Small HTTP helpers for the handlers: bounded body reads, JSON and SSE responses.
+
+These are plain ASGI response objects rather than Starlette's general-purpose ones: the
+gateway's responses are always JSON bytes we already encoded or an SSE byte stream we
+produce, so the helpers precompute headers and skip work Starlette would do per request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.requests import Request as HTTPRequest
+from starlette.types import Receive, Scope, Send
+
+from ..errors import InvalidRequestError, RequestTooLargeError
+
+log = logging.getLogger("interlingua.server")
+
+JSON_CT = (b"content-type", b"application/json")
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+async def read_body(request: HTTPRequest, limit: int) -> bytes:
+    """The request body, refusing more than ``limit`` bytes with a 413.
+
+    Content-Length is checked first so an honest oversized upload is refused before it is
+    read; a chunked or lying one is cut off as soon as it passes the limit.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> RequestTooLargeError:
+    return RequestTooLargeError(
+        f"Request body is larger than the limit of {limit // (1024 * 1024)} MB.",
+        code="request_too_large",
+    )
+
+
+def decode_json_object(body: bytes) -> dict[str, Any]:
+    """Parse a JSON object body, with a 400 that says what is wrong with it."""
+    if not body:
+        raise InvalidRequestError("Request body is empty; expected a JSON object.")
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        # orjson rejects invalid UTF-8 with its own message; name it plainly for the caller.
+        msg = str(exc)
+        if "utf-8" in msg.lower() or "surrogate" in msg.lower():
+            raise InvalidRequestError("Request body is not valid UTF-8.") from None
+        raise InvalidRequestError(f"Request body is not valid JSON: {msg}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequestError("Request body must be a JSON object.")
+    return value
+
+
+def header_list(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """Starlette/ASGI raw header list from a str dict (values latin-1, as HTTP requires)."""
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+
+class BytesResponse:
+    """A complete response whose body is already bytes."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(
+        self, body: bytes, status: int = 200, headers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        self.body = body
+        self.status = status
+        self.headers = headers if headers is not None else [JSON_CT]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [*self.headers, (b"content-length", str(len(self.body)).encode())]
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+class StreamResponse:
+    """An SSE response relaying ``chunks`` as they come.
+
+    ``on_error`` turns an exception raised mid-stream into in-band bytes (the dialect's
+    error event), because after the first byte the status line is gone. ``aclose`` is
+    awaited in ``finally`` whatever happens -- normal end, error, or the client hanging up
+    (which surfaces here as an OSError from ``send`` or a cancellation) -- so the upstream
+    connection is always released.
+    """
+
+    __slots__ = ("aclose", "chunks", "headers", "on_error", "status")
+
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        status: int = 200,
+        headers: list[tuple[bytes, bytes]] | None = None,
+        on_error: Callable[[BaseException], bytes] | None = None,
+        aclose: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.chunks = chunks
+        self.status = status
+        self.headers = headers if headers is not None else SSE_HEADERS
+        self.on_error = on_error
+        self.aclose = aclose
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send(
+                {"type": "http.response.start", "status": self.status, "headers": self.headers}
+            )
+            try:
+                async for chunk in self.chunks:
+                    if chunk:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except OSError:
+                raise  # the client hung up (uvicorn's ClientDisconnected is an OSError)
+            except Exception as exc:
+                if self.on_error is None:
+                    raise
+                log.exception("stream failed after the first byte")
+                body = self.on_error(exc)
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            log.info("client disconnected mid-stream")
+        finally:
+            aclose = getattr(self.chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            if self.aclose is not None:
+                await self.aclose()

@@ -1,0 +1,89 @@
+"""What every upstream offers the gateway.
+
+An upstream takes a neutral :class:`~interlingua.core.Request` (its ``model`` already
+rewritten to the name the upstream expects) and answers with a neutral
+:class:`~interlingua.core.Response` or a stream of neutral events. How it gets there --
+an HTTP call in some wire dialect, a local model, a script -- is its own business.
+
+Upstreams that speak a client dialect natively also offer :meth:`Upstream.passthrough`:
+the gateway's fast path for same-dialect traffic, which forwards the client's body with
+only ``model`` replaced and relays the upstream's bytes as they arrive.
+
+Errors: before the first event an upstream *raises* an
+:class:`~interlingua.errors.InterlinguaError`; after it, failures arrive as a
+``StreamError`` event. Streams close their upstream connection in ``finally``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import Request, Response, StreamEvent
+
+
+@dataclass(slots=True)
+class RawResponse:
+    """An upstream answer relayed as bytes (passthrough path).
+
+    ``body`` is the whole body for a non-stream answer; for a stream, ``chunks`` yields the
+    upstream's bytes as they arrive and ``aclose`` releases the connection (call it in
+    ``finally``). ``usage_sink`` receives usage the relay sniffed, for accounting.
+    """
+
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    chunks: AsyncIterator[bytes] | None = None
+    closer: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    async def aclose(self) -> None:
+        if self.closer is not None:
+            closer, self.closer = self.closer, None
+            result = closer()
+            if hasattr(result, "__await__"):
+                await result
+
+
+class Upstream:
+    """Base class. Subclasses set ``dialect`` when they can take the passthrough path."""
+
+    #: the wire dialect this upstream speaks natively ("openai", "anthropic"), or None
+    dialect: str | None = None
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def complete(self, request: Request) -> Response:
+        """Answer a non-streaming request."""
+        raise NotImplementedError
+
+    def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Answer a streaming request with neutral events (an async generator).
+
+        Raises before yielding anything when the upstream refuses the request, so the
+        gateway can still answer with a proper HTTP error status.
+        """
+        raise NotImplementedError
+
+    async def passthrough(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """Forward a client body of this upstream's own dialect untouched but for ``model``.
+
+        ``body`` already has the upstream model name. Only upstreams with ``dialect`` set
+        implement this.
+        """
+        raise NotImplementedError
+
+    async def count_tokens(self, request: Request) -> int | None:
+        """Input tokens of ``request`` by the upstream's own tokenizer, or None if unknown."""
+        return None
+
+    async def start(self) -> None:
+        """Open pooled resources (called from the app lifespan)."""
+
+    async def aclose(self) -> None:
+        """Release pooled resources (called from the app lifespan)."""

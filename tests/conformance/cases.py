@@ -1,0 +1,244 @@
+"""The conformance cases: one neutral description per case, stamped out over every
+client dialect x upstream dialect x stream/non-stream by test_conformance.py.
+
+Each case gives the client's request (as a neutral Request, rendered into the client's
+dialect by its codec), what the scripted upstream answers, and checks on what the
+upstream received and what the client got back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from interlingua.core import (
+    BlockStart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    Request,
+    Response,
+    StopReason,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    ToolCallPart,
+    ToolChoice,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
+from interlingua.errors import InterlinguaError, OverloadedError, RateLimitError
+
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Current weather for a city",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["C", "F"]}},
+        "required": ["city"],
+    },
+)
+TIME = ToolSpec(
+    name="get_time",
+    description="Local time in a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def user(*parts: Any) -> Message:
+    return Message("user", tuple(TextPart(p) if isinstance(p, str) else p for p in parts))
+
+
+def assistant(*parts: Any) -> Message:
+    return Message("assistant", tuple(TextPart(p) if isinstance(p, str) else p for p in parts))
+
+
+def reply(*parts: Any, stop: StopReason = StopReason.END_TURN, **kw: Any) -> Response:
+    usage = kw.pop("usage", Usage(input_tokens=21, output_tokens=9))
+    return Response(
+        id="resp_1",
+        model="upstream-model",
+        parts=tuple(TextPart(p) if isinstance(p, str) else p for p in parts),
+        stop_reason=stop,
+        usage=usage,
+        created=1_700_000_000,
+        **kw,
+    )
+
+
+Script = Response | list[StreamEvent] | InterlinguaError
+
+
+@dataclass
+class Case:
+    """One conformance case."""
+
+    name: str
+    request: Request
+    script: Script
+    #: checks on the neutral request the upstream received (after both codecs)
+    check_upstream: Callable[[Request], None] = lambda r: None
+    #: the error the client must get (HTTP status by client dialect), if any
+    error: tuple[int, int] | None = None  # (status for openai client, for anthropic client)
+    #: the client sees partial output and then an in-band error (streams only)
+    mid_stream_error: bool = False
+    expect: dict[str, Any] = field(default_factory=dict)
+
+
+def _req(*messages: Message, **kw: Any) -> Request:
+    kw.setdefault("max_tokens", 256)
+    return Request(model="test-model", messages=messages, **kw)
+
+
+def _system_seen(r: Request) -> None:
+    assert r.messages[0].role == "system"
+    assert r.system_text == "You are terse."
+
+
+def _turns_seen(r: Request) -> None:
+    roles = [m.role for m in r.messages]
+    assert roles == ["user", "assistant", "user"], roles
+    assert r.messages[1].parts[0] == TextPart("Paris.")
+
+
+def _image_seen(r: Request) -> None:
+    images = [p for p in r.messages[-1].parts if isinstance(p, ImagePart)]
+    assert len(images) == 1
+    assert images[0].media_type == "image/png"
+    assert images[0].data == PNG_1PX
+
+
+def _tools_seen(r: Request) -> None:
+    assert [t.name for t in r.tools] == ["get_weather", "get_time"]
+    assert r.tools[0].parameters == WEATHER.parameters
+    assert r.tool_choice is not None and r.tool_choice.mode == "auto"
+
+
+def _tool_result_seen(r: Request) -> None:
+    results = [p for m in r.messages for p in m.parts if isinstance(p, ToolResultPart)]
+    calls = [p for m in r.messages for p in m.parts if isinstance(p, ToolCallPart)]
+    assert [c.id for c in calls] == ["call_1", "call_2"]
+    assert [res.tool_call_id for res in results] == ["call_1", "call_2"]
+    assert [res.text for res in results] == ["18C, cloudy", "14:05"]
+
+
+def _stop_seen(r: Request) -> None:
+    assert r.stop == ("###",)
+
+
+def _max_tokens_seen(r: Request) -> None:
+    assert r.max_tokens == 5
+
+
+TOOL_HISTORY = (
+    user("Weather and time in Paris?"),
+    assistant(
+        ToolCallPart("call_1", "get_weather", '{"city":"Paris"}'),
+        ToolCallPart("call_2", "get_time", '{"city":"Paris"}'),
+    ),
+    Message(
+        "user",
+        (
+            ToolResultPart("call_1", (TextPart("18C, cloudy"),)),
+            ToolResultPart("call_2", (TextPart("14:05"),)),
+        ),
+    ),
+)
+
+CASES = [
+    Case("plain_text", _req(user("Say hi")), reply("Hi there!")),
+    Case(
+        "system",
+        _req(Message("system", (TextPart("You are terse."),)), user("Capital of France?")),
+        reply("Paris."),
+        check_upstream=_system_seen,
+    ),
+    Case(
+        "multi_turn",
+        _req(user("Capital of France?"), assistant("Paris."), user("And of Spain?")),
+        reply("Madrid."),
+        check_upstream=_turns_seen,
+    ),
+    Case(
+        "image",
+        _req(user("What is this?", ImagePart(media_type="image/png", data=PNG_1PX))),
+        reply("A single pixel."),
+        check_upstream=_image_seen,
+    ),
+    Case(
+        "single_tool_call",
+        _req(user("Weather in Paris?"), tools=(WEATHER, TIME), tool_choice=ToolChoice("auto")),
+        reply(
+            "Let me check.",
+            ToolCallPart("call_1", "get_weather", '{"city": "Paris"}'),
+            stop=StopReason.TOOL_USE,
+        ),
+        check_upstream=_tools_seen,
+    ),
+    Case(
+        "parallel_tool_calls",
+        _req(user("Weather and time?"), tools=(WEATHER, TIME), tool_choice=ToolChoice("auto")),
+        reply(
+            ToolCallPart("call_1", "get_weather", '{"city": "Paris", "unit": "C"}'),
+            ToolCallPart("call_2", "get_time", '{"city": "Paris"}'),
+            stop=StopReason.TOOL_USE,
+        ),
+        check_upstream=_tools_seen,
+    ),
+    Case(
+        "tool_result_turn",
+        _req(*TOOL_HISTORY, tools=(WEATHER, TIME)),
+        reply("It is 18C and cloudy; the time is 14:05."),
+        check_upstream=_tool_result_seen,
+    ),
+    Case(
+        "reasoning",
+        _req(user("Is 97 prime?")),
+        reply(ReasoningPart("97 is not divisible by 2, 3, 5 or 7.", signature="sig-1"), "Yes."),
+    ),
+    Case(
+        "stop_sequence",
+        _req(user("Count to ten"), stop=("###",)),
+        reply("1 2 3", stop=StopReason.STOP_SEQUENCE, stop_sequence="###"),
+        check_upstream=_stop_seen,
+    ),
+    Case(
+        "max_tokens",
+        _req(user("Tell me a story"), max_tokens=5),
+        reply("Once upon a time", stop=StopReason.MAX_TOKENS, usage=Usage(30, 5)),
+        check_upstream=_max_tokens_seen,
+    ),
+    Case(
+        "usage",
+        _req(user("Hi")),
+        reply(
+            "Hello!",
+            usage=Usage(input_tokens=1200, output_tokens=40, cache_read_tokens=1000),
+        ),
+    ),
+    Case(
+        "upstream_error_before_first_byte",
+        _req(user("Hi")),
+        RateLimitError("Rate limit reached for requests", retry_after=2),
+        error=(429, 429),
+    ),
+    Case(
+        "upstream_error_mid_stream",
+        _req(user("Hi")),
+        [
+            StreamStart("resp_1", "upstream-model", 1_700_000_000, Usage(input_tokens=5)),
+            BlockStart(0, TextPart("")),
+            TextDelta(0, "Partial ans"),
+            StreamError(OverloadedError("Overloaded")),
+        ],
+        error=(503, 529),
+        mid_stream_error=True,
+    ),
+]
