@@ -49,6 +49,7 @@ import yaml
 
 __all__ = [
     "BUILTIN_KINDS",
+    "REDACTED",
     "WILDCARD",
     "Config",
     "ConfigError",

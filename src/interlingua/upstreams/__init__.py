@@ -64,8 +64,7 @@ def build_upstream(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -
     factory = _FACTORIES.get(cfg.kind)
     if factory is None:
         raise ConfigError(
-            f"upstreams.{cfg.name}.kind: unknown kind {cfg.kind!r} "
-            f"(known: {', '.join(_FACTORIES)})"
+            f"upstreams.{cfg.name}.kind: unknown kind {cfg.kind!r} (known: {', '.join(_FACTORIES)})"
         )
     return factory(cfg, session)
 

@@ -1,0 +1,234 @@
+"""A scripted upstream for tests and ``interlingua serve --fake``.
+
+Queue what the next requests get with :meth:`FakeUpstream.enqueue`:
+
+* a :class:`~interlingua.core.Response` -- the answer (streamed via ``unfold``);
+* a list of neutral stream events -- the stream (folded for a non-stream request); a
+  ``StreamError`` in it simulates a failure mid-stream;
+* an :class:`~interlingua.errors.InterlinguaError` -- raised before the first byte;
+* a callable ``(Request) -> one of those`` -- decided per request.
+
+With nothing queued it echoes: ``"echo: " + the last user message's text``.
+
+With ``wire="openai"`` or ``"anthropic"`` everything goes through that dialect's codec
+both ways, as if over a socket: the request is rendered (recorded in ``wire_requests``)
+and parsed back as the upstream's view of it; answers are rendered, serialized and parsed
+back; streams are encoded to SSE bytes, decoded by :class:`~interlingua.sse.SSEDecoder`
+and the dialect's stream decoder; errors are rendered and parsed back with their
+``retry-after``. So tests exercise both directions of both codecs with no sockets, and
+the gateway may take its passthrough path with a fake too (``dialect == wire``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import replace
+from typing import TypeAlias
+
+import orjson
+
+from ..config import UpstreamConfig
+from ..core import (
+    Request,
+    Response,
+    StopReason,
+    StreamError,
+    StreamEvent,
+    TextPart,
+    Usage,
+    fold,
+    unfold,
+)
+from ..core.tokens import estimate_request_tokens, estimate_text
+from ..dialects import Dialect, get_dialect
+from ..dialects._common import random_id
+from ..errors import InterlinguaError
+from ..sse import SSEDecoder
+from .base import RawResponse, Upstream
+from .http import finalize_wire
+
+__all__ = ["FakeItem", "FakeUpstream", "echo_response"]
+
+Answer: TypeAlias = Response | list[StreamEvent] | InterlinguaError
+FakeItem: TypeAlias = Answer | Callable[[Request], Answer]
+
+_FAKE_REQUEST_ID = "req_fake"
+_PASSTHROUGH_PIECES = 3
+
+
+def echo_response(request: Request) -> Response:
+    """The default answer: ``"echo: <last user text>"`` with estimated usage."""
+    last_user = next((m for m in reversed(request.messages) if m.role == "user"), None)
+    said = "".join(p.text for p in last_user.parts if isinstance(p, TextPart)) if last_user else ""
+    reply = "echo: " + (said or "(no text)")
+    usage = Usage(
+        input_tokens=estimate_request_tokens(request),
+        output_tokens=estimate_text(reply),
+        estimated=True,
+    )
+    return Response(
+        id=random_id("fake_"),
+        model=request.model,
+        parts=(TextPart(reply),),
+        stop_reason=StopReason.END_TURN,
+        usage=usage,
+        created=int(time.time()),
+    )
+
+
+class FakeUpstream(Upstream):
+    """A scripted upstream. ``requests`` and ``wire_requests`` record what it received.
+
+    >>> fake = FakeUpstream("fake")
+    >>> fake.enqueue(RateLimitError("slow down", retry_after=2))  # doctest: +SKIP
+    """
+
+    def __init__(self, name: str = "fake", wire: str | None = None, chunk_size: int | None = 4):
+        super().__init__(name)
+        if wire not in (None, "openai", "anthropic"):
+            raise ValueError(f"wire must be 'openai', 'anthropic' or None, got {wire!r}")
+        self.dialect = wire
+        self.wire = wire
+        self.chunk_size = chunk_size
+        #: every neutral request received, in order (passthrough: the parsed body)
+        self.requests: list[Request] = []
+        #: the JSON bodies a real upstream of dialect ``wire`` would have received
+        self.wire_requests: list[dict[str, object]] = []
+        self._queue: deque[FakeItem] = deque()
+        self._codec: Dialect | None = get_dialect(wire) if wire else None
+
+    @classmethod
+    def from_config(cls, cfg: UpstreamConfig) -> FakeUpstream:
+        """Build from config (options ``wire`` and ``chunk_size``)."""
+        return cls(
+            cfg.name, wire=cfg.options.get("wire"), chunk_size=cfg.options.get("chunk_size", 4)
+        )
+
+    def enqueue(self, item: FakeItem) -> None:
+        """Script the answer to the next request not already scripted."""
+        self._queue.append(item)
+
+    def _next(self, request: Request) -> Answer:
+        item = self._queue.popleft() if self._queue else echo_response(request)
+        return item(request) if callable(item) else item
+
+    def _receive(self, request: Request, stream: bool) -> Request:
+        """Record ``request``; return the upstream's view of it (through the wire)."""
+        self.requests.append(request)
+        if self._codec is None:
+            return request
+        rendered = self._codec.render_request(replace(request, stream=stream))
+        wire = finalize_wire(self.wire or "", rendered, stream)
+        self.wire_requests.append(wire)
+        return self._codec.parse_request(orjson.loads(orjson.dumps(wire)))
+
+    # --- the neutral path -----------------------------------------------------------
+
+    async def complete(self, request: Request) -> Response:
+        """Answer with the next scripted item (a stream is folded)."""
+        view = self._receive(request, stream=False)
+        response = self._as_response(self._next(request))
+        if self._codec is None:
+            return response
+        body = orjson.dumps(self._codec.render_response(response, view))
+        return self._codec.parse_response(orjson.loads(body))
+
+    def _as_response(self, item: Answer) -> Response:
+        if isinstance(item, InterlinguaError):
+            raise self._through_wire(item)
+        if isinstance(item, Response):
+            return item
+        for event in item:
+            if isinstance(event, StreamError):
+                raise self._through_wire(event.error)
+        return fold(item)
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Stream the next scripted item; an error item is raised before any event."""
+        view = self._receive(request, stream=True)
+        item = self._next(request)
+        if isinstance(item, InterlinguaError):
+            raise self._through_wire(item)
+        events = list(unfold(item, self.chunk_size)) if isinstance(item, Response) else item
+        if self._codec is not None:
+            events = list(self._decode(self._encode(events, view), replace(request, stream=True)))
+        for event in events:
+            yield event
+            if isinstance(event, StreamError):
+                return
+            # Give the loop a turn per event, as a socket would: lets the gateway notice
+            # disconnects and cancellations in the middle of a scripted stream.
+            await asyncio.sleep(0)
+
+    def _encode(self, events: list[StreamEvent], view: Request) -> list[bytes]:
+        assert self._codec is not None
+        encoder = self._codec.stream_encoder(view)
+        return [encoder.encode(event) for event in events]
+
+    def _decode(self, chunks: list[bytes], request: Request) -> Iterator[StreamEvent]:
+        assert self._codec is not None
+        sse = SSEDecoder()
+        decoder = self._codec.stream_decoder(request)
+        for chunk in chunks:
+            for sse_event in sse.decode(chunk):
+                yield from decoder.feed(sse_event)
+        for sse_event in sse.flush():
+            yield from decoder.feed(sse_event)
+        yield from decoder.flush()
+
+    def _through_wire(self, error: InterlinguaError) -> InterlinguaError:
+        """``error`` as the client side would see it after the wire (itself, unwired)."""
+        if self._codec is None:
+            return error
+        status, headers, body = self._render_error(error)
+        return self._codec.parse_error(status, body, headers)
+
+    def _render_error(self, error: InterlinguaError) -> tuple[int, dict[str, str], bytes]:
+        assert self._codec is not None
+        status, payload = self._codec.render_error(error, _FAKE_REQUEST_ID)
+        headers = {"content-type": "application/json"}
+        if error.retry_after is not None:
+            headers["retry-after"] = f"{error.retry_after:g}"
+        return status, headers, orjson.dumps(payload)
+
+    # --- the passthrough path -------------------------------------------------------
+
+    async def passthrough(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """Answer a body of dialect ``wire`` with the bytes a real upstream would send."""
+        if self._codec is None:
+            raise NotImplementedError("a FakeUpstream without wire has no passthrough")
+        payload = orjson.loads(body)
+        view = self._codec.parse_request(payload)
+        self.requests.append(view)
+        self.wire_requests.append(payload)
+        item = self._next(view)
+        error = item if isinstance(item, InterlinguaError) else None
+        if not stream and isinstance(item, list):
+            error = next((e.error for e in item if isinstance(e, StreamError)), None)
+        if error is not None:
+            status, err_headers, err_body = self._render_error(error)
+            return RawResponse(status, err_headers, body=err_body)
+        assert not isinstance(item, InterlinguaError)
+        if not stream:
+            response = item if isinstance(item, Response) else fold(item)
+            rendered = orjson.dumps(self._codec.render_response(response, view))
+            return RawResponse(200, {"content-type": "application/json"}, body=rendered)
+        events = list(unfold(item, self.chunk_size)) if isinstance(item, Response) else item
+        data = b"".join(self._encode(events, view))
+        return RawResponse(
+            200, {"content-type": "text/event-stream"}, chunks=_pieces(data, _PASSTHROUGH_PIECES)
+        )
+
+
+async def _pieces(data: bytes, count: int) -> AsyncIterator[bytes]:
+    # Equal byte slices, so splits land anywhere -- inside events, even inside a UTF-8
+    # character -- as they do on a real socket.
+    size = max(1, -(-len(data) // count))
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+        await asyncio.sleep(0)

@@ -1,0 +1,341 @@
+"""What every HTTP upstream shares: one pooled session, one wire dialect, error mapping.
+
+An :class:`HttpUpstream` speaks one wire dialect (``openai`` or ``anthropic``) to one URL.
+The neutral path renders the request with the dialect codec, posts it, and parses the
+answer back; the passthrough path posts the client's bytes and relays the upstream's.
+
+Hot path: the ``aiohttp.ClientSession`` is injected (the app lifespan owns one pooled
+session for every upstream), headers and the timeout object are built once, bodies are
+``orjson`` bytes. Failures map onto :mod:`interlingua.errors`:
+
+* a non-2xx answer -> the dialect's ``parse_error`` (status kept, ``retry-after`` parsed),
+  raised before the first stream event;
+* cannot connect -> :class:`UpstreamConnectionError` (502); the connection drops while
+  reading -> the same; no bytes for ``timeout.read`` seconds -> :class:`TimeoutError_` (504);
+* any failure after the first stream event -> one ``StreamError`` event, then the end.
+
+The API key is in the precomputed headers and nowhere else: messages name the upstream
+and its ``base_url`` only, and upstream error bodies are scrubbed of the key before they
+are parsed or relayed (upstreams have been known to echo it back).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+import orjson
+
+from ..config import TimeoutConfig
+from ..core import Request, Response, StreamEnd, StreamError, StreamEvent
+from ..dialects import Dialect, StreamDecoder, get_dialect
+from ..errors import (
+    InterlinguaError,
+    InvalidRequestError,
+    TimeoutError_,
+    UpstreamConnectionError,
+    UpstreamError,
+)
+from ..sse import SSEDecoder, SSEEvent
+from .base import RawResponse, Upstream
+
+__all__ = ["HttpUpstream", "finalize_wire", "merge_headers", "relayed_headers"]
+
+# Transport failures: aiohttp's own, plus timeouts (aiohttp's timeout errors subclass the
+# builtin TimeoutError, which asyncio.TimeoutError is since Python 3.11).
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
+# What a codec raises on a body it cannot read: a malformed upstream answer is the
+# upstream's fault (502), never the client's (400).
+_DECODE_ERRORS = (InvalidRequestError, ValueError, KeyError, TypeError, IndexError)
+# Upstream response headers worth relaying (PROTOCOLS.md 4.9: "preserve these headers
+# when proxying"); the request id is renamed so it cannot clash with ours.
+_RELAYED_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-retry")
+
+
+def merge_headers(base: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
+    """``base`` updated by ``extra``; names lowercased so a config header replaces ours."""
+    merged = {k.lower(): v for k, v in base.items()}
+    if extra:
+        merged.update((k.lower(), v) for k, v in extra.items())
+    return merged
+
+
+def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The upstream response headers a relay keeps (lowercase names).
+
+    ``x-request-id`` (OpenAI) or ``request-id`` (Anthropic) becomes ``upstream-request-id``.
+    """
+    out = {name: value for name in _RELAYED_HEADERS if (value := headers.get(name)) is not None}
+    request_id = headers.get("x-request-id") or headers.get("request-id")
+    if request_id:
+        out["upstream-request-id"] = request_id
+    return out
+
+
+def finalize_wire(dialect: str, wire: dict[str, Any], stream: bool) -> dict[str, Any]:
+    """Set ``stream`` on a rendered body, plus what the dialect needs for it.
+
+    OpenAI: a stream always asks for the usage chunk (PROTOCOLS.md 4.10), which the
+    gateway needs for accounting whatever the client asked; a non-stream body must not
+    carry ``stream_options`` (OpenAI rejects it without ``stream``).
+    """
+    wire["stream"] = stream
+    if dialect == "openai":
+        if stream:
+            options = wire.get("stream_options")
+            base = options if isinstance(options, dict) else {}
+            wire["stream_options"] = {**base, "include_usage": True}
+        else:
+            wire.pop("stream_options", None)
+    return wire
+
+
+class HttpUpstream(Upstream):
+    """An upstream reached over HTTP in one wire dialect. Subclasses pick URL and headers.
+
+    ``headers`` must already hold authentication; ``api_key`` is only kept (as bytes) to
+    scrub it from upstream error bodies. With ``session=None`` the upstream opens its own
+    session on first use and closes it in :meth:`aclose`.
+    """
+
+    #: client request headers forwarded on the passthrough path (lowercase)
+    forward_headers: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        dialect: str,
+        base_url: str,
+        url: str,
+        headers: Mapping[str, str],
+        api_key: str | None = None,
+        timeout: TimeoutConfig | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.dialect = dialect
+        self.base_url = base_url
+        self.url = url
+        self._headers = dict(headers)
+        self._secret = api_key.encode() if api_key else b""
+        limits = timeout or TimeoutConfig()
+        self.timeout = limits
+        # total=None: a stream may legitimately run for many minutes; sock_read bounds
+        # the silence between two reads instead.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=limits.connect, sock_read=limits.read
+        )
+        self._session = session
+        self._owns_session = session is None
+        self._codec: Dialect | None = None
+
+    @property
+    def codec(self) -> Dialect:
+        """The wire dialect's codec (imported on first use)."""
+        if self._codec is None:
+            self._codec = get_dialect(self.dialect or "")
+        return self._codec
+
+    # --- the neutral path -----------------------------------------------------------
+
+    def render(self, request: Request, *, stream: bool) -> dict[str, Any]:
+        """The JSON body this upstream receives for ``request``."""
+        if request.stream != stream:
+            request = replace(request, stream=stream)
+        return finalize_wire(self.dialect or "", self.codec.render_request(request), stream)
+
+    async def complete(self, request: Request) -> Response:
+        """POST the rendered request; parse the answer or raise the upstream's error."""
+        body = orjson.dumps(self.render(request, stream=False))
+        data = await self.post_json(self.url, body)
+        return self.parse_body(data)
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """POST with ``stream: true`` and yield the decoded neutral events."""
+        body = orjson.dumps(self.render(request, stream=True))
+        resp = await self._post(self.url, body, self._headers)
+        try:
+            if not 200 <= resp.status < 300:
+                raise await self._status_error(resp)
+            decoder = self.codec.stream_decoder(replace(request, stream=True))
+            # aclosing: if our consumer stops early, the inner generator is closed now,
+            # not whenever the event loop gets round to finalizing it.
+            async with aclosing(self._decode_stream(resp, decoder)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            _finish(resp)
+
+    async def _decode_stream(
+        self, resp: aiohttp.ClientResponse, decoder: StreamDecoder
+    ) -> AsyncGenerator[StreamEvent, None]:
+        sse = SSEDecoder()
+        started = ended = False
+        try:
+            async for chunk in resp.content.iter_any():
+                for event in self._feed(decoder, sse.decode(chunk)):
+                    started = True
+                    ended = ended or isinstance(event, StreamEnd)
+                    yield event
+                    if isinstance(event, StreamError):
+                        return
+            tail = self._feed(decoder, sse.flush())
+            tail.extend(decoder.flush())
+        except _TRANSPORT_ERRORS as exc:
+            tail = [StreamError(self.transport_error(exc))]
+        except _DECODE_ERRORS as exc:
+            tail = [StreamError(self._unreadable(exc))]
+        for event in tail:
+            started = True
+            ended = ended or isinstance(event, StreamEnd)
+            yield event
+            if isinstance(event, StreamError):
+                return
+        if not ended:
+            err = UpstreamConnectionError(
+                f"upstream '{self.name}' at {self.base_url} closed the stream before it ended"
+            )
+            if not started:
+                raise err
+            yield StreamError(err)
+
+    def _feed(self, decoder: StreamDecoder, events: list[SSEEvent]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for event in events:
+            out.extend(decoder.feed(event))
+        return out
+
+    def parse_body(self, data: bytes) -> Response:
+        """A 2xx body -> Response; an unreadable one is the upstream's failure (502)."""
+        try:
+            return self.codec.parse_response(orjson.loads(data))
+        except _DECODE_ERRORS as exc:
+            raise self._unreadable(exc) from None
+
+    def _unreadable(self, exc: Exception) -> UpstreamError:
+        detail = exc.message if isinstance(exc, InterlinguaError) else str(exc)
+        return UpstreamError(
+            f"upstream '{self.name}' sent an answer that could not be read: {detail}",
+            status=502,
+        )
+
+    # --- the passthrough path -------------------------------------------------------
+
+    async def passthrough(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """POST ``body`` unchanged; relay status, selected headers and bytes.
+
+        A non-2xx answer is returned, not raised (the client speaks the same dialect, so
+        the body can be relayed as is), with the API key scrubbed from it. Of the client's
+        ``headers`` only :attr:`forward_headers` are sent on; never its credentials.
+        """
+        resp = await self._post(self.url, body, self._forwarding(headers))
+        out_headers = relayed_headers(resp.headers)
+        ok = 200 <= resp.status < 300
+        if stream and ok:
+            return RawResponse(
+                resp.status, out_headers, chunks=self._relay(resp), closer=lambda: _finish(resp)
+            )
+        try:
+            data = await resp.read()
+        except _TRANSPORT_ERRORS as exc:
+            raise self.transport_error(exc) from exc
+        finally:
+            _finish(resp)
+        return RawResponse(resp.status, out_headers, body=data if ok else self.scrub(data))
+
+    def _forwarding(self, client_headers: Mapping[str, str]) -> dict[str, str]:
+        if not self.forward_headers:
+            return self._headers
+        extra = {
+            k.lower(): v for k, v in client_headers.items() if k.lower() in self.forward_headers
+        }
+        return {**self._headers, **extra} if extra else self._headers
+
+    async def _relay(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in resp.content.iter_any():
+                yield chunk
+        except _TRANSPORT_ERRORS as exc:
+            raise self.transport_error(exc) from exc
+
+    # --- HTTP plumbing --------------------------------------------------------------
+
+    async def post_json(self, url: str, body: bytes) -> bytes:
+        """POST ``body``; the whole 2xx answer, or raise the upstream's error."""
+        resp = await self._post(url, body, self._headers)
+        try:
+            if not 200 <= resp.status < 300:
+                raise await self._status_error(resp)
+            return await resp.read()
+        except _TRANSPORT_ERRORS as exc:
+            raise self.transport_error(exc) from exc
+        finally:
+            _finish(resp)
+
+    async def _post(
+        self, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> aiohttp.ClientResponse:
+        session = self._session
+        if session is None or (session.closed and self._owns_session):
+            session = self._session = aiohttp.ClientSession()
+            self._owns_session = True
+        try:
+            return await session.post(url, data=body, headers=headers, timeout=self._timeout)
+        except _TRANSPORT_ERRORS as exc:
+            raise self.transport_error(exc) from exc
+
+    async def _status_error(self, resp: aiohttp.ClientResponse) -> InterlinguaError:
+        try:
+            body = await resp.read()
+        except _TRANSPORT_ERRORS:
+            body = b""
+        headers = {k.lower(): v for k, v in resp.headers.items()}
+        return self.codec.parse_error(resp.status, self.scrub(body), headers)
+
+    def scrub(self, data: bytes) -> bytes:
+        """``data`` with every occurrence of the API key replaced by ``***``."""
+        if self._secret and self._secret in data:
+            return data.replace(self._secret, b"***")
+        return data
+
+    def transport_error(self, exc: BaseException) -> InterlinguaError:
+        """The error for a failure to talk to the upstream at all (no HTTP status)."""
+        where = f"upstream '{self.name}' at {self.base_url}"
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return TimeoutError_(f"{where} timed out connecting (after {self.timeout.connect}s)")
+        if isinstance(exc, TimeoutError):
+            return TimeoutError_(f"{where} timed out: no data for {self.timeout.read}s")
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return UpstreamConnectionError(f"cannot reach {where}: {_reason(exc.os_error)}")
+        detail = str(exc) or type(exc).__name__
+        return UpstreamConnectionError(f"connection to {where} failed: {detail}")
+
+    async def aclose(self) -> None:
+        """Close the session if this upstream opened it (an injected one is not ours)."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _finish(resp: aiohttp.ClientResponse) -> None:
+    # A fully read answer hands its connection back to the pool; one abandoned halfway
+    # (client disconnect, error) must not, or the next request would read its leftovers.
+    if resp.content.at_eof():
+        resp.release()
+    else:
+        resp.close()
+
+
+def _reason(error: OSError) -> str:
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, socket.gaierror):
+        return f"cannot resolve host ({error.strerror})"
+    return error.strerror or str(error) or type(error).__name__

@@ -1,0 +1,68 @@
+"""Any server speaking OpenAI Chat Completions: vLLM, llama.cpp, Ollama, LM Studio, NIM,
+OpenRouter, OpenAI itself.
+
+``base_url`` is the API root including its version, as the OpenAI SDK takes it
+(``http://127.0.0.1:8000/v1``); requests go to ``{base_url}/chat/completions`` with
+``Authorization: Bearer <key>`` when a key is configured (PROTOCOLS.md 1.1). Local
+servers usually need no key at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aiohttp
+
+from ..config import ConfigError, TimeoutConfig, UpstreamConfig
+from .http import HttpUpstream, merge_headers
+
+__all__ = ["OpenAICompatibleUpstream"]
+
+
+class OpenAICompatibleUpstream(HttpUpstream):
+    """An OpenAI Chat Completions upstream.
+
+    >>> OpenAICompatibleUpstream("vllm", "http://127.0.0.1:8000/v1/").url
+    'http://127.0.0.1:8000/v1/chat/completions'
+    """
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: TimeoutConfig | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        root = base_url.rstrip("/")
+        ours = {"content-type": "application/json"}
+        if api_key:
+            ours["authorization"] = f"Bearer {api_key}"
+        super().__init__(
+            name,
+            dialect="openai",
+            base_url=root,
+            url=f"{root}/chat/completions",
+            headers=merge_headers(ours, headers),
+            api_key=api_key,
+            timeout=timeout,
+            session=session,
+        )
+
+    @classmethod
+    def from_config(
+        cls, cfg: UpstreamConfig, session: aiohttp.ClientSession | None
+    ) -> OpenAICompatibleUpstream:
+        """Build from config; reads the key from ``api_key_env`` now."""
+        if not cfg.base_url:
+            raise ConfigError(f"upstreams.{cfg.name}.base_url: required for kind openai")
+        return cls(
+            cfg.name,
+            cfg.base_url,
+            api_key=cfg.api_key(),
+            headers=cfg.headers,
+            timeout=cfg.timeout,
+            session=session,
+        )

@@ -1,0 +1,319 @@
+"""Config: the documented YAML shape, validation messages, printing and round trips."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from interlingua.config import (
+    Config,
+    ConfigError,
+    ModelConfig,
+    ModelOptions,
+    ServerConfig,
+    TimeoutConfig,
+    UpstreamConfig,
+    config_to_yaml,
+    default_config,
+    fake_config,
+    load_config,
+    parse_config,
+)
+
+DESIGN_EXAMPLE = textwrap.dedent(
+    """\
+    server:
+      host: 127.0.0.1
+      port: 8400
+      max_body_mb: 32
+    upstreams:
+      vllm:
+        kind: openai
+        base_url: http://127.0.0.1:8000/v1
+        api_key_env: VLLM_API_KEY
+        timeout: {connect: 10, read: 600}
+      smol:
+        kind: local
+        bundled: smollm2
+    models:
+      - name: claude-sonnet-4-5
+        upstream: vllm
+        model: Qwen/Qwen3-8B
+        options:
+          think_tags: true
+          text_tool_calls: false
+      - name: smollm2
+        upstream: smol
+    """
+)
+
+
+def parse_yaml(text: str) -> Config:
+    return parse_config(yaml.safe_load(textwrap.dedent(text)))
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text)
+    return str(info.value)
+
+
+def test_design_example_parses_into_the_documented_values(tmp_path: Path) -> None:
+    path = tmp_path / "interlingua.yaml"
+    path.write_text(DESIGN_EXAMPLE)
+    config = load_config(path)
+    assert config.server == ServerConfig(host="127.0.0.1", port=8400, max_body_mb=32)
+    assert list(config.upstreams) == ["vllm", "smol"]
+    assert config.upstreams["vllm"] == UpstreamConfig(
+        name="vllm",
+        kind="openai",
+        base_url="http://127.0.0.1:8000/v1",
+        api_key_env="VLLM_API_KEY",
+        timeout=TimeoutConfig(connect=10, read=600),
+    )
+    assert config.upstreams["smol"].bundled == "smollm2"
+    assert config.models == (
+        ModelConfig("claude-sonnet-4-5", "vllm", "Qwen/Qwen3-8B", ModelOptions(think_tags=True)),
+        ModelConfig("smollm2", "smol", "smollm2"),
+    )
+
+
+def test_model_defaults_to_its_name_and_options_off() -> None:
+    config = parse_yaml(
+        """
+        upstreams: {u: {kind: openai, base_url: "http://h/v1"}}
+        models: [{name: gpt-4o, upstream: u}]
+        """
+    )
+    assert config.models[0].model == "gpt-4o"
+    assert config.models[0].options == ModelOptions(think_tags=False, text_tool_calls=False)
+    assert config.upstreams["u"].timeout == TimeoutConfig(connect=10.0, read=600.0)
+
+
+def test_unknown_upstream_names_the_path_and_the_known_ones() -> None:
+    message = error_of(
+        """
+        upstreams:
+          vllm: {kind: openai, base_url: "http://h/v1"}
+          smol: {kind: local, bundled: smollm2}
+        models:
+          - {name: a, upstream: vllm}
+          - {name: b, upstream: vlm}
+        """
+    )
+    assert message == "models[1].upstream: unknown upstream 'vlm' (known: vllm, smol)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[1, 2]", "config: expected a mapping, got a list"),
+        ("{serve: {}}", "config: unknown key 'serve' (did you mean 'server'?)"),
+        ("{server: {port: http}}", "server.port: expected an integer, got a string"),
+        ("{server: {port: 70000}}", "server.port: must be between 0 and 65535, got 70000"),
+        ("{server: {max_body_mb: 0}}", "server.max_body_mb: expected a positive number, got 0"),
+        ("{server: {api_keys: k}}", "server.api_keys: expected a list of strings, got a string"),
+        ("{upstreams: {u: {kind: openai, base_url: 'http://h'}}}", "models: required"),
+        ("{models: [{name: a, upstream: u}]}", "upstreams: required"),
+        (
+            "{upstreams: {u: {kind: openia}}, models: []}",
+            "upstreams.u.kind: unknown kind 'openia' (known: openai, anthropic, local, fake)",
+        ),
+        ("{upstreams: {u: {base_url: 'http://h'}}, models: []}", "upstreams.u.kind: required"),
+        ("{upstreams: {u: {kind: openai}}, models: []}", "upstreams.u.base_url: required"),
+        (
+            "{upstreams: {u: {kind: openai, base_url: 'h:8000'}}, models: []}",
+            "upstreams.u.base_url: must start with http:// or https://",
+        ),
+        (
+            "{upstreams: {u: {kind: openai, base_ur: 'http://h'}}, models: []}",
+            "upstreams.u: unknown key 'base_ur' (did you mean 'base_url'?)",
+        ),
+        (
+            "{upstreams: {u: {kind: anthropic, api_key: sk-ant-123}}, models: []}",
+            "upstreams.u.api_key: keys are never written in the config",
+        ),
+        (
+            "{upstreams: {u: {kind: anthropic, api_key_env: sk-ant-123}}, models: []}",
+            "upstreams.u.api_key_env: 'sk-ant-123' is not an environment variable name",
+        ),
+        (
+            "{upstreams: {u: {kind: anthropic, timeout: {read: -1}}}, models: []}",
+            "upstreams.u.timeout.read: expected a positive number, got -1",
+        ),
+        (
+            "{upstreams: {u: {kind: anthropic, timeout: {total: 1}}}, models: []}",
+            "upstreams.u.timeout: unknown key 'total'",
+        ),
+        (
+            "{upstreams: {u: {kind: anthropic, headers: {X-A: [1]}}}, models: []}",
+            "upstreams.u.headers.X-A: expected a string, got a list",
+        ),
+        ("{upstreams: {u: {kind: local}}, models: []}", "upstreams.u: kind local needs bundled"),
+        (
+            "{upstreams: {u: {kind: local, bundled: a, path: b}}, models: []}",
+            "upstreams.u: give bundled or path, not both",
+        ),
+        (
+            "{upstreams: {u: {kind: anthropic, path: /m.gguf}}, models: []}",
+            "upstreams.u.path: only for kind local",
+        ),
+        (
+            "{upstreams: {u: {kind: fake, wire: grpc}}, models: []}",
+            "upstreams.u.wire: must be openai or anthropic, got 'grpc'",
+        ),
+        (
+            "{upstreams: {u: {kind: fake, chunk_size: 0}}, models: []}",
+            "upstreams.u.chunk_size: expected a positive integer, got 0",
+        ),
+        ("{upstreams: {u: {kind: fake}}, models: []}", "models: at least one model is required"),
+        (
+            "{upstreams: {u: {kind: fake}}, models: {a: u}}",
+            "models: expected a list, got a mapping",
+        ),
+        ("{upstreams: {u: {kind: fake}}, models: [{upstream: u}]}", "models[0].name: required"),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, modle: b}]}",
+            "models[0]: unknown key 'modle' (did you mean 'model'?)",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, options: {think_tags: 1}}]}",
+            "models[0].options.think_tags: expected true or false, got a number",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, options: {thinking: true}}]}",
+            "models[0].options: unknown key 'thinking'",
+        ),
+    ],
+)
+def test_validation_messages_name_the_path(text: str, expected: str) -> None:
+    assert error_of(text).startswith(expected)
+
+
+def test_local_and_outside_kinds_keep_unknown_keys_as_options() -> None:
+    config = parse_yaml(
+        """
+        upstreams:
+          smol: {kind: local, path: /m.gguf, n_ctx: 4096, n_threads: 2}
+          f: {kind: fake, wire: anthropic, chunk_size: 2}
+        models: [{name: a, upstream: smol}]
+        """
+    )
+    assert config.upstreams["smol"].options == {"n_ctx": 4096, "n_threads": 2}
+    assert config.upstreams["f"].options == {"wire": "anthropic", "chunk_size": 2}
+
+
+def test_api_key_is_read_from_the_named_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = UpstreamConfig(name="vllm", kind="openai", base_url="http://h/v1", api_key_env="K_1")
+    monkeypatch.setenv("K_1", "sk-secret-value")
+    assert cfg.api_key() == "sk-secret-value"
+    monkeypatch.delenv("K_1")
+    with pytest.raises(ConfigError) as info:
+        cfg.api_key()
+    assert str(info.value) == (
+        "upstreams.vllm.api_key_env: environment variable K_1 is not set (or empty)"
+    )
+    assert UpstreamConfig(name="x", kind="openai").api_key() is None
+
+
+def test_empty_file_and_server_only_mean_the_default_models(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert load_config(path) == default_config()
+    config = parse_yaml("{server: {port: 9000, api_keys: [k1]}}")
+    assert config.server == ServerConfig(port=9000, api_keys=("k1",))
+    assert config.models == default_config().models
+
+
+def test_load_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("models: [\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML"):
+        load_config(path)
+    path.write_text("{server: {port: x}}")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: server\.port: expected an integer"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_default_config_is_the_bundled_local_model() -> None:
+    config = default_config()
+    assert config.upstreams == {
+        "local": UpstreamConfig(name="local", kind="local", bundled="smollm2")
+    }
+    assert [(m.name, m.upstream, m.model) for m in config.models] == [
+        ("smollm2", "local", "smollm2"),
+        ("default", "local", "smollm2"),
+    ]
+
+
+def test_fake_config_has_fake_default_and_a_wildcard() -> None:
+    config = fake_config()
+    assert config.upstreams["fake"].kind == "fake"
+    assert [(m.name, m.model) for m in config.models] == [
+        ("fake", "fake"),
+        ("default", "default"),
+        ("*", "*"),
+    ]
+    assert fake_config(wire="openai").upstreams["fake"].options == {"wire": "openai"}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        default_config(),
+        fake_config(wire="anthropic"),
+        parse_yaml(DESIGN_EXAMPLE),
+        parse_yaml(
+            """
+            server: {host: 0.0.0.0, port: 0, max_body_mb: 1.5}
+            upstreams:
+              claude:
+                kind: anthropic
+                api_key_env: ANTHROPIC_API_KEY
+                headers: {anthropic-beta: "a,b"}
+                timeout: {connect: 2.5, read: 30}
+              smol: {kind: local, path: /m.gguf, n_ctx: 2048}
+            models:
+              - {name: c, upstream: claude, model: claude-sonnet-4-5, options: {text_tool_calls: true}}
+              - {name: c, upstream: smol}
+              - {name: "*", upstream: claude}
+            """
+        ),
+    ],
+)
+def test_printed_config_round_trips(config: Config) -> None:
+    assert parse_config(yaml.safe_load(config_to_yaml(config))) == config
+
+
+def test_printed_config_shape() -> None:
+    doc = yaml.safe_load(config_to_yaml(parse_yaml(DESIGN_EXAMPLE)))
+    assert doc["upstreams"]["vllm"] == {
+        "kind": "openai",
+        "base_url": "http://127.0.0.1:8000/v1",
+        "api_key_env": "VLLM_API_KEY",
+        "timeout": {"connect": 10, "read": 600},
+    }
+    assert doc["upstreams"]["smol"] == {"kind": "local", "bundled": "smollm2"}
+    assert doc["models"][1] == {"name": "smollm2", "upstream": "smol"}
+    assert doc["models"][0]["model"] == "Qwen/Qwen3-8B"
+
+
+def test_client_keys_are_redacted_when_printed_and_the_placeholder_is_refused() -> None:
+    config = parse_yaml("{server: {api_keys: [client-key-1]}}")
+    printed = config_to_yaml(config)
+    assert "client-key-1" not in printed
+    with pytest.raises(ConfigError, match=r"server\.api_keys\[0\]: <redacted> is a placeholder"):
+        parse_config(yaml.safe_load(printed))
+    assert parse_config(yaml.safe_load(config_to_yaml(config, redact=False))) == config
+
+
+def test_printed_config_never_holds_an_upstream_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_API_KEY", "sk-live-do-not-print")
+    printed = config_to_yaml(parse_yaml(DESIGN_EXAMPLE))
+    assert "sk-live-do-not-print" not in printed
+    assert "VLLM_API_KEY" in printed
