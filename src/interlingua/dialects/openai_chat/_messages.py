@@ -40,7 +40,8 @@ DIALECT_NAME = "openai"
 def bad_value(param: str, value: Any, allowed: tuple[str, ...]) -> InvalidRequestError:
     """The 400 for a value outside an enumeration."""
     return InvalidRequestError(
-        f"Invalid value: {value!r}. Supported values are: {', '.join(map(repr, allowed))}.",
+        f"Invalid value for '{param}': {value!r}. "
+        f"Supported values are: {', '.join(map(repr, allowed))}.",
         param=param,
         code="invalid_value",
     )
@@ -352,10 +353,10 @@ def _tool_text(part: ToolResultPart) -> str:
     for c in part.content:
         if isinstance(c, TextPart):
             pieces.append(c.text)
-        elif isinstance(c, DocumentPart) and c.text is not None:
-            pieces.append(c.text)
+        elif isinstance(c, DocumentPart):
+            pieces.append(c.text if c.text is not None else "[document omitted]")
         else:
-            pieces.append("[image omitted]" if isinstance(c, ImagePart) else "[document omitted]")
+            pieces.append("[image omitted]")
     text = "".join(pieces)
     return "Error: " + text if part.is_error else text
 

@@ -62,6 +62,18 @@ _CLASS_BY_TYPE: dict[str, type[InterlinguaError]] = {
     "timeout_error": TimeoutError_,
 }
 
+# error.code strings that say more than error.type (401 arrives as type
+# "invalid_request_error" + code "invalid_api_key"; our own 503s as "server_error" +
+# "overloaded"), so they are looked at first.
+_CLASS_BY_CODE: dict[str, type[InterlinguaError]] = {
+    "invalid_api_key": AuthenticationError,
+    "model_not_found": NotFoundError,
+    "rate_limit_exceeded": RateLimitError,
+    "insufficient_quota": RateLimitError,
+    "overloaded": OverloadedError,
+    "timeout": TimeoutError_,
+}
+
 # Headers worth relaying to our client with the error (retry guidance, §4.9).
 _RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
 
@@ -162,7 +174,8 @@ def parse_error(status: int, body: bytes, headers: dict[str, str]) -> Interlingu
 def error_from_payload(error: Any) -> InterlinguaError:
     """The ``error`` value of an in-band stream event -> an error instance.
 
-    There is no HTTP status mid-stream, so the class comes from ``error.type``, or from
+    There is no HTTP status mid-stream, so the class comes from ``error.code`` when it is
+    telling (``overloaded``, ``invalid_api_key``), else from ``error.type``, else from
     ``error.code`` when a server puts a status number there (OpenRouter does); otherwise
     it is an :class:`UpstreamError`.
     """
@@ -175,10 +188,10 @@ def error_from_payload(error: Any) -> InterlinguaError:
     code = error.get("code")
     cls: type[InterlinguaError] = UpstreamError
     status: int | None = None
-    if isinstance(etype, str) and etype in _CLASS_BY_TYPE:
+    if isinstance(code, str) and code in _CLASS_BY_CODE:
+        cls = _CLASS_BY_CODE[code]
+    elif isinstance(etype, str) and etype in _CLASS_BY_TYPE:
         cls = _CLASS_BY_TYPE[etype]
-    elif isinstance(code, str) and code in _CLASS_BY_TYPE:
-        cls = _CLASS_BY_TYPE[code]
     elif isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
         cls = error_class_for_status(code)
         status = code

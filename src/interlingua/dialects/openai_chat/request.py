@@ -115,8 +115,10 @@ def _parse_response_format(value: Any) -> ResponseFormat | None:
         return None
     expect_type(value, dict, "response_format", "an object")
     kind = required_str(value, "type", "response_format.type")
-    if kind in ("text", "json_object"):
-        return ResponseFormat(type=kind)
+    if kind == "text":
+        return ResponseFormat(type="text")
+    if kind == "json_object":
+        return ResponseFormat(type="json_object")
     if kind != "json_schema":
         raise bad_value("response_format.type", kind, ("text", "json_object", "json_schema"))
     spec = value.get("json_schema")

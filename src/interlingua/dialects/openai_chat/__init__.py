@@ -1,0 +1,79 @@
+"""The OpenAI Chat Completions dialect (``POST /v1/chat/completions``, PROTOCOLS.md §1).
+
+A pure codec; ``DIALECT`` satisfies :class:`interlingua.dialects.base.Dialect`:
+
+>>> from interlingua.dialects.openai_chat import DIALECT
+>>> DIALECT.parse_request({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).model
+'m'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core import Request, Response
+from ...errors import InterlinguaError
+from .errors import parse_error, render_error, render_stream_error
+from .request import parse_request, render_request
+from .response import parse_response, render_model_list, render_response
+from .stream import OpenAIChatStreamDecoder, OpenAIChatStreamEncoder
+
+
+class OpenAIChatDialect:
+    """The Chat Completions codec; see :mod:`interlingua.dialects.base` for who calls what."""
+
+    name = "openai"
+
+    def parse_request(self, body: Any) -> Request:
+        """Validate and convert a client's request body (400 naming the field)."""
+        return parse_request(body)
+
+    def render_request(self, request: Request) -> dict[str, Any]:
+        """The body for an OpenAI-compatible upstream."""
+        return render_request(request)
+
+    def parse_response(self, body: Any) -> Response:
+        """An upstream's ``chat.completion`` body -> Response."""
+        return parse_response(body)
+
+    def render_response(self, response: Response, request: Request) -> dict[str, Any]:
+        """Response -> ``chat.completion`` body for a client."""
+        return render_response(response, request)
+
+    def stream_decoder(self, request: Request) -> OpenAIChatStreamDecoder:
+        """A decoder for an upstream's chunk stream answering ``request``."""
+        return OpenAIChatStreamDecoder(request)
+
+    def stream_encoder(self, request: Request) -> OpenAIChatStreamEncoder:
+        """An encoder of chunks for a client that sent ``request``."""
+        return OpenAIChatStreamEncoder(request)
+
+    def parse_error(self, status: int, body: bytes, headers: dict[str, str]) -> InterlinguaError:
+        """An upstream's non-2xx answer -> the error to raise."""
+        return parse_error(status, body, headers)
+
+    def render_error(self, error: InterlinguaError, request_id: str) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, ``{"error": {...}}``) for a client."""
+        return render_error(error, request_id)
+
+    def render_model_list(self, names: list[str], created: int) -> dict[str, Any]:
+        """The ``GET /v1/models`` body."""
+        return render_model_list(names, created)
+
+
+DIALECT = OpenAIChatDialect()
+
+__all__ = [
+    "DIALECT",
+    "OpenAIChatDialect",
+    "OpenAIChatStreamDecoder",
+    "OpenAIChatStreamEncoder",
+    "parse_error",
+    "parse_request",
+    "parse_response",
+    "render_error",
+    "render_model_list",
+    "render_request",
+    "render_response",
+    "render_stream_error",
+]

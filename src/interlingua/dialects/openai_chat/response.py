@@ -1,0 +1,296 @@
+"""``chat.completion`` bodies <-> neutral :class:`Response` (PROTOCOLS.md §1.4, §4.5, §4.6).
+
+Also the pieces the stream codec shares: finish-reason mapping both ways, usage parsing
+and rendering, and the usage estimate used when an upstream reports none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from ...core import (
+    Part,
+    ReasoningPart,
+    Request,
+    Response,
+    StopReason,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from ...core.tokens import estimate_text as estimate_tokens
+from ...errors import UpstreamError
+from .._common import random_id
+from .errors import error_from_payload
+
+__all__ = [
+    "FINISH_REASONS",
+    "estimated_usage",
+    "parse_response",
+    "parse_usage",
+    "render_model_list",
+    "render_response",
+    "render_usage",
+    "stop_reason_for",
+]
+
+# §4.5, Chat -> neutral. Anything unknown is END_TURN.
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": StopReason.END_TURN,
+    "length": StopReason.MAX_TOKENS,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "content_filter": StopReason.REFUSAL,
+}
+
+FINISH_REASONS: dict[StopReason, str] = {
+    StopReason.END_TURN: "stop",
+    StopReason.STOP_SEQUENCE: "stop",
+    StopReason.PAUSE_TURN: "stop",
+    StopReason.MAX_TOKENS: "length",
+    StopReason.CONTEXT_WINDOW: "length",
+    StopReason.TOOL_USE: "tool_calls",
+    StopReason.REFUSAL: "content_filter",
+}
+"""Neutral stop reason -> Chat ``finish_reason`` (§4.5)."""
+
+
+def stop_reason_for(
+    finish: Any, matched_stop: Any, has_tool_calls: bool
+) -> tuple[StopReason, str | None]:
+    """Chat ``finish_reason`` (+ vLLM's ``stop_reason``) -> (StopReason, stop sequence).
+
+    A ``stop`` finish whose choice names the matched string (vLLM's ``stop_reason``) is a
+    STOP_SEQUENCE. Some servers (older Ollama, vLLM with some parsers) report ``stop``
+    with tool calls present; clients run their tool loop on TOOL_USE, so that wins.
+    """
+    reason = _STOP_REASONS.get(finish, StopReason.END_TURN) if isinstance(finish, str) else None
+    if reason is None or reason is StopReason.END_TURN:
+        if has_tool_calls:
+            return StopReason.TOOL_USE, None
+        if finish == "stop" and isinstance(matched_stop, str) and matched_stop:
+            return StopReason.STOP_SEQUENCE, matched_stop
+        return StopReason.END_TURN, None
+    return reason, None
+
+
+def _count(obj: dict[str, Any], *keys: str) -> int:
+    """The first of ``keys`` holding a number, as a non-negative int (null -> 0)."""
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return max(0, int(value))
+    return 0
+
+
+def parse_usage(raw: Any) -> Usage | None:
+    """A Chat ``usage`` object -> Usage, or None when it is absent/null.
+
+    ``prompt_tokens`` already includes cache reads/writes (§4.6). Fallbacks: DeepSeek's
+    ``prompt_cache_hit_tokens``, Ollama's ``prompt_eval_count``/``eval_count``.
+    """
+    if not isinstance(raw, dict):
+        return None
+    prompt = raw.get("prompt_tokens_details")
+    prompt = prompt if isinstance(prompt, dict) else {}
+    completion = raw.get("completion_tokens_details")
+    completion = completion if isinstance(completion, dict) else {}
+    return Usage(
+        input_tokens=_count(raw, "prompt_tokens", "prompt_eval_count", "input_tokens"),
+        output_tokens=_count(raw, "completion_tokens", "eval_count", "output_tokens"),
+        cache_read_tokens=_count(prompt, "cached_tokens") or _count(raw, "prompt_cache_hit_tokens"),
+        cache_write_tokens=_count(prompt, "cache_write_tokens"),
+        reasoning_tokens=_count(completion, "reasoning_tokens"),
+    )
+
+
+def render_usage(usage: Usage) -> dict[str, Any]:
+    """Usage -> the Chat ``usage`` object with both detail objects (§1.4)."""
+    prompt_details: dict[str, int] = {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0}
+    if usage.cache_write_tokens:
+        prompt_details["cache_write_tokens"] = usage.cache_write_tokens
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": prompt_details,
+        "completion_tokens_details": {
+            "reasoning_tokens": usage.reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def estimated_usage(texts: Iterable[str]) -> Usage:
+    """The usage to report when the upstream gave none: output estimated, input unknown (0)."""
+    return Usage(output_tokens=estimate_tokens("".join(texts)), estimated=True)
+
+
+def _generated_texts(parts: Iterable[Part]) -> Iterable[str]:
+    """What the model generated, for estimation: text, reasoning and tool arguments."""
+    for p in parts:
+        if isinstance(p, TextPart | ReasoningPart):
+            yield p.text
+        elif isinstance(p, ToolCallPart):
+            yield p.arguments
+
+
+def _reasoning_part(message: dict[str, Any]) -> ReasoningPart | None:
+    """``reasoning_content ?? reasoning`` (§1.6); OpenRouter ``reasoning_details`` in meta."""
+    text = message.get("reasoning_content")
+    if not isinstance(text, str):
+        text = message.get("reasoning")
+    details = message.get("reasoning_details")
+    meta: dict[str, Any] = {"reasoning_details": details} if details else {}
+    if (isinstance(text, str) and text) or meta:
+        return ReasoningPart(text=text if isinstance(text, str) else "", meta=meta)
+    return None
+
+
+def _tool_call(call: Any, position: int) -> ToolCallPart | None:
+    if not isinstance(call, dict):
+        return None
+    fn = call.get("function")
+    if not isinstance(fn, dict):
+        return None
+    args = fn.get("arguments")
+    if isinstance(args, dict):  # a few servers send an object instead of JSON text
+        args = orjson.dumps(args).decode()
+    call_id = call.get("id")
+    return ToolCallPart(
+        id=call_id if isinstance(call_id, str) and call_id else f"call_{position}",
+        name=str(fn.get("name") or ""),
+        arguments=args if isinstance(args, str) else "",
+    )
+
+
+def _message_parts(message: dict[str, Any]) -> list[Part]:
+    parts: list[Part] = []
+    reasoning = _reasoning_part(message)
+    if reasoning is not None:
+        parts.append(reasoning)
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        parts.append(TextPart(content))
+    elif isinstance(content, list):  # a few servers answer with a part list
+        text = "".join(c.get("text") or "" for c in content if isinstance(c, dict))
+        if text:
+            parts.append(TextPart(text))
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        parts.append(TextPart(refusal, meta={"refusal": True}))
+    calls = message.get("tool_calls")
+    legacy = message.get("function_call")
+    if not calls and isinstance(legacy, dict):
+        calls = [{"id": "call_0", "function": legacy}]
+    for position, call in enumerate(calls if isinstance(calls, list) else ()):
+        part = _tool_call(call, position)
+        if part is not None:
+            parts.append(part)
+    return parts
+
+
+def parse_response(body: Any) -> Response:
+    """An upstream's ``chat.completion`` body -> Response (first choice only).
+
+    A body with a top-level ``error`` (some servers answer 200 with one) raises it.
+    """
+    if not isinstance(body, dict):
+        raise UpstreamError("upstream returned a non-object body", status=502, body=body)
+    if body.get("error"):
+        raise error_from_payload(body["error"])
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise UpstreamError("upstream returned no choices", status=502, body=body)
+    choice = choices[0]
+    message = choice.get("message")
+    parts = _message_parts(message if isinstance(message, dict) else {})
+    has_calls = any(isinstance(p, ToolCallPart) for p in parts)
+    stop, sequence = stop_reason_for(
+        choice.get("finish_reason"), choice.get("stop_reason"), has_calls
+    )
+    # Ollama's native counts sit at the top level of the body.
+    usage = parse_usage(body.get("usage")) or (
+        parse_usage(body) if "prompt_eval_count" in body or "eval_count" in body else None
+    )
+    created = body.get("created")
+    meta = {k: body[k] for k in ("system_fingerprint", "service_tier") if body.get(k) is not None}
+    return Response(
+        id=str(body.get("id") or random_id("chatcmpl-")),
+        model=str(body.get("model") or ""),
+        parts=tuple(parts),
+        stop_reason=stop,
+        stop_sequence=sequence,
+        usage=usage if usage is not None else estimated_usage(_generated_texts(parts)),
+        created=created if isinstance(created, int) and not isinstance(created, bool) else 0,
+        meta=meta,
+    )
+
+
+def render_message(parts: Iterable[Part]) -> dict[str, Any]:
+    """The ``choices[0].message`` object for a response's parts (§1.4)."""
+    text: list[str] = []
+    refusal: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            (refusal if p.meta.get("refusal") else text).append(p.text)
+        elif isinstance(p, ToolCallPart):
+            fn = {"name": p.name, "arguments": p.arguments}
+            calls.append({"id": p.id, "type": "function", "function": fn})
+        elif isinstance(p, ReasoningPart):
+            reasoning.append(p.text)
+    content = "".join(text)
+    message: dict[str, Any] = {
+        "role": "assistant",
+        # null only when the turn is tool calls (or a refusal) and no text (§1.3).
+        "content": content if content or not (calls or refusal) else None,
+        "refusal": "".join(refusal) if refusal else None,
+    }
+    if calls:
+        message["tool_calls"] = calls
+    thought = "".join(reasoning)
+    if thought:
+        message["reasoning_content"] = thought  # the DeepSeek extension (§1.6)
+    return message
+
+
+def render_response(response: Response, request: Request) -> dict[str, Any]:
+    """Response -> a ``chat.completion`` body the official SDK parses (§1.4).
+
+    ``model`` echoes what the client asked for, not the upstream's name for it.
+    """
+    return {
+        "id": response.id,
+        "object": "chat.completion",
+        "created": response.created or int(time.time()),
+        "model": request.model,
+        "system_fingerprint": None,
+        "choices": [
+            {
+                "index": 0,
+                "message": render_message(response.parts),
+                "logprobs": None,
+                "finish_reason": FINISH_REASONS.get(response.stop_reason, "stop"),
+            }
+        ],
+        "usage": render_usage(response.usage),
+    }
+
+
+def render_model_list(names: list[str], created: int) -> dict[str, Any]:
+    """The ``GET /v1/models`` body."""
+    return {
+        "object": "list",
+        "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": "interlingua"}
+            for name in names
+        ],
+    }

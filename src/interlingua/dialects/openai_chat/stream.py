@@ -1,0 +1,374 @@
+"""``chat.completion.chunk`` streams <-> neutral stream events (PROTOCOLS.md §1.5, §1.6, §4.10).
+
+:class:`OpenAIChatStreamDecoder` reads an upstream's chunks. Block indices are ours: a
+reasoning run, a text run and every tool call (keyed by the upstream's ``index``, which
+may interleave) each get the next neutral index on first sight. The finish is held until
+``[DONE]`` (or the end of input) because the usage chunk comes after it.
+
+:class:`OpenAIChatStreamEncoder` writes chunks for a client, one per event, never
+buffered. Each chunk is a precomputed prefix (everything up to ``"delta":``), the
+delta's JSON and a constant suffix.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from ...core import (
+    ArgumentsDelta,
+    BlockStart,
+    BlockStop,
+    ReasoningDelta,
+    ReasoningPart,
+    Request,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from ...errors import UpstreamError
+from ...sse import DONE, SSEEvent
+from .._common import random_id
+from .errors import error_from_payload, render_stream_error
+from .response import FINISH_REASONS, estimated_usage, parse_usage, render_usage, stop_reason_for
+
+__all__ = ["OpenAIChatStreamDecoder", "OpenAIChatStreamEncoder"]
+
+
+class OpenAIChatStreamDecoder:
+    """Upstream Chat SSE events -> neutral events. See the module docstring.
+
+    Tolerates (§1.6): ``role`` repeated in every delta, ``finish_reason`` together with a
+    non-empty delta, ``usage: null`` on every chunk, a usage chunk with ``choices`` null or
+    missing, reasoning as ``reasoning_content`` or ``reasoning``, tool-call deltas without
+    ``index``, and keep-alive or non-JSON data lines (ignored).
+    """
+
+    __slots__ = (
+        "_done",
+        "_finish",
+        "_generated",
+        "_last_tool",
+        "_matched_stop",
+        "_next",
+        "_open",
+        "_reasoning",
+        "_refusal",
+        "_started",
+        "_stops",
+        "_text",
+        "_tools",
+        "_usage",
+    )
+
+    def __init__(self, request: Request) -> None:
+        self._stops = request.stop
+        self._started = False
+        self._done = False
+        self._next = 0  # the next neutral block index
+        self._open: list[int] = []  # open neutral blocks
+        self._text: int | None = None  # the open text block, if any
+        self._refusal: int | None = None  # the open refusal (text) block, if any
+        self._reasoning: int | None = None  # the open reasoning block, if any
+        self._tools: dict[Any, int] = {}  # upstream tool-call index -> neutral index
+        self._last_tool: Any = None
+        self._finish: str | None = None
+        self._matched_stop: str | None = None
+        self._usage: Usage | None = None
+        # Generated text, kept only to estimate output tokens if no usage ever arrives.
+        self._generated: list[str] = []
+
+    def feed(self, event: SSEEvent) -> list[StreamEvent]:
+        """One SSE event -> zero or more neutral events."""
+        if self._done:
+            return []
+        data = event.data
+        if not data.startswith("{") and data.strip() == "[DONE]":
+            return self._end()
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return []  # not ours to judge: keep-alives and junk are ignored
+        if not isinstance(chunk, dict):
+            return []
+        if chunk.get("error"):  # in-band error (§1.7)
+            self._done = True
+            return [StreamError(error_from_payload(chunk["error"]))]
+        out: list[StreamEvent] = []
+        if not self._started:
+            self._start(chunk, out)
+        usage = chunk.get("usage")
+        if usage is not None:
+            self._usage = parse_usage(usage) or self._usage
+        choices = chunk.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                # n > 1 cannot be translated into one message: only choice 0 counts.
+                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                    self._choice(choice, out)
+        return out
+
+    def flush(self) -> list[StreamEvent]:
+        """End of input without ``[DONE]``: end normally if a finish was seen."""
+        if self._done or not self._started:
+            self._done = True
+            return []  # nothing started: the caller decides what an empty stream means
+        if self._finish is not None:
+            return self._end()
+        self._done = True
+        return [StreamError(UpstreamError("upstream stream ended before finish"))]
+
+    def _start(self, chunk: dict[str, Any], out: list[StreamEvent]) -> None:
+        self._started = True
+        created = chunk.get("created")
+        out.append(
+            StreamStart(
+                id=str(chunk.get("id") or random_id("chatcmpl-")),
+                model=str(chunk.get("model") or ""),
+                created=created
+                if isinstance(created, int) and not isinstance(created, bool)
+                else 0,
+            )
+        )
+
+    def _choice(self, choice: dict[str, Any], out: list[StreamEvent]) -> None:
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            reasoning = delta.get("reasoning_content")
+            if reasoning is None:
+                reasoning = delta.get("reasoning")  # vLLM >= 0.11, OpenRouter (§1.6)
+            if isinstance(reasoning, str) and reasoning:
+                self._reasoning_delta(reasoning, out)
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self._text_delta(content, out)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                self._refusal_delta(refusal, out)
+            calls = delta.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    if isinstance(call, dict):
+                        self._tool_delta(call, out)
+            legacy = delta.get("function_call")
+            if isinstance(legacy, dict):
+                self._tool_delta({"index": 0, "function": legacy}, out)
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str) and finish:
+            self._finish = finish  # held: the usage chunk and [DONE] still follow
+            matched = choice.get("stop_reason")  # vLLM names the stop string it hit
+            if isinstance(matched, str) and (not self._stops or matched in self._stops):
+                self._matched_stop = matched
+
+    def _open_block(
+        self, part: TextPart | ReasoningPart | ToolCallPart, out: list[StreamEvent]
+    ) -> int:
+        index = self._next
+        self._next += 1
+        self._open.append(index)
+        out.append(BlockStart(index, part))
+        return index
+
+    def _close(self, index: int | None, out: list[StreamEvent]) -> None:
+        if index is not None:
+            self._open.remove(index)
+            out.append(BlockStop(index))
+
+    def _close_runs(self, out: list[StreamEvent]) -> None:
+        """Close the open text/refusal/reasoning blocks (tool blocks stay open)."""
+        self._close(self._text, out)
+        self._close(self._refusal, out)
+        self._close(self._reasoning, out)
+        self._text = self._refusal = self._reasoning = None
+
+    def _reasoning_delta(self, text: str, out: list[StreamEvent]) -> None:
+        index = self._reasoning
+        if index is None:
+            self._close_runs(out)
+            index = self._reasoning = self._open_block(ReasoningPart(""), out)
+        self._generated.append(text)
+        out.append(ReasoningDelta(index, text))
+
+    def _text_delta(self, text: str, out: list[StreamEvent]) -> None:
+        index = self._text
+        if index is None:
+            self._close_runs(out)  # reasoning comes first; a new run means it ended
+            index = self._text = self._open_block(TextPart(""), out)
+        self._generated.append(text)
+        out.append(TextDelta(index, text))
+
+    def _refusal_delta(self, text: str, out: list[StreamEvent]) -> None:
+        index = self._refusal
+        if index is None:
+            self._close_runs(out)
+            index = self._refusal = self._open_block(TextPart("", meta={"refusal": True}), out)
+        self._generated.append(text)
+        out.append(TextDelta(index, text))
+
+    def _tool_delta(self, call: dict[str, Any], out: list[StreamEvent]) -> None:
+        key = call.get("index")
+        call_id = call.get("id")
+        if not isinstance(key, int) or isinstance(key, bool):
+            # Some servers omit ``index``: a new id means a new call, else the last one.
+            key = ("id", call_id) if call_id and ("id", call_id) not in self._tools else None
+            if key is None:
+                key = self._last_tool
+        fn = call.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        index = self._tools.get(key)
+        if index is None:
+            self._close_runs(out)
+            name = fn.get("name")
+            part = ToolCallPart(
+                id=call_id if isinstance(call_id, str) and call_id else random_id("call_"),
+                name=name if isinstance(name, str) else "",
+            )
+            index = self._tools[key] = self._open_block(part, out)
+        self._last_tool = key
+        args = fn.get("arguments")
+        if isinstance(args, str) and args:
+            self._generated.append(args)
+            out.append(ArgumentsDelta(index, args))
+
+    def _end(self) -> list[StreamEvent]:
+        self._done = True
+        if not self._started:
+            return []
+        out: list[StreamEvent] = [BlockStop(i) for i in sorted(self._open)]
+        self._open.clear()
+        stop, sequence = stop_reason_for(self._finish, self._matched_stop, bool(self._tools))
+        usage = self._usage if self._usage is not None else estimated_usage(self._generated)
+        out.append(StreamEnd(stop, sequence, usage))
+        return out
+
+
+_ROLE_DELTA = b'{"role":"assistant","content":""}'
+_TAIL = b',"logprobs":null,"finish_reason":null}]}\n\n'
+_TAIL_USAGE = b',"logprobs":null,"finish_reason":null}],"usage":null}\n\n'
+
+
+class OpenAIChatStreamEncoder:
+    """Neutral events -> Chat chunk bytes for a client. See the module docstring.
+
+    Every chunk carries the same ``id``/``created`` and ``model`` = the name the client
+    asked for. With ``include_usage`` the non-final chunks carry ``"usage": null`` and a
+    usage chunk (``choices: []``) precedes ``[DONE]``, as OpenAI does (§1.5).
+    """
+
+    __slots__ = (
+        "_base",
+        "_done",
+        "_head",
+        "_include_usage",
+        "_model",
+        "_refusals",
+        "_tail",
+        "_tools",
+    )
+
+    def __init__(self, request: Request) -> None:
+        self._model = request.model
+        self._include_usage = request.include_usage
+        self._tail = _TAIL_USAGE if request.include_usage else _TAIL
+        self._base = b""  # 'data: {"id":..,"model":..,"choices":'
+        self._head = b""  # self._base + '[{"index":0,"delta":'
+        self._tools: dict[int, int] = {}  # neutral block index -> OpenAI tool_calls index
+        self._refusals: set[int] = set()  # neutral blocks holding refusal text
+        self._done = False
+
+    def _begin(self, response_id: str, created: int) -> None:
+        self._base = b"".join(
+            (
+                b'data: {"id":',
+                orjson.dumps(response_id),
+                b',"object":"chat.completion.chunk","created":',
+                str(created or int(time.time())).encode(),
+                b',"model":',
+                orjson.dumps(self._model),
+                b',"system_fingerprint":null,"choices":',
+            )
+        )
+        self._head = self._base + b'[{"index":0,"delta":'
+
+    def _chunk(self, delta: bytes) -> bytes:
+        return b"".join((self._head, delta, self._tail))
+
+    def encode(self, event: StreamEvent) -> bytes:
+        """The bytes owed for one event (``b""`` when there are none)."""
+        if self._done:
+            return b""
+        if not self._head:
+            if isinstance(event, StreamStart):
+                self._begin(event.id, event.created)
+                return self._chunk(_ROLE_DELTA)
+            # Defensive: events before a StreamStart still produce a valid stream.
+            self._begin(random_id("chatcmpl-"), 0)
+        if isinstance(event, TextDelta):
+            if not event.text:
+                return b""
+            key = b'{"refusal":' if event.index in self._refusals else b'{"content":'
+            return b"".join((self._head, key, orjson.dumps(event.text), b"}", self._tail))
+        if isinstance(event, ArgumentsDelta):
+            if not event.json:
+                return b""
+            k = self._tools.get(event.index, 0)
+            return b"".join(
+                (self._head, b'{"tool_calls":[{"index":%d,"function":{"arguments":' % k,
+                 orjson.dumps(event.json), b"}}]}", self._tail)
+            )  # fmt: skip
+        if isinstance(event, ReasoningDelta):
+            if not event.text:
+                return b""
+            return b"".join(
+                (self._head, b'{"reasoning_content":', orjson.dumps(event.text), b"}", self._tail)
+            )
+        if isinstance(event, BlockStart):
+            return self._block_start(event)
+        if isinstance(event, StreamEnd):
+            return self._end(event)
+        if isinstance(event, StreamError):
+            self._done = True
+            return render_stream_error(event.error)  # no [DONE] after an error
+        return b""  # BlockStop, SignatureDelta, a repeated StreamStart: nothing on the wire
+
+    def _block_start(self, event: BlockStart) -> bytes:
+        part = event.part
+        if isinstance(part, ToolCallPart):
+            k = self._tools[event.index] = len(self._tools)
+            call = {
+                "index": k,
+                "id": part.id,
+                "type": "function",
+                "function": {"name": part.name, "arguments": part.arguments},
+            }
+            return self._chunk(orjson.dumps({"tool_calls": [call]}))
+        if isinstance(part, TextPart):
+            if part.meta.get("refusal"):
+                self._refusals.add(event.index)
+            return self.encode(TextDelta(event.index, part.text)) if part.text else b""
+        if isinstance(part, ReasoningPart) and part.text:
+            return self.encode(ReasoningDelta(event.index, part.text))
+        return b""
+
+    def _end(self, event: StreamEnd) -> bytes:
+        self._done = True
+        finish = FINISH_REASONS.get(event.stop_reason, "stop")
+        tail = self._tail.replace(
+            b'"finish_reason":null', b'"finish_reason":"%s"' % finish.encode()
+        )
+        out = [self._head, b"{}", tail]
+        if self._include_usage:
+            out += [self._base, b'[],"usage":', orjson.dumps(render_usage(event.usage)), b"}\n\n"]
+        out.append(DONE)
+        return b"".join(out)
+
+    def ping(self) -> bytes:
+        """A keep-alive comment; SSE clients ignore it."""
+        return b": ping\n\n"
