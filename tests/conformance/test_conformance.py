@@ -70,7 +70,10 @@ def _client_events(client_dialect: str, case: Case, raw: bytes) -> list[StreamEv
     sse_events = decoder.decode(raw) + decoder.flush()
     for sse in sse_events:
         if client_dialect == "anthropic":
-            ANTHROPIC_EVENT.validate_python(json.loads(sse.data))
+            # `ping` and `error` are real API events the SDK handles before typing (it skips
+            # pings and raises on errors), so they are not in its event union.
+            if sse.event not in ("ping", "error"):
+                ANTHROPIC_EVENT.validate_python(json.loads(sse.data))
         elif sse.data != "[DONE]":
             payload = json.loads(sse.data)
             if "error" not in payload:

@@ -35,7 +35,7 @@ from ..errors import (
     NotFoundError,
 )
 from ..routing import Router
-from ..upstreams import build_upstream
+from ..upstreams import build_upstreams
 from ..upstreams.base import Upstream
 from .gateway import Gateway, internal_error
 from .http import BytesResponse, decode_json_object, read_body
@@ -158,23 +158,19 @@ def create_app(
     ``session`` replaces the app-owned aiohttp session.
     """
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
-    state: dict[str, Any] = {}
-    if upstreams is not None:
-        state["upstreams"] = upstreams
-    router = Router(config, upstreams or {})
-    gateway = Gateway(config, router, secrets)
+    # Without injected upstreams the router is rebuilt in the lifespan, once the pooled
+    # session (which must be created inside the running event loop) exists.
+    gateway = Gateway(config, Router(config, upstreams) if upstreams is not None else None, secrets)
     handlers = Handlers(gateway, config.server.api_keys)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         own_session = None
-        built = state.get("upstreams")
+        built = upstreams
         if built is None:
             own_session = session or _new_session()
-            built = {
-                name: build_upstream(cfg, own_session) for name, cfg in config.upstreams.items()
-            }
-            router.upstreams.update(built)
+            built = build_upstreams(config, own_session)
+            gateway.router = Router(config, built)
         for upstream in built.values():
             await upstream.start()
         try:
