@@ -1,10 +1,10 @@
 """Command line: ``interlingua serve | models``.
 
-    interlingua serve                      # no config: the bundled local model (needs [local])
-    interlingua serve --config my.yaml     # route model names to the upstreams in my.yaml
-    interlingua serve --fake               # a scripted fake upstream that echoes (demos, tests)
-    interlingua serve --print-config       # show the effective config as YAML and exit
-    interlingua models --config my.yaml    # list the model names clients can ask for
+interlingua serve                      # no config: the bundled local model (needs [local])
+interlingua serve --config my.yaml     # route model names to the upstreams in my.yaml
+interlingua serve --fake               # a scripted fake upstream that echoes (demos, tests)
+interlingua serve --print-config       # show the effective config as YAML and exit
+interlingua models --config my.yaml    # list the model names clients can ask for
 """
 
 from __future__ import annotations

@@ -33,9 +33,7 @@ from interlingua.core import (
 )
 from interlingua.errors import InterlinguaError, OverloadedError, RateLimitError
 
-PNG_1PX = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-)
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 WEATHER = ToolSpec(
     name="get_weather",
     description="Current weather for a city",

@@ -39,9 +39,9 @@ CONFIG = parse_config(
 ANTHROPIC_EVENT = TypeAdapter(anthropic.types.RawMessageStreamEvent)
 
 
-async def _call(client_dialect: str, wire: str, case: Case, stream: bool) -> tuple[
-    httpx.Response, FakeUpstream
-]:
+async def _call(
+    client_dialect: str, wire: str, case: Case, stream: bool
+) -> tuple[httpx.Response, FakeUpstream]:
     fake = FakeUpstream("fake", wire=wire, chunk_size=3)
     fake.enqueue(case.script)
     app = create_app(CONFIG, upstreams={"fake": fake})

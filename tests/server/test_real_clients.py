@@ -177,7 +177,9 @@ def test_openai_stream(gpt: openai.OpenAI, gateway: tuple) -> None:
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Streaming through a translation."
     assert chunks[0].choices[0].delta.role == "assistant"
-    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    finish = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
     assert finish == ["stop"]
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 9
 
@@ -213,7 +215,9 @@ def test_openai_stream_tool_calls(gpt: openai.OpenAI, gateway: tuple) -> None:
 def test_openai_errors_are_typed(gpt: openai.OpenAI, gateway: tuple) -> None:
     gateway[2].enqueue(RateLimitError("slow down", retry_after=1))
     with pytest.raises(openai.RateLimitError):
-        gpt.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
+        gpt.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}]
+        )
     with pytest.raises(openai.NotFoundError):
         gpt.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
     with pytest.raises(openai.BadRequestError):

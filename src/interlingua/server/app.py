@@ -23,6 +23,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request as HTTPRequest
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -134,7 +135,7 @@ class _NotFoundAsError:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
 
-    async def __call__(self, request: HTTPRequest, exc: Exception) -> BytesResponse:
+    async def __call__(self, request: HTTPRequest, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         dialect = _client_dialect(request)
         message = f"Unknown request URL: {request.method} {request.url.path}."
@@ -143,7 +144,10 @@ class _NotFoundAsError:
             error = NotFoundError(message, code="unknown_url")
         else:
             error = InvalidRequestError(message, status=exc.status_code, code="method_not_allowed")
-        return self.gateway.error_response(dialect, error, _request_id(request))
+        rendered = self.gateway.error_response(dialect, error, _request_id(request))
+        # Starlette's exception handlers must return its own Response type.
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in rendered.headers}
+        return Response(rendered.body, rendered.status, headers)
 
 
 def create_app(
@@ -210,4 +214,3 @@ def _new_session() -> aiohttp.ClientSession:
 
 
 __all__ = ["create_app"]
-

@@ -146,7 +146,7 @@ class Gateway:
         body["model"] = route.upstream_model
         stream = body.get("stream") is True
         raw = await route.upstream.passthrough(orjson.dumps(body), stream, headers)
-        relayed = [JSON_CT] + _relayed(raw)
+        relayed = [JSON_CT, *_relayed(raw)]
         if raw.status >= 400 or raw.chunks is None:
             await raw.aclose()
             return BytesResponse(self.scrub_bytes(raw.body), raw.status, relayed)
