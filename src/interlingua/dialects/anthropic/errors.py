@@ -100,8 +100,9 @@ def parse_error(status: int, body: bytes, headers: dict[str, str]) -> Interlingu
     if isinstance(parsed, dict):
         err = parsed.get("error")
         if isinstance(err, dict):
-            error_type = err.get("type") if isinstance(err.get("type"), str) else ""
-            message = err.get("message") if isinstance(err.get("message"), str) else ""
+            found_type, found_message = err.get("type"), err.get("message")
+            error_type = found_type if isinstance(found_type, str) else ""
+            message = found_message if isinstance(found_message, str) else ""
         elif isinstance(err, str):  # some compatible servers send {"error": "text"}
             message = err
     if not message:
@@ -149,7 +150,5 @@ def render_error(err: InterlinguaError, request_id: str) -> tuple[int, dict[str,
 def render_stream_error(err: InterlinguaError) -> bytes:
     """The in-band ``event: error`` for a failure after the stream started (§2.6)."""
     error_type, _ = _type_and_status(err)
-    payload = orjson.dumps(
-        {"type": "error", "error": {"type": error_type, "message": err.message}}
-    )
+    payload = orjson.dumps({"type": "error", "error": {"type": error_type, "message": err.message}})
     return encode_json_event(payload, "error")

@@ -1,0 +1,83 @@
+"""The Anthropic Messages dialect (``POST /v1/messages``, ``/v1/messages/count_tokens``).
+
+``DIALECT`` is the codec object (see :mod:`interlingua.dialects.base`)::
+
+    from interlingua.dialects.anthropic import DIALECT
+    request = DIALECT.parse_request(body)          # client body -> neutral
+    upstream_body = DIALECT.render_request(request) # neutral -> Anthropic upstream body
+
+Modules: :mod:`.request` (request parse/render, content blocks), :mod:`.response`
+(responses, usage, model list), :mod:`.stream` (SSE decoder/encoder), :mod:`.errors`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core import Request, Response
+from ...errors import InterlinguaError
+from .errors import parse_error, render_error, render_stream_error
+from .render import render_count_tokens_request, render_request
+from .request import parse_count_tokens_request, parse_request
+from .response import parse_response, render_model_list, render_response
+from .stream import AnthropicStreamDecoder, AnthropicStreamEncoder
+
+
+class AnthropicDialect:
+    """The Anthropic Messages codec; stateless, one shared instance (:data:`DIALECT`)."""
+
+    name = "anthropic"
+
+    def parse_request(self, body: Any) -> Request:
+        """A ``/v1/messages`` body -> neutral request (400 with ``param`` when invalid)."""
+        return parse_request(body)
+
+    def parse_count_tokens_request(self, body: Any) -> Request:
+        """A ``/v1/messages/count_tokens`` body (no ``max_tokens``/``stream``) -> request."""
+        return parse_count_tokens_request(body)
+
+    def render_request(self, request: Request) -> dict[str, Any]:
+        """Neutral request -> the body for an Anthropic upstream."""
+        return render_request(request)
+
+    def render_count_tokens_request(self, request: Request) -> dict[str, Any]:
+        """Neutral request -> the body for an upstream ``/v1/messages/count_tokens``."""
+        return render_count_tokens_request(request)
+
+    def parse_response(self, body: Any) -> Response:
+        """An Anthropic upstream's message -> neutral response."""
+        return parse_response(body)
+
+    def render_response(self, response: Response, request: Request) -> dict[str, Any]:
+        """Neutral response -> the message body for an Anthropic client."""
+        return render_response(response, request)
+
+    def stream_decoder(self, request: Request) -> AnthropicStreamDecoder:
+        """A decoder for one Anthropic upstream stream."""
+        return AnthropicStreamDecoder(request)
+
+    def stream_encoder(self, request: Request) -> AnthropicStreamEncoder:
+        """An encoder for one stream to an Anthropic client."""
+        return AnthropicStreamEncoder(request)
+
+    def parse_error(self, status: int, body: bytes, headers: dict[str, str]) -> InterlinguaError:
+        """An Anthropic upstream's error answer -> the error to raise."""
+        return parse_error(status, body, headers)
+
+    def render_error(self, error: InterlinguaError, request_id: str) -> tuple[int, dict[str, Any]]:
+        """(status, body) of an error for an Anthropic client."""
+        return render_error(error, request_id)
+
+    def render_stream_error(self, error: InterlinguaError) -> bytes:
+        """The in-band ``event: error`` for a failure after streaming began."""
+        return render_stream_error(error)
+
+    def render_model_list(self, names: list[str], created: int) -> dict[str, Any]:
+        """``GET /v1/models`` in Anthropic's shape."""
+        return render_model_list(names, created)
+
+
+DIALECT = AnthropicDialect()
+"""The shared Anthropic codec instance."""
+
+__all__ = ["DIALECT", "AnthropicDialect", "AnthropicStreamDecoder", "AnthropicStreamEncoder"]

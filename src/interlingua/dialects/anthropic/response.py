@@ -1,0 +1,197 @@
+"""Anthropic Messages responses <-> neutral :class:`Response` (PROTOCOLS.md §2.5).
+
+Usage is where the two worlds differ most (§4.6, §4.11.12): Anthropic's
+``input_tokens`` *excludes* cache traffic, ours includes it. Parsing adds
+``cache_creation_input_tokens`` and ``cache_read_input_tokens`` back in; rendering
+subtracts them (never below zero).
+
+Rendering for an Anthropic client always produces a body the official SDK accepts
+(``anthropic.types.Message``): ``stop_reason`` is never null, both cache counts are
+present, and parts with no place in an assistant message (images, documents, tool
+results, other dialects' unknown parts) are left out.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ...core import (
+    Part,
+    ReasoningPart,
+    Request,
+    Response,
+    StopReason,
+    TextPart,
+    ToolCallPart,
+    UnknownPart,
+    Usage,
+)
+from ...errors import InvalidRequestError, UpstreamError
+from .._common import random_id, sanitize_tool_id
+from .render import parse_arguments, render_text_block
+from .request import NAME, parse_block
+
+_STOP_REASONS: dict[str, StopReason] = {r.value: r for r in StopReason}
+_KEPT_META = ("stop_details", "container")
+
+
+def stop_reason_from_wire(value: Any) -> StopReason:
+    """Anthropic ``stop_reason`` -> neutral; null or unknown values -> END_TURN."""
+    return (
+        _STOP_REASONS.get(value, StopReason.END_TURN)
+        if isinstance(value, str)
+        else (StopReason.END_TURN)
+    )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_from_wire(usage: Any) -> Usage:
+    """Anthropic ``usage`` -> neutral: input = input + cache writes + cache reads."""
+    if not isinstance(usage, dict):
+        return Usage()
+    cache_write = _int(usage.get("cache_creation_input_tokens"))
+    cache_read = _int(usage.get("cache_read_input_tokens"))
+    details = usage.get("output_tokens_details")
+    reasoning = _int(details.get("thinking_tokens")) if isinstance(details, dict) else 0
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")) + cache_write + cache_read,
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=reasoning,
+    )
+
+
+def usage_to_wire(usage: Usage) -> dict[str, Any]:
+    """Neutral usage -> Anthropic's (input excludes cache; every count present, ≥ 0)."""
+    cache_read = max(0, usage.cache_read_tokens)
+    cache_write = max(0, usage.cache_write_tokens)
+    wire: dict[str, Any] = {
+        "input_tokens": max(0, usage.input_tokens - cache_read - cache_write),
+        "cache_creation_input_tokens": cache_write,
+        "cache_read_input_tokens": cache_read,
+        "output_tokens": max(0, usage.output_tokens),
+    }
+    if usage.reasoning_tokens > 0:
+        wire["output_tokens_details"] = {"thinking_tokens": usage.reasoning_tokens}
+    return wire
+
+
+def message_id(response_id: str) -> str:
+    """An Anthropic-looking message id: ``msg_`` kept, others prefixed, none invented."""
+    if response_id.startswith("msg_") and sanitize_tool_id(response_id) == response_id:
+        return response_id
+    if response_id:
+        return "msg_" + sanitize_tool_id(response_id)
+    return random_id("msg_")
+
+
+def parse_response(body: Any) -> Response:
+    """An Anthropic upstream's ``Message`` body -> neutral response.
+
+    A body that is not a message at all raises ``UpstreamError`` (502-class: the
+    upstream broke the protocol, the caller did nothing wrong).
+    """
+    if not isinstance(body, dict) or not isinstance(body.get("content", []), list):
+        raise UpstreamError("upstream returned a malformed Anthropic message")
+    try:
+        parts = tuple(
+            parse_block(block, f"content[{i}]") for i, block in enumerate(body.get("content") or ())
+        )
+    except InvalidRequestError as exc:
+        raise UpstreamError(f"upstream returned a malformed Anthropic message: {exc}") from exc
+    stop_sequence = body.get("stop_sequence")
+    meta = {k: body[k] for k in _KEPT_META if body.get(k) is not None}
+    return Response(
+        id=str(body.get("id") or ""),
+        model=str(body.get("model") or ""),
+        parts=parts,
+        stop_reason=stop_reason_from_wire(body.get("stop_reason")),
+        stop_sequence=stop_sequence if isinstance(stop_sequence, str) else None,
+        usage=usage_from_wire(body.get("usage")),
+        meta=meta,
+    )
+
+
+def tool_input_for_client(arguments: str) -> dict[str, Any]:
+    """A tool call's arguments as the ``input`` object an Anthropic client expects.
+
+    Arguments that are not a JSON object (a model can emit broken JSON through an
+    OpenAI-compatible upstream) cannot be made into one without guessing, and failing
+    the whole response would lose the turn; they are wrapped as
+    ``{"raw_arguments": "<text>"}`` so the client sees exactly what the model wrote.
+    """
+    tool_input = parse_arguments(arguments)
+    return tool_input if tool_input is not None else {"raw_arguments": arguments}
+
+
+def render_block(part: Part) -> dict[str, Any] | None:
+    """One neutral response part -> an Anthropic response content block (None: skipped)."""
+    if isinstance(part, TextPart):
+        return render_text_block(part)
+    if isinstance(part, ToolCallPart):
+        return {
+            "type": "tool_use",
+            "id": sanitize_tool_id(part.id),
+            "name": part.name,
+            "input": tool_input_for_client(part.arguments),
+        }
+    if isinstance(part, ReasoningPart):
+        if part.redacted is not None:
+            return {"type": "redacted_thinking", "data": part.redacted}
+        # OpenAI-side reasoning has no signature; the SDK requires the key, "" it is.
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature or ""}
+    if isinstance(part, UnknownPart) and part.dialect == NAME:
+        return part.raw
+    return None
+
+
+def render_response(response: Response, request: Request) -> dict[str, Any]:
+    """The body for an Anthropic client; ``model`` echoes the name the client asked for."""
+    content = [b for part in response.parts if (b := render_block(part)) is not None]
+    stop_reason = response.stop_reason
+    body: dict[str, Any] = {
+        "id": message_id(response.id),
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": content,
+        "stop_reason": str(stop_reason),
+        "stop_sequence": (
+            response.stop_sequence if stop_reason == StopReason.STOP_SEQUENCE else None
+        ),
+        "usage": usage_to_wire(response.usage),
+    }
+    for key in _KEPT_META:
+        if key in response.meta:
+            body[key] = response.meta[key]
+    return body
+
+
+def render_model_list(names: list[str], created: int) -> dict[str, Any]:
+    """``GET /v1/models`` in Anthropic's shape (``created_at`` as RFC 3339, UTC).
+
+    >>> render_model_list(["claude-a"], 0)["data"][0]["created_at"]
+    '1970-01-01T00:00:00Z'
+    """
+    created_at = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "data": [
+            {
+                "type": "model",
+                "id": name,
+                "display_name": name,
+                "created_at": created_at,
+                # Required by the 2026 SDK's ModelInfo; every model we route is live.
+                "lifecycle": "active",
+            }
+            for name in names
+        ],
+        "has_more": False,
+        "first_id": names[0] if names else None,
+        "last_id": names[-1] if names else None,
+    }
