@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from .config import WILDCARD, Config, ConfigError, ModelConfig, ModelOptions
 from .errors import NotFoundError
 from .upstreams.base import Upstream
+from .upstreams.text_options import with_options
 
 __all__ = ["Route", "Router"]
 
@@ -58,7 +59,9 @@ class Router:
             if model.name == WILDCARD:
                 wildcard.append(model)
             else:
-                route = Route(model.name, upstream, model.model, model.options)
+                route = Route(
+                    model.name, with_options(upstream, model.options), model.model, model.options
+                )
                 exact.setdefault(model.name, []).append(route)
         self._exact = {name: tuple(routes) for name, routes in exact.items()}
         self._wildcard = tuple(wildcard)
@@ -90,4 +93,5 @@ class Router:
 
     def _wildcard_route(self, model: ModelConfig, name: str) -> Route:
         upstream_model = name if model.model == WILDCARD else model.model
-        return Route(name, self._upstreams[model.upstream], upstream_model, model.options)
+        upstream = with_options(self._upstreams[model.upstream], model.options)
+        return Route(name, upstream, upstream_model, model.options)

@@ -1,0 +1,118 @@
+"""Per-model text options wrap any upstream: think tags and text-written tool calls."""
+
+from __future__ import annotations
+
+import httpx
+
+from interlingua.config import ModelOptions, parse_config
+from interlingua.core import (
+    Message,
+    ReasoningPart,
+    Request,
+    Response,
+    StopReason,
+    TextPart,
+    ToolCallPart,
+    ToolSpec,
+    fold,
+)
+from interlingua.server import create_app
+from interlingua.upstreams.fake import FakeUpstream
+from interlingua.upstreams.text_options import TextOptionsUpstream, with_options
+
+WEATHER = ToolSpec("get_weather", "Weather", {"type": "object", "properties": {}})
+CALL_TEXT = (
+    'Checking.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+)
+
+
+def _answer(text: str) -> Response:
+    return Response("r1", "m", (TextPart(text),))
+
+
+def _request(stream: bool = False, tools: tuple[ToolSpec, ...] = ()) -> Request:
+    return Request("m", (Message("user", (TextPart("Weather?"),)),), stream=stream, tools=tools)
+
+
+def test_without_options_the_upstream_is_not_wrapped() -> None:
+    fake = FakeUpstream("f")
+    assert with_options(fake, ModelOptions()) is fake
+    assert isinstance(with_options(fake, ModelOptions(think_tags=True)), TextOptionsUpstream)
+
+
+async def test_think_tags_become_reasoning_streaming_and_not() -> None:
+    fake = FakeUpstream("f", wire="openai", chunk_size=3)
+    wrapped = with_options(fake, ModelOptions(think_tags=True))
+    fake.enqueue(_answer("<think>Let me see.</think>\n\nParis."))
+    whole = await wrapped.complete(_request())
+    fake.enqueue(_answer("<think>Let me see.</think>\n\nParis."))
+    streamed = fold([e async for e in wrapped.stream(_request(stream=True))])
+    for response in (whole, streamed):
+        assert [type(p) for p in response.parts] == [ReasoningPart, TextPart]
+        assert response.reasoning == "Let me see."
+        assert response.text == "Paris."
+
+
+async def test_text_tool_calls_send_tools_as_prompt_and_parse_calls() -> None:
+    fake = FakeUpstream("f", wire="openai", chunk_size=5)
+    wrapped = with_options(fake, ModelOptions(text_tool_calls=True))
+    fake.enqueue(_answer(CALL_TEXT))
+    response = await wrapped.complete(_request(tools=(WEATHER,)))
+    sent = fake.requests[-1]
+    assert sent.tools == ()
+    assert "get_weather" in sent.system_text and "<tool_call>" in sent.system_text
+    assert response.stop_reason == StopReason.TOOL_USE
+    calls = response.tool_calls
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", '{"city":"Paris"}')]
+    assert response.text == "Checking."
+
+    fake.enqueue(_answer(CALL_TEXT))
+    streamed = fold([e async for e in wrapped.stream(_request(stream=True, tools=(WEATHER,)))])
+    assert isinstance(streamed.parts[-1], ToolCallPart)
+    assert streamed.parts[-1].arguments == '{"city":"Paris"}'
+    assert streamed.stop_reason == StopReason.TOOL_USE
+
+
+async def test_gateway_applies_model_options_for_anthropic_clients() -> None:
+    config = parse_config(
+        {
+            "upstreams": {"f": {"kind": "fake"}},
+            "models": [{"name": "qwen", "upstream": "f", "options": {"think_tags": True}}],
+        }
+    )
+    fake = FakeUpstream("f", wire="openai")
+    fake.enqueue(_answer("<think>Hmm.</think>Yes."))
+    app = create_app(config, upstreams={"f": fake})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        r = await c.post(
+            "/v1/messages",
+            json={
+                "model": "qwen",
+                "max_tokens": 50,
+                "messages": [{"role": "user", "content": "?"}],
+            },
+        )
+    assert r.status_code == 200, r.text
+    blocks = r.json()["content"]
+    assert [b["type"] for b in blocks] == ["thinking", "text"]
+    assert blocks[0]["thinking"] == "Hmm." and blocks[1]["text"] == "Yes."
+
+
+async def test_openai_client_with_options_is_not_passed_through() -> None:
+    config = parse_config(
+        {
+            "upstreams": {"f": {"kind": "fake"}},
+            "models": [{"name": "qwen", "upstream": "f", "options": {"think_tags": True}}],
+        }
+    )
+    fake = FakeUpstream("f", wire="openai")
+    fake.enqueue(_answer("<think>Hmm.</think>Yes."))
+    app = create_app(config, upstreams={"f": fake})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        r = await c.post(
+            "/v1/chat/completions",
+            json={"model": "qwen", "messages": [{"role": "user", "content": "?"}]},
+        )
+    message = r.json()["choices"][0]["message"]
+    assert message["content"] == "Yes."
+    assert message["reasoning_content"] == "Hmm."
