@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from importlib import import_module
 
 from .config import Config, ConfigError, config_to_yaml, default_config, fake_config, load_config
 
@@ -33,14 +34,45 @@ def _effective_config(args: argparse.Namespace) -> Config:
     return replace(config, server=server)
 
 
+def _preflight(config: Config, args: argparse.Namespace) -> None:
+    """Raise ConfigError now for what would otherwise kill the app lifespan with a
+    traceback (uvicorn prints it and exits 3): an unset ``api_key_env``, or a ``local``
+    upstream without the ``local`` extra installed."""
+    from .upstreams import LOCAL_EXTRA_HINT
+
+    for cfg in config.upstreams.values():
+        cfg.api_key()
+        if cfg.kind != "local":
+            continue
+        module = "interlingua.upstreams.local"
+        try:
+            import_module(module)  # the same import the ``local`` factory does first
+        except ModuleNotFoundError as exc:
+            missing = f" (missing module: {exc.name})" if exc.name and exc.name != module else ""
+            hint = ""
+            if not args.config and not args.fake:
+                hint = (
+                    "; with no --config, serve runs the bundled local model "
+                    "(or try --config FILE, or --fake for a demo)"
+                )
+            raise ConfigError(f"upstreams.{cfg.name}: {LOCAL_EXTRA_HINT}{missing}{hint}") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     config = _effective_config(args)
     if args.print_config:
         sys.stdout.write(config_to_yaml(config))
         return 0
+    _preflight(config, args)
     import uvicorn
 
     from .server import create_app
+    from .upstreams import build_upstreams
+
+    # Build the upstreams once up front (cheap: no connection, no model load) so that a
+    # missing extra, model file or key variable is a clean config error, not a traceback
+    # from inside the server's startup.
+    build_upstreams(config, None)
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),

@@ -127,7 +127,7 @@ class OverloadedError(InterlinguaError):
     default_status = 529
 
 
-class TimeoutError_(InterlinguaError):  # noqa: N801 - avoid shadowing the builtin
+class TimeoutError_(InterlinguaError):
     kind = ErrorKind.TIMEOUT
     default_status = 504
 
@@ -193,8 +193,8 @@ def parse_retry_after(headers: dict[str, str] | Any) -> float | None:
         return max(0.0, float(ra))
     except ValueError:
         pass
-    from email.utils import parsedate_to_datetime
     import time
+    from email.utils import parsedate_to_datetime
 
     try:
         when = parsedate_to_datetime(ra)

@@ -116,5 +116,11 @@ class UnknownPart:
 
 
 Part: TypeAlias = (
-    TextPart | ImagePart | DocumentPart | ReasoningPart | ToolCallPart | ToolResultPart | UnknownPart
+    TextPart
+    | ImagePart
+    | DocumentPart
+    | ReasoningPart
+    | ToolCallPart
+    | ToolResultPart
+    | UnknownPart
 )

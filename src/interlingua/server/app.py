@@ -138,16 +138,21 @@ class _NotFoundAsError:
     async def __call__(self, request: HTTPRequest, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         dialect = _client_dialect(request)
-        message = f"Unknown request URL: {request.method} {request.url.path}."
         error: InterlinguaError
         if exc.status_code == 404:
+            message = f"Unknown request URL: {request.method} {request.url.path}."
             error = NotFoundError(message, code="unknown_url")
         else:
+            allow = (exc.headers or {}).get("Allow", "")
+            message = f"Method not allowed: {request.method} {request.url.path} (allowed: {allow})."
             error = InvalidRequestError(message, status=exc.status_code, code="method_not_allowed")
         rendered = self.gateway.error_response(dialect, error, _request_id(request))
         # Starlette's exception handlers must return its own Response type.
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in rendered.headers}
-        return Response(rendered.body, rendered.status, headers)
+        # The status is Starlette's (404/405), not the dialect's: Anthropic renders every
+        # invalid request as 400. A 405 must carry Allow (RFC 9110 15.5.6).
+        headers.update(exc.headers or {})
+        return Response(rendered.body, exc.status_code, headers)
 
 
 def create_app(

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..config import Config, ModelOptions
-from ..core import Request, StreamError, StreamEvent
+from ..core import Request, StreamError
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
@@ -34,6 +34,9 @@ log = logging.getLogger("interlingua.server")
 _DEFAULT_OPTIONS = ModelOptions()
 # Upstream response headers a client may act on (retry policy, tracing) and so are relayed.
 _RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
+# Relayed error statuses the client's dialect does not have: OpenAI has no 529
+# (Anthropic's "overloaded"), and its SDK treats 503 as "overloaded, retry later".
+_STATUS_FOR_CLIENT = {("openai", 529): 503}
 
 
 class Gateway:
@@ -72,6 +75,27 @@ class Gateway:
             if raw in body:
                 body = body.replace(raw, b"***")
         return body
+
+    async def _scrub_stream(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """Relayed bytes with every secret scrubbed, even one split across two reads.
+
+        Upstreams have echoed the key inside a mid-stream error event. A chunk whose tail
+        could be the start of a secret keeps that tail back until the next chunk; SSE
+        chunks end in a newline, so on the hot path nothing is ever held.
+        """
+        secrets = [secret.encode() for secret in self.secrets]
+        held = b""
+        try:
+            async for chunk in chunks:
+                data = self.scrub_bytes(held + chunk) if held else self.scrub_bytes(chunk)
+                cut = _secret_prefix_start(data, secrets)
+                held = data[cut:]
+                if cut:
+                    yield data[:cut]
+            if held:
+                yield held
+        finally:
+            await _aclose(chunks)
 
     def error_response(
         self, dialect: Dialect, error: InterlinguaError, request_id: str
@@ -128,10 +152,18 @@ class Gateway:
         encoder = dialect.stream_encoder(request)
 
         async def chunks() -> AsyncIterator[bytes]:
+            if isinstance(first, StreamError):
+                first.error.message = self.scrub(first.error.message)
             yield encoder.encode(first)
+            if isinstance(first, StreamError):
+                return
             async for event in events:
                 if isinstance(event, StreamError):
                     event.error.message = self.scrub(event.error.message)
+                    yield encoder.encode(event)
+                    # An error ends the stream (upstreams/base.py): stop reading, so the
+                    # upstream is closed now rather than drained.
+                    return
                 yield encoder.encode(event)
 
         return StreamResponse(
@@ -149,10 +181,11 @@ class Gateway:
         relayed = [JSON_CT, *_relayed(raw)]
         if raw.status >= 400 or raw.chunks is None:
             await raw.aclose()
-            return BytesResponse(self.scrub_bytes(raw.body), raw.status, relayed)
+            status = _STATUS_FOR_CLIENT.get((dialect.name, raw.status), raw.status)
+            return BytesResponse(self.scrub_bytes(raw.body), status, relayed)
         request = Request(model=str(body.get("model")), messages=(), stream=True)
         return StreamResponse(
-            raw.chunks,
+            self._scrub_stream(raw.chunks) if self.secrets else raw.chunks,
             headers=SSE_HEADERS + _relayed(raw),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
             aclose=raw.aclose,
@@ -178,6 +211,19 @@ def _model_of(body: dict[str, Any]) -> str:
     return model
 
 
+def _secret_prefix_start(data: bytes, secrets: list[bytes]) -> int:
+    """Where the longest tail of ``data`` that begins some secret starts (len if none)."""
+    start = len(data)
+    for secret in secrets:
+        i = data.find(secret[:1], max(0, len(data) - len(secret) + 1))
+        while i != -1 and i < start:
+            if secret.startswith(data[i:]):
+                start = i
+                break
+            i = data.find(secret[:1], i + 1)
+    return start
+
+
 def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
     return [
         (name.encode(), raw.headers[name].encode("latin-1"))
@@ -191,7 +237,7 @@ def internal_error(exc: BaseException) -> UpstreamError:
     return UpstreamError(f"internal gateway error ({type(exc).__name__})", status=500)
 
 
-async def _aclose(events: AsyncIterator[StreamEvent]) -> None:
+async def _aclose(events: AsyncIterator[Any]) -> None:
     aclose = getattr(events, "aclose", None)
     if aclose is not None:
         await aclose()

@@ -7,6 +7,7 @@ produce, so the helpers precompute headers and skip work Starlette would do per 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -47,9 +48,10 @@ async def read_body(request: HTTPRequest, limit: int) -> bytes:
 
 
 def _too_large(limit: int) -> RequestTooLargeError:
+    # In bytes below 1 MiB: a fractional max_body_mb would otherwise print as "0 MB".
+    size = f"{limit / (1024 * 1024):g} MB" if limit >= 1024 * 1024 else f"{limit} bytes"
     return RequestTooLargeError(
-        f"Request body is larger than the limit of {limit // (1024 * 1024)} MB.",
-        code="request_too_large",
+        f"Request body is larger than the limit of {size}.", code="request_too_large"
     )
 
 
@@ -121,28 +123,57 @@ class StreamResponse:
         self.aclose = aclose
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await send(
-                {"type": "http.response.start", "status": self.status, "headers": self.headers}
-            )
+        # uvicorn (ASGI spec 2.3) makes ``send`` a silent no-op once the client is gone,
+        # so a hang-up is only seen on ``receive``: watch it, and cancel the relay then,
+        # or the upstream would be read to its end for nobody.
+        task = asyncio.current_task()
+        state = {"done": False, "gone": False}
+
+        async def watch() -> None:
             try:
-                async for chunk in self.chunks:
-                    if chunk:
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except OSError:
-                raise  # the client hung up (uvicorn's ClientDisconnected is an OSError)
-            except Exception as exc:
-                if self.on_error is None:
-                    raise
-                log.exception("stream failed after the first byte")
-                body = self.on_error(exc)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+            except Exception:  # stop watching; a send to a closed client still raises
+                log.debug("receive failed while watching for a disconnect", exc_info=True)
+                return
+            if not state["done"] and task is not None:
+                state["gone"] = True
+                task.cancel()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await self._relay(send, state)
+        except asyncio.CancelledError:
+            if not state["gone"] or task is None:
+                raise
+            task.uncancel()  # our own cancel, consumed here; the server's still propagate
+            log.info("client disconnected mid-stream")
         except OSError:
             log.info("client disconnected mid-stream")
         finally:
+            state["done"] = True
+            watcher.cancel()
             aclose = getattr(self.chunks, "aclose", None)
             if aclose is not None:
                 await aclose()
             if self.aclose is not None:
                 await self.aclose()
+
+    async def _relay(self, send: Send, state: dict[str, bool]) -> None:
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        try:
+            async for chunk in self.chunks:
+                if chunk:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except OSError:
+            raise  # the client hung up (uvicorn's ClientDisconnected is an OSError)
+        except Exception as exc:
+            if self.on_error is None:
+                raise
+            log.exception("stream failed after the first byte")
+            body = self.on_error(exc)
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        # Done before the last send: the server may report the finished response as a
+        # disconnect on ``receive``, which must not cancel the cleanup that follows.
+        state["done"] = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
