@@ -1,0 +1,82 @@
+"""The interlingua client: ``Client`` / ``AsyncClient`` for OpenAI- and Anthropic-style APIs.
+
+::
+
+    from interlingua.client import AsyncClient, RateLimit
+
+    async with AsyncClient("http://127.0.0.1:8400/v1", model="qwen3",
+                           rate_limit=RateLimit(requests_per_minute=600, max_concurrency=64),
+                           max_image_side=1024) as client:
+        result = await client.chat(["What is in this picture?", Path("cat.jpg")])
+        print(result.text, result.usage)
+
+Modules: ``_async`` (AsyncClient and its transport), ``_sync`` (Client), ``_stream``
+(ChatStream), ``_inputs`` (prompt forms, images), ``_outputs`` (ChatResult, usage, JSON),
+``_tools`` (the agent loop), ``_errors`` (typed exceptions), ``_build`` (argument forms).
+"""
+
+from ..limits import RateLimit, RateLimiter
+from ._async import AsyncClient, CallOptions, RawReply
+from ._errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    InternalServerError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    RateLimitError,
+    UnprocessableEntityError,
+)
+from ._inputs import InputError, detect_image_type
+from ._outputs import (
+    ChatResult,
+    JSONExtractionError,
+    StructuredOutputError,
+    ToolArgumentsError,
+    ToolCall,
+    extract_json,
+    normalize_usage,
+)
+from ._stream import ChatStream
+from ._sync import Client, SyncChatStream
+from ._tools import MaxTurnsError, tool_spec
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AsyncClient",
+    "AuthenticationError",
+    "BadRequestError",
+    "CallOptions",
+    "ChatResult",
+    "ChatStream",
+    "Client",
+    "ConflictError",
+    "InputError",
+    "InternalServerError",
+    "JSONExtractionError",
+    "MaxTurnsError",
+    "NotFoundError",
+    "OverloadedError",
+    "PermissionDeniedError",
+    "RateLimit",
+    "RateLimitError",
+    "RateLimiter",
+    "RawReply",
+    "StructuredOutputError",
+    "SyncChatStream",
+    "ToolArgumentsError",
+    "ToolCall",
+    "UnprocessableEntityError",
+    "detect_image_type",
+    "extract_json",
+    "normalize_usage",
+    "tool_spec",
+]

@@ -1,0 +1,151 @@
+"""Call arguments -> neutral request fields (tools, tool choice, structured output, reasoning).
+
+Each helper accepts the forms people already write for the official SDKs as well as the
+neutral values, so code can move between them without rewriting its tool definitions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..core import Reasoning, ResponseFormat, ToolChoice, ToolSpec
+from ._tools import tool_spec
+
+__all__ = [
+    "to_reasoning",
+    "to_response_format",
+    "to_stop",
+    "to_tool_choice",
+    "to_tools",
+]
+
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+_CHOICE_MODES = ("auto", "required", "none")
+_EFFORTS = ("minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def to_tools(tools: Sequence[Any] | None) -> tuple[ToolSpec, ...]:
+    """Tool definitions from ToolSpec values, OpenAI or Anthropic dicts, or functions.
+
+    >>> to_tools([{"name": "f", "input_schema": {"type": "object"}}])[0].parameters
+    {'type': 'object'}
+    """
+    if not tools:
+        return ()
+    out: list[ToolSpec] = []
+    for i, tool in enumerate(tools):
+        if isinstance(tool, ToolSpec):
+            out.append(tool)
+        elif isinstance(tool, dict):
+            out.append(_tool_from_dict(tool, i))
+        elif callable(tool):
+            out.append(tool_spec(getattr(tool, "__name__", f"tool_{i}"), tool))
+        else:
+            raise TypeError(f"tools[{i}]: expected a ToolSpec, a dict or a function, got {tool!r}")
+    return tuple(out)
+
+
+def _tool_from_dict(tool: dict[str, Any], i: int) -> ToolSpec:
+    spec = tool.get("function") if tool.get("type") == "function" else tool
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise TypeError(f"tools[{i}]: a tool dict needs a 'name' (or 'function': {{'name'}})")
+    parameters = spec.get("parameters", spec.get("input_schema"))
+    return ToolSpec(
+        name=spec["name"],
+        description=spec.get("description"),
+        parameters=parameters,
+        strict=spec.get("strict"),
+    )
+
+
+def to_tool_choice(choice: Any) -> ToolChoice | None:
+    """``"auto"|"required"|"none"``, a tool name, a ToolChoice, or an OpenAI/Anthropic dict."""
+    if choice is None or isinstance(choice, ToolChoice):
+        return choice
+    if isinstance(choice, str):
+        if choice in _CHOICE_MODES:
+            return ToolChoice(mode=choice)  # type: ignore[arg-type]
+        if choice == "any":  # Anthropic's word for "required"
+            return ToolChoice(mode="required")
+        return ToolChoice(mode="tool", name=choice)
+    if isinstance(choice, dict):
+        fn = choice.get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            return ToolChoice(mode="tool", name=fn["name"])
+        if isinstance(choice.get("name"), str):
+            return ToolChoice(mode="tool", name=choice["name"])
+        if choice.get("type") in (*_CHOICE_MODES, "any"):
+            return to_tool_choice(choice["type"])
+    raise TypeError(f"tool_choice: cannot use {choice!r}")
+
+
+def _schema_name(schema: dict[str, Any], fallback: str = "response") -> str:
+    title = schema.get("title")
+    name = _NAME_BAD.sub("_", title) if isinstance(title, str) and title else fallback
+    return name[:64]
+
+
+def to_response_format(value: Any) -> tuple[ResponseFormat | None, Any]:
+    """(neutral format, pydantic model class or None) from what the caller passed.
+
+    Accepts a pydantic model class, a bare JSON schema dict, OpenAI's
+    ``{"type": "json_schema", "json_schema": {...}}`` / ``{"type": "json_object"}``, or a
+    ResponseFormat.
+    """
+    if value is None or isinstance(value, ResponseFormat):
+        return value, None
+    if isinstance(value, type) and hasattr(value, "model_json_schema"):
+        schema = value.model_json_schema()
+        return ResponseFormat(
+            "json_schema", name=_schema_name(schema, value.__name__), schema=schema
+        ), value
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if kind in ("json_object", "text") and "properties" not in value:
+            return ResponseFormat(kind), None
+        spec = value.get("json_schema")
+        if kind == "json_schema" and isinstance(spec, dict):
+            return (
+                ResponseFormat(
+                    "json_schema",
+                    name=spec.get("name"),
+                    schema=spec.get("schema"),
+                    strict=spec.get("strict"),
+                    description=spec.get("description"),
+                ),
+                None,
+            )
+        return ResponseFormat("json_schema", name=_schema_name(value), schema=value), None
+    raise TypeError(
+        f"response_format: expected a JSON schema dict or a pydantic model class, got {value!r}"
+    )
+
+
+def to_reasoning(value: Any) -> Reasoning | None:
+    """``"low"|"medium"|"high"|…`` effort, an int budget, True/False, or a Reasoning."""
+    if value is None or isinstance(value, Reasoning):
+        return value
+    if isinstance(value, bool):
+        return Reasoning(enabled=value)
+    if isinstance(value, int):
+        return Reasoning(budget_tokens=value)
+    if isinstance(value, str):
+        if value == "none":
+            return Reasoning(enabled=False, effort="none")
+        if value not in _EFFORTS:
+            raise ValueError(f"reasoning: unknown effort {value!r}; use one of {_EFFORTS}")
+        return Reasoning(effort=value)
+    raise TypeError(
+        f"reasoning: expected an effort string, a token budget or a bool, got {value!r}"
+    )
+
+
+def to_stop(stop: str | Sequence[str] | None) -> tuple[str, ...]:
+    """One stop string or several -> a tuple."""
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    return tuple(stop)

@@ -1,0 +1,516 @@
+"""Prompt forms -> neutral messages; images from anywhere -> inline ``ImagePart`` values.
+
+Accepted prompts (:meth:`Inputs.messages`):
+
+* ``"text"`` -- one user message;
+* a list of content items -- one user message: strings are text; ``pathlib.Path``,
+  ``bytes``, PIL images are images; ``{"type": "text"|"image", "value": ...}`` items;
+  OpenAI parts (``{"type": "image_url", "image_url": {"url": ...}}``) and Anthropic image
+  blocks (``{"type": "image", "source": {...}}``) too;
+* full messages -- a list of :class:`~interlingua.core.Message` values and/or dicts
+  ``{"role", "content", ...}`` (OpenAI shape, including ``tool_calls`` and ``role: tool``),
+  whose ``content`` may use every item form above.
+
+A plain string inside a prompt list is always *text*, never a file name: a prompt that
+happens to equal a path must not read the disk. Give images as ``Path(...)``, as
+``{"type": "image", "value": "photo.jpg"}`` or through ``images=[...]``, where strings are
+paths, ``data:`` URIs or ``http(s)://`` URLs.
+
+Images become base64 ``data:`` URIs whose MIME type is read from the content's magic
+bytes (a PNG named ``x.jpg`` is sent as ``image/png``; servers reject a mismatch). URLs
+are fetched and inlined too (``inline_urls=False`` sends them as URLs), so servers that
+cannot fetch (llama.cpp, most local engines) still see the image. Encoding runs in a
+thread pool (``asyncio.to_thread``) so hundreds of concurrent requests do not stall the
+event loop on base64, and a per-client cache (LRU, bounded in bytes) keyed by file
+path + mtime + size, by PIL object identity, or by a hash of the bytes makes the same
+image used in many requests cost one encoding; concurrent requests for the same image
+wait for the one encoding in progress. ``max_side`` downscales larger images with Pillow
+(an optional dependency: ``pip install 'interlingua[images]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import io
+import os
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any
+
+import orjson
+
+from ..core import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ..dialects._common import parse_data_uri
+
+__all__ = [
+    "DEFAULT_IMAGE_CACHE_BYTES",
+    "InputError",
+    "Inputs",
+    "detect_image_type",
+    "encode_image",
+]
+
+DEFAULT_IMAGE_CACHE_BYTES = 64 * 1024 * 1024
+"""Encoded images kept for reuse per client (base64 bytes; least recently used go first)."""
+_HASH_IN_THREAD = 256 * 1024  # hashing bigger byte strings moves off the event loop
+_IMAGE_DICT_TYPES = frozenset({"image", "image_url", "input_image"})
+
+Fetch = Callable[[str], Awaitable[bytes]]
+
+
+class InputError(ValueError):
+    """A prompt or image the client cannot turn into a request (the message says why)."""
+
+
+# --- content sniffing -----------------------------------------------------------------
+
+
+def detect_image_type(data: bytes) -> str | None:
+    """The MIME type from an image's first bytes, or None when not recognised.
+
+    >>> detect_image_type(b"\\x89PNG\\r\\n\\x1a\\n...")
+    'image/png'
+    """
+    head = bytes(data[:32])
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head.startswith(b"BM"):
+        return "image/bmp"
+    if head.startswith((b"II*\x00", b"MM\x00*")):
+        return "image/tiff"
+    if head.startswith(b"\x00\x00\x01\x00"):
+        return "image/x-icon"
+    if head[4:8] == b"ftyp":
+        brand = head[8:12]
+        if brand in (b"avif", b"avis"):
+            return "image/avif"
+        if brand in (b"heic", b"heix", b"hevc", b"heim", b"heis", b"mif1", b"msf1"):
+            return "image/heic"
+    stripped = head.lstrip()
+    if stripped.startswith(b"<svg") or (stripped.startswith(b"<?xml") and b"<svg" in data[:1024]):
+        return "image/svg+xml"
+    return None
+
+
+def _require_type(data: bytes, what: str) -> str:
+    mime = detect_image_type(data)
+    if mime is None:
+        raise InputError(
+            f"{what} is not an image this client recognises (first bytes {bytes(data[:8])!r}); "
+            "supported: PNG, JPEG, GIF, WEBP, BMP, TIFF, ICO, AVIF, HEIC, SVG"
+        )
+    return mime
+
+
+# --- encoding (runs in a worker thread) -------------------------------------------------
+
+
+def _pillow() -> Any:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise InputError(
+            "this needs Pillow (downscaling with max_image_side, or PIL image inputs): "
+            "pip install 'interlingua[images]'"
+        ) from None
+    return Image
+
+
+def _downscale(data: bytes, mime: str, max_side: int) -> tuple[bytes, str]:
+    """``data`` re-encoded no larger than ``max_side`` on its longer side (if it was)."""
+    image_mod = _pillow()
+    with image_mod.open(io.BytesIO(data)) as img:
+        if max(img.size) <= max_side:
+            return data, mime
+        img.load()
+        small = img.copy()
+    small.thumbnail((max_side, max_side))
+    return _save(small, "JPEG" if mime == "image/jpeg" else "PNG")
+
+
+def _save(img: Any, fmt: str) -> tuple[bytes, str]:
+    buf = io.BytesIO()
+    if fmt == "JPEG":
+        if img.mode not in ("RGB", "L"):
+            img = img.convert("RGB")
+        img.save(buf, format="JPEG", quality=90)
+        return buf.getvalue(), "image/jpeg"
+    if img.mode not in ("RGB", "RGBA", "L", "LA", "P", "1"):
+        img = img.convert("RGBA")
+    img.save(buf, format="PNG")
+    return buf.getvalue(), "image/png"
+
+
+def encode_image(load: Callable[[], Any], what: str, max_side: int | None) -> ImagePart:
+    """Load an image (bytes, or a PIL image), sniff its type, downscale, base64 it.
+
+    Blocking: the client calls it through ``asyncio.to_thread``.
+    """
+    source = load()
+    if isinstance(source, bytes | bytearray | memoryview):
+        data = bytes(source)
+        mime = _require_type(data, what)
+        if max_side is not None and mime not in ("image/svg+xml",):
+            data, mime = _downscale(data, mime, max_side)
+    else:  # a PIL image: PNG keeps it lossless whatever it was loaded from
+        img = source
+        if max_side is not None and max(img.size) > max_side:
+            img = img.copy()
+            img.thumbnail((max_side, max_side))
+        data, mime = _save(img, "PNG")
+    return ImagePart(media_type=mime, data=base64.b64encode(data).decode("ascii"))
+
+
+def _is_pil_image(value: Any) -> bool:
+    return any(
+        cls.__module__.startswith("PIL.") and cls.__name__ == "Image" for cls in type(value).__mro__
+    )
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# --- the per-client cache ---------------------------------------------------------------
+
+
+class _ImageCache:
+    """LRU of finished encodings bounded in bytes, plus encodings in progress."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._done: OrderedDict[Hashable, ImagePart] = OrderedDict()
+        self._size = 0
+        self._pending: dict[Hashable, asyncio.Future[ImagePart]] = {}
+
+    def get(self, key: Hashable) -> ImagePart | asyncio.Future[ImagePart] | None:
+        part = self._done.get(key)
+        if part is not None:
+            self._done.move_to_end(key)
+            return part
+        return self._pending.get(key)
+
+    def put(self, key: Hashable, part: ImagePart) -> None:
+        size = len(part.data or "")
+        if size > self.max_bytes:
+            return
+        self._done[key] = part
+        self._size += size
+        while self._size > self.max_bytes:
+            _, old = self._done.popitem(last=False)
+            self._size -= len(old.data or "")
+
+    def forget(self, key: Hashable) -> None:
+        old = self._done.pop(key, None)
+        if old is not None:
+            self._size -= len(old.data or "")
+
+    async def get_or_make(
+        self, key: Hashable, make: Callable[[], Awaitable[ImagePart]]
+    ) -> ImagePart:
+        found = self.get(key)
+        if isinstance(found, ImagePart):
+            return found
+        if found is not None:
+            return await asyncio.shield(found)
+        future: asyncio.Future[ImagePart] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            part = await make()
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters may be none
+            raise
+        finally:
+            del self._pending[key]
+        future.set_result(part)
+        self.put(key, part)
+        return part
+
+
+# --- the converter ----------------------------------------------------------------------
+
+
+class Inputs:
+    """Prompt and image conversion for one client (owns the image cache).
+
+    ``fetch`` downloads a URL (the client passes one bound to its HTTP session).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_side: int | None = None,
+        cache_bytes: int = DEFAULT_IMAGE_CACHE_BYTES,
+        fetch: Fetch | None = None,
+        inline_urls: bool = True,
+    ) -> None:
+        if max_side is not None and max_side < 1:
+            raise ValueError(f"max_image_side must be a positive integer, got {max_side!r}")
+        self.max_side = max_side
+        self.fetch = fetch
+        self.inline_urls = inline_urls
+        self.cache = _ImageCache(cache_bytes)
+
+    # --- images ---
+
+    async def image(self, value: Any, detail: str | None = None) -> ImagePart:
+        """Any accepted image source -> an inline ImagePart (or a URL one, see module doc)."""
+        part = await self._image(value)
+        if detail is not None:
+            return ImagePart(part.media_type, part.data, part.url, detail, part.meta)
+        return part
+
+    async def _image(self, value: Any) -> ImagePart:
+        if isinstance(value, ImagePart):
+            return value
+        if isinstance(value, str):
+            if value.startswith("data:"):
+                return await self._data_uri(value)
+            if value.startswith(("http://", "https://")):
+                return await self._url(value)
+            return await self._file(value)
+        if isinstance(value, os.PathLike):
+            return await self._file(os.fspath(value))
+        if isinstance(value, bytes | bytearray | memoryview):
+            return await self._bytes(bytes(value))
+        if _is_pil_image(value):
+            return await self._pil(value)
+        raise InputError(
+            f"cannot use a {type(value).__name__} as an image; give a file path, pathlib.Path, "
+            "bytes, a PIL image, a data: URI or an http(s) URL"
+        )
+
+    async def _encode(self, key: Hashable, load: Callable[[], Any], what: str) -> ImagePart:
+        max_side = self.max_side
+
+        async def make() -> ImagePart:
+            # Looked up at call time so tests can count encodings by patching the module.
+            return await asyncio.to_thread(encode_image, load, what, max_side)
+
+        return await self.cache.get_or_make(key, make)
+
+    async def _file(self, path: str) -> ImagePart:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise InputError(f"cannot read image file {path!r}: {exc.strerror or exc}") from None
+        real = os.path.realpath(path)
+        key = ("file", real, st.st_mtime_ns, st.st_size)
+        return await self._encode(key, lambda: _read_file(real), f"image file {path!r}")
+
+    async def _bytes(self, data: bytes) -> ImagePart:
+        if len(data) > _HASH_IN_THREAD:
+            digest = await asyncio.to_thread(_digest, data)
+        else:
+            digest = _digest(data)
+        return await self._encode(("bytes", digest), lambda: data, "image bytes")
+
+    async def _pil(self, img: Any) -> ImagePart:
+        key: Hashable = ("pil", id(img))
+        if self.cache.get(key) is None:
+            # id() is only unique while the object lives: drop the entry when it dies.
+            try:
+                weakref.finalize(img, self.cache.forget, key)
+            except TypeError:
+                key = ("pil-nocache", id(img), object())
+        return await self._encode(key, lambda: img, "PIL image")
+
+    async def _data_uri(self, uri: str) -> ImagePart:
+        parsed = parse_data_uri(uri)
+        if parsed is None:
+            raise InputError(f"not a base64 data: URI: {uri[:40]!r}...")
+        declared, payload = parsed
+        if self.max_side is not None:
+            data = _b64decode(payload, uri)
+            return await self._bytes(data)
+        # Only the first bytes are needed to check the type: no full decode.
+        head = _b64decode(payload[:24], uri)
+        mime = detect_image_type(head) or declared
+        return ImagePart(media_type=mime, data=payload)
+
+    async def _url(self, url: str) -> ImagePart:
+        if not self.inline_urls or self.fetch is None:
+            return ImagePart(url=url)
+        fetch = self.fetch
+
+        async def make() -> ImagePart:
+            data = await fetch(url)
+            return await asyncio.to_thread(
+                encode_image, lambda: data, f"image {url}", self.max_side
+            )
+
+        return await self.cache.get_or_make(("url", url), make)
+
+    # --- prompts ---
+
+    async def messages(
+        self, prompt: Any, *, system: str | None = None, images: Iterable[Any] | None = None
+    ) -> tuple[Message, ...]:
+        """Any accepted prompt form (+ ``system`` and extra ``images``) -> messages."""
+        if _is_message_list(prompt):
+            out = [await self._message(m, f"messages[{i}]") for i, m in enumerate(prompt)]
+        elif isinstance(prompt, Message | dict) and _is_message(prompt):
+            out = [await self._message(prompt, "messages[0]")]
+        else:
+            items = prompt if isinstance(prompt, list | tuple) else [prompt]
+            out = [Message("user", tuple(await self._parts(items, "prompt")))]
+        if images is not None:
+            extra = [await self.image(img) for img in images]
+            out = _with_images(out, extra)
+        if system is not None:
+            out.insert(0, Message("system", (TextPart(system),)))
+        if not out:
+            raise InputError("the prompt is empty: give a string, content items or messages")
+        return tuple(out)
+
+    async def _parts(self, items: Iterable[Any], where: str) -> list[Part]:
+        parts: list[Part] = []
+        for i, item in enumerate(items):
+            parts.append(await self._part(item, f"{where}[{i}]"))
+        return parts
+
+    async def _part(self, item: Any, where: str) -> Part:
+        if isinstance(item, str):
+            return TextPart(item)
+        if isinstance(item, TextPart | ImagePart | ToolCallPart | ToolResultPart):
+            return item
+        if isinstance(item, dict):
+            return await self._dict_part(item, where)
+        try:
+            return await self.image(item)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+
+    async def _dict_part(self, item: dict[str, Any], where: str) -> Part:
+        kind = item.get("type")
+        if kind in ("text", "input_text"):
+            text = item.get("text", item.get("value"))
+            if not isinstance(text, str):
+                raise InputError(f"{where}: a text item needs a string 'text' or 'value'")
+            return TextPart(text)
+        if kind in _IMAGE_DICT_TYPES:
+            value, detail = _image_value(item)
+            if value is None:
+                raise InputError(f"{where}: an image item needs 'value', 'image_url' or 'source'")
+            try:
+                return await self.image(value, detail)
+            except InputError as exc:
+                raise InputError(f"{where}: {exc}") from None
+        raise InputError(
+            f"{where}: unknown content item type {kind!r}; use 'text' or 'image' "
+            "(or OpenAI 'image_url' / Anthropic 'image' blocks)"
+        )
+
+    async def _message(self, m: Any, where: str) -> Message:
+        if isinstance(m, Message):
+            return m
+        role = m.get("role")
+        content = m.get("content")
+        name = m.get("name") if isinstance(m.get("name"), str) else None
+        if role == "tool":
+            result = ToolResultPart(
+                tool_call_id=str(m.get("tool_call_id") or ""),
+                content=(TextPart(_as_text(content)),),
+                is_error=bool(m.get("is_error", False)),
+            )
+            return Message("user", (result,))
+        if role not in ("system", "developer", "user", "assistant"):
+            raise InputError(f"{where}.role: unknown role {role!r}")
+        items = [] if content is None else [content] if isinstance(content, str) else content
+        parts = await self._parts(items, f"{where}.content")
+        if role == "assistant":
+            parts.extend(_tool_calls(m.get("tool_calls"), where))
+        if role == "developer":
+            return Message("system", tuple(parts), name, meta={"role": "developer"})
+        return Message(role, tuple(parts), name)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _b64decode(payload: str, uri: str) -> bytes:
+    try:
+        return base64.b64decode(payload + "=" * (-len(payload) % 4))
+    except (binascii.Error, ValueError):
+        raise InputError(f"invalid base64 in data: URI {uri[:40]!r}...") from None
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, Message) or (isinstance(value, dict) and "role" in value)
+
+
+def _is_message_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) and bool(value) and all(_is_message(v) for v in value)
+
+
+def _image_value(item: dict[str, Any]) -> tuple[Any, str | None]:
+    """(source, detail) of an image dict in any of the accepted shapes."""
+    detail = item.get("detail")
+    for key in ("value", "path", "url", "data"):
+        if item.get(key) is not None:
+            return item[key], detail
+    spec = item.get("image_url")
+    if isinstance(spec, dict):
+        return spec.get("url"), spec.get("detail", detail)
+    if isinstance(spec, str):
+        return spec, detail
+    source = item.get("source")
+    if isinstance(source, dict):  # Anthropic: base64 or url source
+        if source.get("type") == "base64":
+            media = source.get("media_type", "application/octet-stream")
+            return f"data:{media};base64,{source.get('data', '')}", detail
+        return source.get("url"), detail
+    return None, detail
+
+
+def _as_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
+    return orjson.dumps(content, default=str).decode()
+
+
+def _tool_calls(raw: Any, where: str) -> list[Part]:
+    """OpenAI ``tool_calls`` of an assistant message dict -> ToolCallParts."""
+    calls: list[Part] = []
+    for i, call in enumerate(raw or ()):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise InputError(f"{where}.tool_calls[{i}]: expected {{'function': {{'name': ...}}}}")
+        args = fn.get("arguments", "")
+        if not isinstance(args, str):
+            args = orjson.dumps(args).decode()
+        calls.append(
+            ToolCallPart(id=str(call.get("id") or f"call_{i}"), name=fn["name"], arguments=args)
+        )
+    return calls
+
+
+def _with_images(messages: list[Message], images: list[ImagePart]) -> list[Message]:
+    """``images`` put at the start of the last user message (one is added if none)."""
+    if not images:
+        return messages
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "user":
+            # Before the text: vision models read "image, then question" best.
+            messages[i] = Message("user", (*images, *m.parts), m.name, m.meta)
+            return messages
+    messages.append(Message("user", tuple(images)))
+    return messages

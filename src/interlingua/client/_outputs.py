@@ -1,0 +1,311 @@
+"""What a call returns: :class:`ChatResult`, usage normalization, JSON extraction.
+
+``ChatResult`` wraps the neutral :class:`~interlingua.core.Response` with conveniences:
+``.text`` (optionally with the reasoning folded in as ``<think>…</think>``),
+``.reasoning``, ``.tool_calls`` whose ``.arguments`` are parsed JSON (a
+:class:`ToolArgumentsError` naming the tool when the model wrote invalid JSON), ``.usage``,
+``.stop_reason``, ``.raw`` (the decoded body), and ``.parsed`` for structured output.
+
+:func:`normalize_usage` reads token counts from any backend's shape -- OpenAI
+(``prompt_tokens``…), Anthropic (``input_tokens`` + cache counts), Ollama
+(``prompt_eval_count``/``eval_count``), vLLM (OpenAI's, details often null), the Responses
+API (``input_tokens_details``) -- into one :class:`~interlingua.core.Usage`, where
+``input_tokens`` counts *all* input, cache included (the neutral convention).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..core import Message, Response, StopReason, ToolCallPart, Usage
+
+__all__ = [
+    "ChatResult",
+    "JSONExtractionError",
+    "StructuredOutputError",
+    "ToolArgumentsError",
+    "ToolCall",
+    "extract_json",
+    "normalize_usage",
+]
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
+_QUOTE_CHARS = 80
+
+
+class JSONExtractionError(ValueError):
+    """The answer held no parseable JSON object or array."""
+
+
+class ToolArgumentsError(ValueError):
+    """A tool call's arguments are not a valid JSON object."""
+
+    def __init__(self, message: str, *, tool: str, arguments: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.arguments = arguments
+
+
+class StructuredOutputError(ValueError):
+    """The answer's JSON does not validate against the requested pydantic model."""
+
+
+# --- usage -------------------------------------------------------------------------------
+
+
+def _n(obj: Any, *keys: str) -> int:
+    """The first of ``keys`` in ``obj`` holding a number, as an int >= 0 (else 0)."""
+    if not isinstance(obj, dict):
+        return 0
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return max(0, int(value))
+    return 0
+
+
+def normalize_usage(raw: Any) -> Usage:
+    """Token counts from a response body or a ``usage`` object of any backend.
+
+    >>> normalize_usage({"prompt_eval_count": 12, "eval_count": 5}).total_tokens
+    17
+    >>> normalize_usage({"input_tokens": 10, "cache_read_input_tokens": 90,
+    ...                  "output_tokens": 3}).input_tokens
+    100
+    """
+    if not isinstance(raw, dict):
+        return Usage()
+    usage = raw.get("usage")
+    if isinstance(usage, dict) and not _has_counts(raw):
+        raw = usage
+    if "cache_creation_input_tokens" in raw or "cache_read_input_tokens" in raw:
+        # Anthropic: input_tokens excludes the cache traffic (PROTOCOLS.md 4.6).
+        write = _n(raw, "cache_creation_input_tokens")
+        read = _n(raw, "cache_read_input_tokens")
+        return Usage(
+            input_tokens=_n(raw, "input_tokens") + write + read,
+            output_tokens=_n(raw, "output_tokens"),
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            reasoning_tokens=_n(raw.get("output_tokens_details"), "thinking_tokens"),
+        )
+    prompt_details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details")
+    completion_details = raw.get("completion_tokens_details") or raw.get("output_tokens_details")
+    return Usage(
+        input_tokens=_n(raw, "prompt_tokens", "input_tokens", "prompt_eval_count"),
+        output_tokens=_n(raw, "completion_tokens", "output_tokens", "eval_count"),
+        cache_read_tokens=_n(prompt_details, "cached_tokens") or _n(raw, "prompt_cache_hit_tokens"),
+        cache_write_tokens=_n(prompt_details, "cache_write_tokens"),
+        reasoning_tokens=_n(completion_details, "reasoning_tokens", "thinking_tokens"),
+    )
+
+
+def _has_counts(obj: dict[str, Any]) -> bool:
+    """Whether a body carries counts at top level (Ollama's native ``/api/chat``)."""
+    return "prompt_eval_count" in obj or "eval_count" in obj
+
+
+# --- JSON extraction ---------------------------------------------------------------------
+
+
+def _balanced_end(text: str, start: int) -> int:
+    """Index just past the bracket matching ``text[start]``, or -1 (strings respected)."""
+    depth = 0
+    in_string = escaped = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def _first_json(text: str) -> tuple[bool, Any]:
+    """(found, value) for the first balanced object/array in ``text`` that parses."""
+    for match in re.finditer(r"[{\[]", text):
+        end = _balanced_end(text, match.start())
+        if end < 0:
+            continue
+        try:
+            return True, orjson.loads(text[match.start() : end])
+        except orjson.JSONDecodeError:
+            continue
+    return False, None
+
+
+def extract_json(text: str) -> Any:
+    """The JSON object or array in a model's text answer.
+
+    Tried in order: the whole text; fenced blocks (```json first, then any fence); the
+    first balanced ``{…}`` / ``[…]`` that parses. A leading ``<think>…</think>`` block is
+    skipped (models that inline their reasoning often mention braces in it).
+
+    >>> extract_json('Sure! ```json\\n{"a": 1}\\n``` Done.')
+    {'a': 1}
+    """
+    body = _THINK.sub("", text, count=1).strip()
+    try:
+        value = orjson.loads(body)
+        if isinstance(value, dict | list):
+            return value
+    except orjson.JSONDecodeError:
+        pass
+    fences = _FENCE.findall(body)
+    fences.sort(key=lambda f: f[0].lower() != "json")  # stable: ```json blocks first
+    for _, inner in fences:
+        found, value = _first_json(inner)
+        if found:
+            return value
+    found, value = _first_json(body)
+    if found:
+        return value
+    start = text[:_QUOTE_CHARS] + ("…" if len(text) > _QUOTE_CHARS else "")
+    raise JSONExtractionError(
+        f"no JSON object or array found in the answer (it starts: {start!r}); "
+        "ask for JSON explicitly or pass response_format=<schema or pydantic model>"
+    )
+
+
+# --- results -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call from the model; ``arguments`` parses ``raw_arguments`` on access."""
+
+    id: str
+    name: str
+    raw_arguments: str
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; raises :class:`ToolArgumentsError` on invalid JSON."""
+        text = self.raw_arguments.strip() or "{}"
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise ToolArgumentsError(
+                f"the model called tool {self.name!r} with invalid JSON arguments "
+                f"({exc}): {self.raw_arguments[:200]!r}",
+                tool=self.name,
+                arguments=self.raw_arguments,
+            ) from None
+        if not isinstance(value, dict):
+            raise ToolArgumentsError(
+                f"the model called tool {self.name!r} with arguments that are not a JSON "
+                f"object: {self.raw_arguments[:200]!r}",
+                tool=self.name,
+                arguments=self.raw_arguments,
+            )
+        return value
+
+    @classmethod
+    def from_part(cls, part: ToolCallPart) -> ToolCall:
+        """From the neutral tool call part."""
+        return cls(part.id, part.name, part.arguments)
+
+
+@dataclass(slots=True)
+class ChatResult:
+    """One model answer. ``response`` is the neutral value; the rest are conveniences.
+
+    ``think_tags=True`` makes ``.text`` start with ``<think>{reasoning}</think>`` when there
+    is reasoning. ``parsed`` holds the structured output (a dict/list, or the pydantic
+    model instance) when ``parse_json`` or ``response_format`` was requested.
+    ``messages`` is the whole transcript for results of ``run_tools``.
+    """
+
+    response: Response
+    raw: Any = None
+    request_id: str | None = None
+    think_tags: bool = False
+    parsed: Any = None
+    messages: tuple[Message, ...] = field(default=())
+
+    @property
+    def text(self) -> str:
+        """The answer text (with reasoning folded in as ``<think>`` when asked)."""
+        text = self.response.text
+        reasoning = self.response.reasoning
+        if self.think_tags and reasoning:
+            return f"<think>{reasoning}</think>{text}"
+        return text
+
+    @property
+    def reasoning(self) -> str:
+        """The model's reasoning text (empty when none was returned)."""
+        return self.response.reasoning
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls the model made, in order."""
+        return tuple(ToolCall.from_part(p) for p in self.response.tool_calls)
+
+    @property
+    def usage(self) -> Usage:
+        """Normalized token counts."""
+        return self.response.usage
+
+    @property
+    def stop_reason(self) -> StopReason:
+        """Why generation stopped (neutral vocabulary: end_turn, max_tokens, tool_use…)."""
+        return self.response.stop_reason
+
+    @property
+    def model(self) -> str:
+        """The model name the server reported."""
+        return self.response.model
+
+    @property
+    def id(self) -> str:
+        """The response id the server reported."""
+        return self.response.id
+
+    def json(self) -> Any:
+        """The JSON object/array in ``.text`` (see :func:`extract_json`)."""
+        return extract_json(self.response.text)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def validate_structured(text: str, model: Any) -> Any:
+    """Extract JSON from ``text``; validate it into ``model`` (a pydantic class) if given."""
+    value = extract_json(text)
+    if model is None:
+        return value
+    try:
+        return model.model_validate(value)
+    except Exception as exc:  # pydantic.ValidationError, without importing pydantic
+        raise StructuredOutputError(
+            f"the answer's JSON does not match {model.__name__}: {exc}"
+        ) from exc
+
+
+def better_usage(response: Response, raw: Any) -> Response:
+    """``response`` with usage read from ``raw`` when the codec found none (estimated)."""
+    if not response.usage.estimated or not isinstance(raw, dict):
+        return response
+    usage = normalize_usage(raw)
+    if usage.input_tokens or usage.output_tokens:
+        from dataclasses import replace
+
+        return replace(response, usage=usage)
+    return response

@@ -1,0 +1,245 @@
+"""Streaming calls: an async context manager yielding neutral stream events.
+
+::
+
+    async with client.stream("Tell me a story", model="m") as stream:
+        async for text in stream.text_stream():
+            print(text, end="")
+    print(stream.result.usage)
+
+Opening the stream (``__aenter__``) is retried like any call -- on connect errors,
+timeouts and retryable statuses, and also when the server accepted the request but closed
+the connection before sending one byte. Once the first byte has arrived, nothing is retried:
+the caller may already have shown or acted on part of the answer, so a dropped connection
+raises :class:`~interlingua.client.APIConnectionError` saying so. An error the server
+sends in-band mid-stream is raised as the typed error for its kind.
+
+The HTTP response is closed in ``finally`` whether the stream is read to the end, left
+early, or fails; the concurrency slot of the client's rate limiter is held until then, and
+the token reservation is settled with the final usage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import orjson
+
+from ..core import (
+    ReasoningDelta,
+    Request,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+)
+from ..core.fold import Folder
+from ..sse import SSEDecoder
+from ._errors import APIConnectionError, APIError, error_from_stream
+from ._outputs import ChatResult, validate_structured
+
+if TYPE_CHECKING:
+    from ..limits import Slot
+    from ._async import AsyncClient, CallOptions
+
+__all__ = ["ChatStream"]
+
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
+
+
+class ChatStream:
+    """One streaming call (single use). Iterate for events; see the module doc."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        prepare: Callable[[], Awaitable[tuple[Request, CallOptions]]],
+    ) -> None:
+        self._client = client
+        self._prepare = prepare
+        self._stack = contextlib.AsyncExitStack()
+        self._resp: aiohttp.ClientResponse | None = None
+        self._slot: Slot | None = None
+        self._first = b""
+        self._request: Request | None = None
+        self._options: CallOptions | None = None
+        self._folder = Folder()
+        self._events: AsyncIterator[StreamEvent] | None = None
+        self._count = 0
+        self._ended = False
+        self._closed = False
+        #: the folded answer, once the stream has ended
+        self.result: ChatResult | None = None
+        #: the server's request id (``x-request-id`` / ``request-id``)
+        self.request_id: str | None = None
+
+    # --- opening -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> ChatStream:
+        request, options = await self._prepare()
+        self._request = replace(request, stream=True)
+        self._options = options
+        client = self._client
+        body = orjson.dumps(client._render(self._request))
+        estimate = client._estimate(self._request)
+        try:
+            await client._retrying(lambda: self._open(body, estimate), "stream")
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def _open(self, body: bytes, estimate: int) -> None:
+        """One attempt: a slot, the response headers and the first bytes, or raise."""
+        client = self._client
+        attempt = contextlib.AsyncExitStack()
+        try:
+            self._slot = await attempt.enter_async_context(client._slot(estimate))
+            resp = await client._open(body)
+            attempt.callback(_finish, resp)
+            self.request_id = _request_id(resp.headers)
+            try:
+                first = await resp.content.readany()
+            except _TRANSPORT_ERRORS as exc:
+                raise client._transport_error(exc) from exc
+            if not first:
+                raise APIConnectionError(
+                    f"{client.base_url} accepted the stream but closed it before sending "
+                    "anything — the server may have crashed; retried automatically"
+                )
+        except BaseException:
+            await attempt.aclose()
+            raise
+        self._resp, self._first = resp, first
+        self._stack.push_async_exit(attempt)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP response and release the rate-limit slot (idempotent)."""
+        self._closed = True
+        events, self._events = self._events, None
+        if events is not None and hasattr(events, "aclose"):
+            await events.aclose()
+        await self._stack.aclose()
+
+    # --- reading -----------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        if self._closed:
+            return _no_events()
+        if self._resp is None:
+            raise RuntimeError("use the stream inside 'async with client.stream(...) as s:'")
+        if self._events is None:
+            self._events = self._read()
+        return self._events
+
+    async def _read(self) -> AsyncIterator[StreamEvent]:
+        assert self._resp is not None and self._request is not None
+        resp, client = self._resp, self._client
+        sse = SSEDecoder()
+        decoder = client._codec.stream_decoder(self._request)
+        chunk = self._first
+        try:
+            while chunk:
+                for sse_event in sse.decode(chunk):
+                    for event in decoder.feed(sse_event):
+                        yield self._accept(event)
+                try:
+                    chunk = await resp.content.readany()
+                except _TRANSPORT_ERRORS as exc:
+                    raise self._interrupted(exc) from exc
+            tail = [e for s in sse.flush() for e in decoder.feed(s)]
+            tail.extend(decoder.flush())
+            for event in tail:
+                yield self._accept(event)
+            if not self._ended:
+                raise APIConnectionError(
+                    f"the stream from {client.base_url} ended before the answer was complete "
+                    f"(after {self._count} events); not retried because part of the answer "
+                    "was already delivered"
+                )
+        finally:
+            await self._stack.aclose()
+
+    def _accept(self, event: StreamEvent) -> StreamEvent:
+        if isinstance(event, StreamError):
+            raise error_from_stream(
+                event.error, url=self._client.base_url, request_id=self.request_id
+            )
+        self._count += 1
+        self._folder.feed(event)
+        if isinstance(event, StreamEnd):
+            self._ended = True
+            self.result = self._finish_result()
+            if self._slot is not None:
+                self._slot.settle(self.result.usage.total_tokens)
+        return event
+
+    def _finish_result(self) -> ChatResult:
+        assert self._options is not None
+        options = self._options
+        response = self._folder.result()
+        result = ChatResult(response, None, self.request_id, options.think_tags)
+        if options.structured:
+            result.parsed = validate_structured(response.text, options.model_class)
+        return result
+
+    def _interrupted(self, exc: BaseException) -> APIError:
+        mapped = self._client._transport_error(exc)
+        cls = type(mapped)
+        return cls(
+            f"{mapped.message} — the stream was interrupted after {self._count} events and "
+            "was not retried because part of the answer was already delivered",
+            request_id=self.request_id,
+        )
+
+    async def text_stream(self) -> AsyncIterator[str]:
+        """Just the answer text, piece by piece (reasoning in ``<think>`` with think_tags)."""
+        think = self._options is not None and self._options.think_tags
+        thinking = False
+        async for event in self:
+            if isinstance(event, ReasoningDelta) and think:
+                if not thinking:
+                    thinking = True
+                    yield "<think>"
+                yield event.text
+            elif isinstance(event, TextDelta):
+                if thinking:
+                    thinking = False
+                    yield "</think>"
+                yield event.text
+        if thinking:
+            yield "</think>"
+
+    async def final(self) -> ChatResult:
+        """Read whatever is left and return the folded answer."""
+        async for _ in self:
+            pass
+        if self.result is None:
+            raise RuntimeError("the stream has already been closed before it ended")
+        return self.result
+
+
+async def _no_events() -> AsyncIterator[StreamEvent]:
+    return
+    yield  # an async generator that yields nothing
+
+
+def _request_id(headers: Any) -> str | None:
+    value = headers.get("x-request-id") or headers.get("request-id")
+    return str(value) if value else None
+
+
+def _finish(resp: aiohttp.ClientResponse) -> None:
+    # A fully read answer hands its connection back to the pool; one abandoned halfway
+    # must not, or the next request on that connection would read the leftovers.
+    if resp.content.at_eof():
+        resp.release()
+    else:
+        resp.close()
