@@ -91,7 +91,7 @@ def test_parse_error_tolerates_other_bodies(
     ("error", "status", "error_type"),
     [
         (InvalidRequestError("bad"), 400, "invalid_request_error"),
-        (UnprocessableError("bad"), 400, "invalid_request_error"),
+        (UnprocessableError("bad"), 422, "invalid_request_error"),
         (AuthenticationError("no"), 401, "authentication_error"),
         (PermissionDeniedError("no"), 403, "permission_error"),
         (NotFoundError("none"), 404, "not_found_error"),
@@ -143,3 +143,62 @@ def test_render_stream_error() -> None:
         "type": "error",
         "error": {"type": "overloaded_error", "message": "Overloaded"},
     }
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error_type"),
+    [
+        # §4.9: the upstream HTTP status is kept when re-wrapping; the type follows the kind.
+        (
+            409,
+            b'{"error":{"message":"conflict","type":"invalid_request_error"}}',
+            "invalid_request_error",
+        ),
+        (
+            422,
+            b'{"error":{"message":"bad","type":"invalid_request_error"}}',
+            "invalid_request_error",
+        ),
+        (408, b'{"error":{"message":"slow","type":"server_error"}}', "timeout_error"),
+        (
+            402,
+            b'{"error":{"message":"pay up","type":"invalid_request_error"}}',
+            "invalid_request_error",
+        ),
+        (418, b"teapot", "invalid_request_error"),
+        (504, b"gateway timeout", "timeout_error"),
+        (502, b"bad gateway", "api_error"),
+        (503, b"busy", "overloaded_error"),  # 503 -> 529 toward Anthropic clients
+    ],
+)
+def test_openai_upstream_status_is_kept_for_anthropic_clients(
+    status: int, body: bytes, error_type: str
+) -> None:
+    from interlingua.dialects.openai_chat import DIALECT as OPENAI
+
+    err = OPENAI.parse_error(status, body, {})
+    got_status, rendered = DIALECT.render_error(err, "req_1")
+    assert got_status == (529 if status == 503 else status)
+    assert rendered["error"]["type"] == error_type
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "error_type"),
+    [
+        (InvalidRequestError("conflict", status=409), 409, "invalid_request_error"),
+        (TimeoutError_("slow", status=408), 408, "timeout_error"),
+        (InvalidRequestError("ours"), 400, "invalid_request_error"),  # our own validation
+        (RequestTooLargeError("ours"), 413, "request_too_large"),
+        (NotFoundError("ours"), 404, "not_found_error"),
+        (InvalidRequestError("odd", status=200), 400, "invalid_request_error"),  # no usable status
+    ],
+)
+def test_render_error_keeps_the_error_status(
+    error: InterlinguaError, status: int, error_type: str
+) -> None:
+    got_status, body = DIALECT.render_error(error, "r")
+    assert (got_status, body["error"]["type"]) == (status, error_type)
+    assert (
+        orjson.loads(DIALECT.render_stream_error(error).split(b"data: ")[1])["error"]["type"]
+        == error_type
+    )

@@ -455,3 +455,87 @@ def test_thinking_is_left_out_where_anthropic_would_reject_it() -> None:
     )
     body = render(*signed, tools=(ToolSpec("get"),), reasoning=Reasoning(effort="low"))
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+
+
+# ------------------------------------------- from an OpenAI client: its own indices in `param`
+
+
+def openai_to_anthropic(body: dict[str, Any]) -> dict[str, Any]:
+    from interlingua.dialects.openai_chat import DIALECT as OPENAI
+
+    return DIALECT.render_request(OPENAI.parse_request({"model": "m", **body}))
+
+
+def _call(call_id: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": arguments}}
+
+
+def test_bad_arguments_param_names_the_clients_message_index() -> None:
+    # Two tool messages merge into one neutral user message, so the last assistant is
+    # neutral message 3 but the client's messages[4].
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("a", "{}"), _call("b", "{}")]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "tool", "tool_call_id": "b", "content": "2"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("c", "{}"), _call("d", "{oops")],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "3"},
+        {"role": "tool", "tool_call_id": "d", "content": "4"},
+    ]
+    with pytest.raises(InvalidRequestError) as info:
+        openai_to_anthropic({"messages": messages})
+    assert info.value.param == "messages[4].tool_calls[1].function.arguments"
+
+
+def test_bad_arguments_param_names_legacy_calls() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "tool_calls": [_call("a", "{}")]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "assistant", "function_call": {"name": "f", "arguments": "nope"}},
+    ]
+    with pytest.raises(InvalidRequestError) as info:
+        openai_to_anthropic({"messages": messages})
+    assert info.value.param == "messages[3].function_call.arguments"
+    messages[3] = {"role": "assistant", "tool_calls": [_call("e", "{}"), _call("d", "[1]")]}
+    with pytest.raises(InvalidRequestError) as info:
+        openai_to_anthropic({"messages": messages})
+    assert info.value.param == "messages[3].tool_calls[1].function.arguments"
+
+
+def test_bad_image_param_names_the_clients_message_index() -> None:
+    tiff = {"type": "image_url", "image_url": {"url": f"data:image/tiff;base64,{PNG}"}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "tool_calls": [_call("a", "{}"), _call("b", "{}")]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "tool", "tool_call_id": "b", "content": "2"},
+        {"role": "user", "content": [{"type": "text", "text": "see"}, tiff]},
+    ]
+    with pytest.raises(InvalidRequestError) as info:
+        openai_to_anthropic({"messages": messages})
+    assert info.value.param == "messages[4].content[1]"
+
+
+def test_upper_case_image_media_types_are_accepted() -> None:
+    image = {"type": "image_url", "image_url": {"url": f"data:image/PNG;base64,{PNG}"}}
+    body = openai_to_anthropic({"messages": [{"role": "user", "content": [image]}]})
+    assert body["messages"][0]["content"] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    ]
+    # Parts built directly (not from a data URI) are matched case-insensitively too.
+    body = render(msg("user", ImagePart(media_type="Image/JPG", data=PNG)))
+    assert body["messages"][0]["content"][0]["source"]["media_type"] == "image/jpeg"
+
+
+def test_safety_identifier_becomes_metadata_user_id() -> None:
+    messages = [{"role": "user", "content": "q"}]
+    body = openai_to_anthropic({"messages": messages, "safety_identifier": "hash-1"})
+    assert body["metadata"] == {"user_id": "hash-1"}
+    assert "safety_identifier" not in body
+    body = openai_to_anthropic({"messages": messages, "user": "u", "safety_identifier": "hash-1"})
+    assert body["metadata"] == {"user_id": "u"}

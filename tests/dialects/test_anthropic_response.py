@@ -86,8 +86,9 @@ def test_parse_response_keeps_server_blocks_and_stop_details() -> None:
 
 @pytest.mark.parametrize("bad", [None, [], {"content": "text"}, {"content": [{"type": 3}]}])
 def test_malformed_upstream_response(bad: Any) -> None:
-    with pytest.raises(UpstreamError):
+    with pytest.raises(UpstreamError) as info:
         DIALECT.parse_response(bad)
+    assert info.value.status == 502  # the upstream broke the protocol: bad gateway
 
 
 @pytest.mark.parametrize("reason", [r.value for r in StopReason])
@@ -207,3 +208,33 @@ def test_model_list() -> None:
     for item in body["data"]:
         anthropic.types.ModelInfo.model_validate(item)
     assert DIALECT.render_model_list([], 0)["first_id"] is None
+
+
+def test_missing_id_gets_a_fresh_message_id() -> None:
+    body = {k: v for k, v in WIRE.items() if k != "id"}
+    first, second = DIALECT.parse_response(body), DIALECT.parse_response({**body, "id": None})
+    assert first.id.startswith("msg_") and len(first.id) > len("msg_")
+    assert second.id.startswith("msg_") and second.id != first.id
+    from interlingua.dialects.openai_chat import DIALECT as OPENAI
+
+    assert OPENAI.render_response(first, REQUEST)["id"] == first.id
+
+
+@pytest.mark.parametrize("usage", [None, "absent", {}, {"service_tier": "standard"}, [1]])
+def test_missing_usage_is_zeros_flagged_estimated(usage: Any) -> None:
+    body = {k: v for k, v in WIRE.items() if k != "usage"}
+    if usage != "absent":
+        body["usage"] = usage
+    assert DIALECT.parse_response(body).usage == Usage(estimated=True)
+
+
+def test_usage_counts_are_never_negative() -> None:
+    wire_usage = {
+        "input_tokens": -5,
+        "output_tokens": -1,
+        "cache_creation_input_tokens": -2,
+        "cache_read_input_tokens": 3,
+    }
+    usage = DIALECT.parse_response({**WIRE, "usage": wire_usage}).usage
+    assert usage == Usage(input_tokens=3, output_tokens=0, cache_read_tokens=3)
+    assert usage.estimated is False

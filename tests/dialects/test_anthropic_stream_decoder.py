@@ -301,3 +301,23 @@ def test_sse_event_name_is_used_when_data_has_no_type() -> None:
     payload = orjson.dumps({k: v for k, v in start().items() if k != "type"})
     sse = SSEDecoder().decode(encode_json_event(payload, "message_start"))
     assert isinstance(codec.feed(sse[0])[0], StreamStart)
+
+
+def test_stream_without_any_usage_ends_with_zeros_flagged_estimated() -> None:
+    begin = start()
+    del begin["message"]["usage"]
+    end = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}
+    events, _ = feed(
+        begin, block_start(0, {"type": "text", "text": ""}), stop(0), end, MESSAGE_STOP
+    )
+    assert isinstance(events[-1], StreamEnd)
+    assert events[-1].usage == Usage(estimated=True)
+    assert fold(events).usage.estimated is True
+
+
+def test_usage_from_message_delta_alone_is_not_estimated() -> None:
+    begin = start()
+    del begin["message"]["usage"]
+    events, _ = feed(begin, message_delta(input_tokens=7), MESSAGE_STOP)
+    assert isinstance(events[-1], StreamEnd)
+    assert events[-1].usage == Usage(input_tokens=7, output_tokens=5)

@@ -88,12 +88,35 @@ THINKING_TOOL_STREAM: list[StreamEvent] = [
 ]
 
 
+def _joined_arguments(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events with each block's input_json_delta fragments joined into one delta."""
+    out: list[dict[str, Any]] = []
+    for p in payloads:
+        delta = p.get("delta", {})
+        last = out[-1] if out else {}
+        if (
+            delta.get("type") == "input_json_delta"
+            and last.get("delta", {}).get("type") == "input_json_delta"
+        ):
+            joined = last["delta"]["partial_json"] + delta["partial_json"]
+            out[-1] = {**last, "delta": {**last["delta"], "partial_json": joined}}
+        else:
+            out.append(p)
+    return out
+
+
 def test_encoder_reproduces_the_recorded_stream() -> None:
     raw = encode(THINKING_TOOL_STREAM, Request("claude-sonnet-4-5", ()))
     ours = [orjson.loads(e.data) for e in sse_events(raw)]
     recorded = [orjson.loads(e.data) for e in sse_events(FIXTURE.read_bytes())]
     # The recording's message_start has cache counts 0 and one output token; ours too,
     # and the recorded message_delta has fewer usage keys than ours (we restate all).
+    # Tool arguments go out whole, in one input_json_delta (encoder docstring): the
+    # recording's two fragments are one delta here, everything else is identical.
+    assert [p["delta"]["partial_json"] for p in ours if "partial_json" in p.get("delta", {})] == [
+        '{"city": "Paris"}'
+    ]
+    recorded = _joined_arguments(recorded)
     assert [e["type"] for e in ours] == [e["type"] for e in recorded]
     assert ours[1:-2] == recorded[1:-2]
     assert ours[0] == recorded[0]
@@ -358,3 +381,134 @@ def test_delta_bytes_use_compact_templates() -> None:
     assert encoder.encode(StreamEnd(StopReason.END_TURN)).endswith(
         b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
     )
+
+
+# ------------------------------------------------- tool arguments: stream == non-stream
+
+
+def _tool_inputs(parts: tuple[Any, ...]) -> list[Any]:
+    """What a client sees as each tool call's ``input`` (``""`` and ``"{}"`` alike)."""
+    return [
+        orjson.loads(p.arguments) if p.arguments else {}
+        for p in parts
+        if isinstance(p, ToolCallPart)
+    ]
+
+
+@pytest.mark.parametrize(
+    "fragments",
+    [
+        ['{"city": "Pa', 'ris"}'],  # valid object, split
+        ['{"city": "Pa', "ris"],  # cut short: not JSON (the SDK used to raise on this)
+        ["[1", ", 2]"],  # valid JSON, not an object
+        ["null"],
+        ["   "],  # whitespace only: {}
+        [],  # no arguments at all: {}
+        ["{}"],
+        ['{"q": "a\\u00e9\\"b"}'],
+    ],
+)
+def test_streamed_tool_input_equals_the_non_stream_input(fragments: list[str]) -> None:
+    events: list[StreamEvent] = [
+        StreamStart("chatcmpl-1", "gpt"),
+        BlockStart(0, ToolCallPart("call_1", "get_weather", "")),
+        *(ArgumentsDelta(0, f) for f in fragments),
+        BlockStop(0),
+        StreamEnd(StopReason.TOOL_USE, usage=Usage(input_tokens=5, output_tokens=7)),
+    ]
+    raw = encode(events)
+    deltas = [
+        orjson.loads(e.data)["delta"] for e in sse_events(raw) if e.event == "content_block_delta"
+    ]
+    assert len(deltas) <= 1  # arguments go out whole, at the block's end
+    non_stream = DIALECT.render_response(fold(events), REQUEST)
+    expected_input = non_stream["content"][0]["input"]
+    # Through the official SDK's own accumulator (it raised here before the fix) ...
+    message = sdk_check(raw)
+    assert message.content[0].type == "tool_use"
+    assert message.content[0].input == expected_input
+    # ... and through our decoder, compared with the non-stream body parsed back.
+    streamed = fold(round_trip(raw))
+    assert _tool_inputs(streamed.parts) == _tool_inputs(DIALECT.parse_response(non_stream).parts)
+    assert _tool_inputs(streamed.parts) == [expected_input]
+
+
+def test_invalid_arguments_are_wrapped_as_raw_arguments_in_one_delta() -> None:
+    raw = encode(
+        [
+            StreamStart("chatcmpl-1", "gpt"),
+            BlockStart(0, ToolCallPart("call_1", "f", '{"a": ')),
+            ArgumentsDelta(0, "tru"),
+            BlockStop(0),
+            StreamEnd(StopReason.TOOL_USE),
+        ]
+    )
+    deltas = [
+        orjson.loads(e.data)["delta"] for e in sse_events(raw) if e.event == "content_block_delta"
+    ]
+    assert deltas == [
+        {"type": "input_json_delta", "partial_json": '{"raw_arguments":"{\\"a\\": tru"}'}
+    ]
+    assert sdk_check(raw).content[0].input == {"raw_arguments": '{"a": tru'}
+
+
+def test_buffered_and_unclosed_tool_blocks_send_their_arguments_too() -> None:
+    # Two interleaved calls (the second buffered behind the first), neither stopped
+    # before the end: both still get their whole, valid input.
+    events: list[StreamEvent] = [
+        StreamStart("chatcmpl-1", "gpt"),
+        BlockStart(0, ToolCallPart("call_a", "f", "")),
+        BlockStart(1, ToolCallPart("call_b", "g", "")),
+        ArgumentsDelta(1, '{"y": '),
+        ArgumentsDelta(0, "{oops"),
+        ArgumentsDelta(1, "2}"),
+        StreamEnd(StopReason.TOOL_USE),
+    ]
+    message = sdk_check(encode(events))
+    assert [b.input for b in message.content] == [{"raw_arguments": "{oops"}, {"y": 2}]  # type: ignore[union-attr]
+    expected = DIALECT.render_response(fold(events), REQUEST)["content"]
+    assert [b["input"] for b in expected] == [{"raw_arguments": "{oops"}, {"y": 2}]
+
+
+def test_openai_upstream_with_broken_arguments_reaches_the_anthropic_sdk() -> None:
+    from interlingua.dialects.openai_chat import DIALECT as OPENAI
+
+    chunks = [
+        {"id": "c1", "model": "gpt", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        {
+            "id": "c1",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": '{"path": "a'},
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+        {
+            "id": "c1",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "b.txt"}}]},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        },
+    ]
+    decoder = OPENAI.stream_decoder(REQUEST)
+    neutral: list[StreamEvent] = []
+    for chunk in chunks:
+        neutral += decoder.feed(SSEEvent(data=orjson.dumps(chunk).decode()))
+    neutral += decoder.feed(SSEEvent(data="[DONE]"))
+    message = sdk_check(encode(neutral))
+    assert message.stop_reason == "tool_use"
+    assert message.content[0].input == {"raw_arguments": '{"path": "ab.txt'}  # type: ignore[union-attr]

@@ -118,6 +118,10 @@ def test_parse_other_shapes(body: bytes, message: str, code: str | None) -> None
         (OverloadedError("m"), 503, "server_error", "overloaded"),
         (OverloadedError("m", status=503), 503, "server_error", "overloaded"),
         (TimeoutError_("m"), 504, "server_error", "timeout"),
+        # §4.9: an upstream's status is kept when re-wrapping (only 529 -> 503).
+        (InvalidRequestError("m", status=409), 409, "invalid_request_error", None),
+        (InvalidRequestError("m", status=402), 402, "invalid_request_error", None),
+        (TimeoutError_("m", status=408), 408, "server_error", "timeout"),
     ],
 )
 def test_render_error(error: InterlinguaError, status: int, etype: str, code: str | None) -> None:

@@ -152,7 +152,7 @@ def test_system_and_developer_roles() -> None:
         )
     )
     assert [m.role for m in r.messages] == ["system", "system", "user"]
-    assert r.messages[1].meta == {"role": "developer"}
+    assert r.messages[1].meta == {"role": "developer", "source_index": 1}
     assert r.system_text == "Be terse.\n\nUse JSON."
     msgs = render_request(r)["messages"]
     assert msgs[:2] == [
@@ -315,6 +315,45 @@ def test_tool_messages_merge_into_one_user_turn_and_split_back() -> None:
         {"role": "tool", "tool_call_id": "call_2", "content": "25C"},
         {"role": "user", "content": "Thanks"},
     ]
+
+
+def test_messages_record_the_clients_index() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+    r = parse_request(
+        body(
+            user("q"),
+            {"role": "assistant", "tool_calls": [call, {**call, "id": "d"}]},
+            {"role": "tool", "tool_call_id": "c", "content": "1"},
+            {"role": "tool", "tool_call_id": "d", "content": "2"},
+            {"role": "assistant", "content": "done"},
+        )
+    )
+    assert [m.meta["source_index"] for m in r.messages] == [0, 1, 2, 4]
+    calls = r.messages[1].parts
+    assert [p.meta["source_param"] for p in calls] == [
+        "messages[1].tool_calls[0].function.arguments",
+        "messages[1].tool_calls[1].function.arguments",
+    ]
+
+
+def test_upper_case_data_uri_media_type_is_lower_cased() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/PNG;base64,iVBO"}}
+    part = parse_request(body(user([image]))).messages[0].parts[0]
+    assert isinstance(part, ImagePart)
+    assert (part.media_type, part.data) == ("image/png", "iVBO")
+
+
+def test_safety_identifier_is_the_user_when_user_is_absent() -> None:
+    r = parse_request(body(safety_identifier="hash-123"))
+    assert r.user == "hash-123"
+    out = render_request(r)  # an OpenAI upstream gets exactly what the client sent
+    assert out["safety_identifier"] == "hash-123"
+    assert "user" not in out
+    both = parse_request(body(user="u-1", safety_identifier="hash-123"))
+    assert both.user == "u-1"
+    out = render_request(both)
+    assert (out["user"], out["safety_identifier"]) == ("u-1", "hash-123")
+    assert bad(body(safety_identifier=5)).param == "safety_identifier"
 
 
 def test_name_is_kept_both_ways() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import openai.types
@@ -359,3 +360,28 @@ def test_model_list() -> None:
         ],
     }
     assert [openai.types.Model.model_validate(m).id for m in body["data"]] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "choice", [{"finish_reason": "stop"}, {"message": None}, {"message": "hi"}]
+)
+def test_parse_choice_without_message_is_a_bad_gateway(choice: dict[str, Any]) -> None:
+    with pytest.raises(UpstreamError) as info:
+        parse_response({"id": "x", "choices": [{"index": 0, **choice}]})
+    assert info.value.status == 502
+
+
+def test_missing_id_gets_a_fresh_completion_id() -> None:
+    body = completion({"content": "hi"})
+    del body["id"]
+    r = parse_response(body)
+    assert r.id.startswith("chatcmpl-") and len(r.id) > len("chatcmpl-")
+    # A response with no id at all (another kind of upstream) still renders one.
+    rendered = render_response(replace(r, id=""), REQUEST)
+    assert rendered["id"].startswith("chatcmpl-") and len(rendered["id"]) > len("chatcmpl-")
+    validated(rendered)
+
+
+def test_missing_usage_without_request_keeps_input_zero_but_flags_it() -> None:
+    r = parse_response(completion({"content": "hi"}, usage=None))
+    assert r.usage == Usage(input_tokens=0, output_tokens=1, estimated=True)

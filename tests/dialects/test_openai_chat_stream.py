@@ -37,6 +37,7 @@ from interlingua.core import (
     Usage,
     fold,
 )
+from interlingua.core.tokens import estimate_request_tokens
 from interlingua.dialects.openai_chat import (
     DIALECT,
     OpenAIChatStreamDecoder,
@@ -47,6 +48,7 @@ from interlingua.sse import DONE, SSEDecoder, SSEEvent
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 REQUEST = Request("client-model", (Message("user", (TextPart("hi"),)),))
+INPUT_ESTIMATE = estimate_request_tokens(REQUEST)
 
 PARALLEL = Response(
     id="chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
@@ -282,7 +284,7 @@ def test_role_and_finish_only_is_a_valid_empty_message() -> None:
     events = feed(chunk({"role": "assistant", "content": ""}), chunk({}, "stop"), "[DONE]")
     assert events == [
         StreamStart("chatcmpl-1", "up", 9),
-        StreamEnd(StopReason.END_TURN, None, Usage(estimated=True)),
+        StreamEnd(StopReason.END_TURN, None, Usage(input_tokens=INPUT_ESTIMATE, estimated=True)),
     ]
     assert fold(events).parts == ()
 
@@ -303,7 +305,9 @@ def test_missing_usage_is_estimated_from_everything_streamed() -> None:
     )
     end = events[-1]
     assert isinstance(end, StreamEnd)
-    assert end.usage == Usage(input_tokens=0, output_tokens=3, estimated=True)
+    # Input from the request the decoder was given, output from what was streamed.
+    assert INPUT_ESTIMATE == 5  # "hi" + 4 tokens of message framing
+    assert end.usage == Usage(input_tokens=INPUT_ESTIMATE, output_tokens=3, estimated=True)
 
 
 def test_vllm_reasoning_field_name() -> None:

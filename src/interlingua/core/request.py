@@ -6,9 +6,15 @@ the first of them); a renderer for a dialect with a single system slot hoists th
 in order. Tool results are :class:`ToolResultPart` values inside a ``user`` message, as
 in Anthropic; the OpenAI codec splits them into ``role: tool`` messages.
 
-Field drop policy (see docs/mapping.md): a setting a target dialect cannot express is
-dropped silently when it only tunes sampling (seed, penalties, top_k), and rejected with
-a 400 when dropping it would change what the caller gets back (n > 1, audio input).
+Field drop policy (docs/mapping.md §2 has the complete lists): a request is rejected
+with a 400 only when the target dialect cannot serve it meaningfully -- n > 1, input the
+model would never see (audio and other unsupported content parts, unsupported image or
+document types) and history it cannot carry (tool-call arguments that are not a JSON
+object). Everything else a target cannot express is dropped silently: settings that only
+tune sampling or are advisory (seed, penalties, top_k, metadata, ...), and output extras
+the target cannot produce (logprobs, audio output, prediction, verbosity,
+web_search_options, the json_object response format toward Anthropic, custom and server
+tools) -- the response then simply lacks them.
 """
 
 from __future__ import annotations

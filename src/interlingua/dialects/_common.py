@@ -16,6 +16,15 @@ _TOOL_ID_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _DATA_URI = re.compile(r"^data:([^;,]+)((?:;[^;,]*)*);base64,(.*)$", re.DOTALL)
 _ALPHABET = string.ascii_letters + string.digits
 
+SOURCE_INDEX = "source_index"
+"""``Message.meta`` key: the index, in the client's own ``messages`` array, of the (first)
+client message a neutral message came from. Set by parsers whose neutral messages do not
+map one-to-one to the client's (OpenAI ``tool`` messages merge); renderers name that index
+in a 400's ``param`` and fall back to the neutral index when it is absent."""
+SOURCE_PARAM = "source_param"
+"""Tool-call part ``meta`` key: the client's ``param`` for the call's arguments
+(``messages[3].tool_calls[1].function.arguments``), for the same purpose."""
+
 
 def sanitize_tool_id(tool_id: str) -> str:
     """Make a tool call id match ``^[a-zA-Z0-9_-]+$`` (Anthropic's rule), deterministically.
@@ -33,11 +42,18 @@ def sanitize_tool_id(tool_id: str) -> str:
 
 
 def parse_data_uri(uri: str) -> tuple[str, str] | None:
-    """``data:<media_type>[;params];base64,<data>`` -> (media_type, data), else None."""
+    """``data:<media_type>[;params];base64,<data>`` -> (media_type, data), else None.
+
+    The media type comes back lower-cased: MIME types are case-insensitive (RFC 2045
+    §5.1), and ``data:image/PNG;base64,...`` must not fail a renderer's allow-list.
+
+    >>> parse_data_uri("data:image/PNG;base64,iVBO")
+    ('image/png', 'iVBO')
+    """
     m = _DATA_URI.match(uri)
     if m is None:
         return None
-    return m.group(1), m.group(3)
+    return m.group(1).lower(), m.group(3)
 
 
 def random_id(prefix: str, length: int = 24) -> str:

@@ -6,8 +6,11 @@ object travels as an ``event: error`` SSE event (HTTP status already 200).
 
 Parsing picks the error class from ``error.type`` first (it is more specific than the
 status: ``overloaded_error`` may come with 529 or, through proxies, 503) and from the
-HTTP status otherwise. Rendering picks ``error.type`` and the status from the error's
-neutral ``kind``.
+HTTP status otherwise. Rendering picks ``error.type`` from the error's neutral ``kind``
+and keeps the error's own HTTP status (§4.9 "keep the upstream HTTP status when
+re-wrapping"): an upstream 409 or 422 reaches the client as 409/422
+``invalid_request_error``, a 408 as 408 ``timeout_error``. The one exception is overload:
+Anthropic's word for it is 529 ``overloaded_error``, so a 503 becomes 529.
 """
 
 from __future__ import annotations
@@ -49,8 +52,7 @@ _CLASS_BY_TYPE: dict[str, type[InterlinguaError]] = {
     "overloaded_error": OverloadedError,
 }
 
-# kind -> (Anthropic error.type, HTTP status). A 422 renders as 400: Anthropic reports
-# every validation failure as 400 invalid_request_error.
+# kind -> (Anthropic error.type, HTTP status used when the error has no usable status).
 _TYPE_BY_KIND: dict[ErrorKind, tuple[str, int]] = {
     ErrorKind.INVALID_REQUEST: ("invalid_request_error", 400),
     ErrorKind.AUTHENTICATION: ("authentication_error", 401),
@@ -119,16 +121,19 @@ def parse_error(status: int, body: bytes, headers: dict[str, str]) -> Interlingu
 
 
 def _type_and_status(err: InterlinguaError) -> tuple[str, int]:
-    """Anthropic's ``error.type`` and HTTP status for one of our errors."""
+    """Anthropic's ``error.type`` (from the kind) and HTTP status (the error's own)."""
     if err.upstream_type == "billing_error":
-        return "billing_error", 402
-    error_type, status = _TYPE_BY_KIND.get(err.kind, ("api_error", 500))
-    if err.kind is ErrorKind.UPSTREAM_ERROR and err.status >= 500:
-        # Keep a real 5xx (502 bad gateway...). A 503 here is an overload the
-        # classifier missed: Anthropic's own word for it is overloaded_error/529.
-        if err.status == 503:
-            return "overloaded_error", 529
-        status = err.status
+        return "billing_error", 402  # in-band billing errors carry no status of their own
+    error_type, default_status = _TYPE_BY_KIND.get(err.kind, ("api_error", 500))
+    if err.kind is ErrorKind.OVERLOADED or err.status == 503:
+        # An overload (529, or a 503 the classifier missed): Anthropic's own word for it
+        # is overloaded_error/529, which its SDK retries.
+        return "overloaded_error", 529
+    status = err.status
+    if not 400 <= status <= 599 or (err.kind is ErrorKind.UPSTREAM_ERROR and status < 500):
+        # No usable status, or an api_error that came with a 4xx: api_error is a server
+        # fault, and the SDK picks its exception class from the status alone.
+        status = default_status
     return error_type, status
 
 

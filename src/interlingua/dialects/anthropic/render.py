@@ -29,7 +29,7 @@ from ...core import (
 )
 from ...core.parts import Meta
 from ...errors import InvalidRequestError
-from .._common import parse_data_uri, sanitize_tool_id
+from .._common import SOURCE_INDEX, SOURCE_PARAM, parse_data_uri, sanitize_tool_id
 from .request import EXTRA_META, NAME, effort_to_budget
 
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -80,7 +80,7 @@ def _source_from_data_uri(uri: str, param: str) -> tuple[str, str]:
     parsed = parse_data_uri(uri)
     if parsed is None:
         raise InvalidRequestError("only base64 data URIs are supported", param=param)
-    return parsed[0].lower(), parsed[1]
+    return parsed  # media type already lower-cased
 
 
 def _render_image(part: ImagePart, param: str) -> dict[str, Any]:
@@ -89,6 +89,8 @@ def _render_image(part: ImagePart, param: str) -> dict[str, Any]:
         media_type, data = _source_from_data_uri(part.url, param)
     source: dict[str, Any]
     if data is not None:
+        # MIME types are case-insensitive (RFC 2045 §5.1); Anthropic accepts lower case only.
+        media_type = media_type.lower() if media_type else media_type
         media_type = "image/jpeg" if media_type == "image/jpg" else media_type
         if media_type not in IMAGE_MEDIA_TYPES:
             raise InvalidRequestError(
@@ -218,8 +220,12 @@ def _render_parts(parts: tuple[Part, ...], param: str) -> list[dict[str, Any]]:
     calls = 0
     for j, part in enumerate(parts):
         if isinstance(part, ToolCallPart):
-            # Named as the OpenAI client sees it: the k-th tool call of message i.
-            block = _render_part(part, f"{param}.tool_calls[{calls}].function.arguments")
+            # Named as the OpenAI client sees it: the parser's record of where the call
+            # was, else the k-th tool call of message i.
+            source = part.meta.get(SOURCE_PARAM)
+            if not isinstance(source, str):
+                source = f"{param}.tool_calls[{calls}].function.arguments"
+            block = _render_part(part, source)
             calls += 1
         else:
             block = _render_part(part, f"{param}.content[{j}]")
@@ -250,7 +256,8 @@ def _render_messages(
                 if isinstance(p, TextPart) and p.text and not p.text.isspace()
             )
             continue
-        blocks = _render_parts(msg.parts, f"messages[{i}]")
+        source = msg.meta.get(SOURCE_INDEX, i)  # the client's index, not the neutral one
+        blocks = _render_parts(msg.parts, f"messages[{source}]")
         if not blocks:
             continue  # empty content is rejected on all but the final assistant turn
         if turns and turns[-1][0] == msg.role:

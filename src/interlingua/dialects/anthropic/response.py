@@ -45,14 +45,27 @@ def stop_reason_from_wire(value: Any) -> StopReason:
     )
 
 
+_COUNT_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+
+
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A count from the wire: a non-negative int, anything else 0."""
+    return max(0, value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def usage_from_wire(usage: Any) -> Usage:
-    """Anthropic ``usage`` -> neutral: input = input + cache writes + cache reads."""
-    if not isinstance(usage, dict):
-        return Usage()
+    """Anthropic ``usage`` -> neutral: input = input + cache writes + cache reads.
+
+    No usage at all (absent, not an object, or no count in it -- some compatible servers
+    omit it) gives zeros flagged ``estimated``: the gateway does not know the counts.
+    """
+    if not isinstance(usage, dict) or not any(k in usage for k in _COUNT_KEYS):
+        return Usage(estimated=True)
     cache_write = _int(usage.get("cache_creation_input_tokens"))
     cache_read = _int(usage.get("cache_read_input_tokens"))
     details = usage.get("output_tokens_details")
@@ -93,21 +106,24 @@ def message_id(response_id: str) -> str:
 def parse_response(body: Any) -> Response:
     """An Anthropic upstream's ``Message`` body -> neutral response.
 
-    A body that is not a message at all raises ``UpstreamError`` (502-class: the
-    upstream broke the protocol, the caller did nothing wrong).
+    A body that is not a message at all raises ``UpstreamError`` with status 502 (the
+    upstream broke the protocol, the caller did nothing wrong). A missing ``id`` gets a
+    fresh ``msg_`` id, so no client ever sees ``"id": ""``.
     """
     if not isinstance(body, dict) or not isinstance(body.get("content", []), list):
-        raise UpstreamError("upstream returned a malformed Anthropic message")
+        raise UpstreamError("upstream returned a malformed Anthropic message", status=502)
     try:
         parts = tuple(
             parse_block(block, f"content[{i}]") for i, block in enumerate(body.get("content") or ())
         )
     except InvalidRequestError as exc:
-        raise UpstreamError(f"upstream returned a malformed Anthropic message: {exc}") from exc
+        raise UpstreamError(
+            f"upstream returned a malformed Anthropic message: {exc}", status=502
+        ) from exc
     stop_sequence = body.get("stop_sequence")
     meta = {k: body[k] for k in _KEPT_META if body.get(k) is not None}
     return Response(
-        id=str(body.get("id") or ""),
+        id=str(body.get("id") or random_id("msg_")),
         model=str(body.get("model") or ""),
         parts=parts,
         stop_reason=stop_reason_from_wire(body.get("stop_reason")),

@@ -8,7 +8,8 @@ Anthropic streams one content block at a time, with indices 0, 1, 2... in order.
 streams may interleave several open blocks (an OpenAI upstream's parallel tool calls), so
 the encoder keeps the block it has started as *current* and buffers the events of later
 blocks, replaying them in order when the current one stops. Anthropic indices are
-assigned in emission order.
+assigned in emission order. Tool-call arguments are sent whole, in one
+``input_json_delta`` at the block's end (see :class:`AnthropicStreamEncoder`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ...errors import InterlinguaError, UpstreamError
 from ...sse import SSEEvent, encode_json_event
 from .._common import random_id, sanitize_tool_id
 from .errors import error_from_type, render_stream_error
+from .render import parse_arguments
 from .request import NAME
 from .response import message_id, stop_reason_from_wire, usage_from_wire, usage_to_wire
 
@@ -270,7 +272,8 @@ def _start_event(index: int, block: dict[str, Any]) -> bytes:
 
 def _initial_block(part: Any) -> tuple[dict[str, Any], list[tuple[bytes, str]]] | None:
     """Anthropic's initial ``content_block`` shape for a neutral block, plus the deltas
-    that carry any content the neutral start already had. None: no Anthropic form."""
+    that carry any content the neutral start already had (a tool call's initial
+    arguments are buffered instead, like the rest). None: no Anthropic form."""
     if isinstance(part, TextPart):
         return {"type": "text", "text": ""}, [(_TEXT, part.text)]
     if isinstance(part, ToolCallPart):
@@ -280,7 +283,7 @@ def _initial_block(part: Any) -> tuple[dict[str, Any], list[tuple[bytes, str]]] 
             "name": part.name,
             "input": {},
         }
-        return block, [(_JSON, part.arguments)]
+        return block, []
     if isinstance(part, ReasoningPart):
         if part.redacted is not None:
             return {"type": "redacted_thinking", "data": part.redacted}, []
@@ -293,12 +296,39 @@ def _initial_block(part: Any) -> tuple[dict[str, Any], list[tuple[bytes, str]]] 
     return None
 
 
+def tool_input_json(arguments: str) -> str | None:
+    """The one ``partial_json`` owed for a tool call's complete arguments (None: none).
+
+    It is the JSON of exactly the ``input`` that :func:`.response.render_block` puts in a
+    non-stream answer: a valid JSON object as it came (``""`` and ``{}`` need no delta,
+    the block's initial ``input`` is already ``{}``), anything else wrapped as
+    ``{"raw_arguments": "<text>"}``.
+
+    >>> tool_input_json("[1]"), tool_input_json(" "), tool_input_json('{"a": 1}')
+    ('{"raw_arguments":"[1]"}', None, '{"a": 1}')
+    """
+    tool_input = parse_arguments(arguments)
+    if tool_input is None:
+        return orjson.dumps({"raw_arguments": arguments}).decode()
+    return arguments if tool_input else None
+
+
 class AnthropicStreamEncoder:
     """Neutral events -> the bytes of an Anthropic Messages SSE stream, chunk by chunk.
 
     Always yields a valid stream: ``message_start`` first (invented if the upstream
     ended or failed before saying anything), blocks one at a time with indices in
     order, then ``message_delta`` + ``message_stop``, or an ``event: error``.
+
+    Tool-call arguments are **not** streamed incrementally: a ``tool_use`` block's
+    fragments are buffered until its ``BlockStop`` and then sent as ONE
+    ``input_json_delta`` holding :func:`tool_input_json`. Correctness wins over
+    incremental argument streaming: an OpenAI-compatible upstream may produce arguments
+    that are not a JSON object, and relayed fragment by fragment they make the official
+    SDK raise "Unable to parse tool parameter JSON" at the end of the block; sent whole,
+    the stream folds to exactly the ``input`` the non-stream answer has
+    (``{"raw_arguments": ...}`` for broken JSON). Clients lose only the progressive
+    display of arguments; text and thinking still stream delta by delta.
     """
 
     def __init__(self, request: Request) -> None:
@@ -313,6 +343,7 @@ class AnthropicStreamEncoder:
         self._stop = b""  # content_block_stop of the current block
         self._queue: list[int] = []  # neutral indices started while another was open
         self._buffer: dict[int, list[StreamEvent]] = {}
+        self._args: list[str] | None = None  # argument fragments of a current tool_use
 
     def ping(self) -> bytes:
         """A keep-alive: Anthropic's own ``event: ping``."""
@@ -376,6 +407,8 @@ class AnthropicStreamEncoder:
         self._current = event.index
         self._prefix = _DELTA_TEMPLATE % wire
         self._stop = _STOP_TEMPLATE % wire
+        if isinstance(event.part, ToolCallPart):
+            self._args = [event.part.arguments] if event.part.arguments else []
         out.append(_start_event(wire, block))
         if not self._pinged:  # the real API pings right after the first block start
             self._pinged = True
@@ -388,8 +421,8 @@ class AnthropicStreamEncoder:
             if event.text:
                 out.append(_delta(self._prefix, _TEXT, event.text))
         elif isinstance(event, ArgumentsDelta):
-            if event.json:
-                out.append(_delta(self._prefix, _JSON, event.json))
+            if event.json and self._args is not None:
+                self._args.append(event.json)  # sent whole at BlockStop (class docstring)
         elif isinstance(event, ReasoningDelta):
             if event.text:
                 out.append(_delta(self._prefix, _THINKING, event.text))
@@ -397,8 +430,17 @@ class AnthropicStreamEncoder:
             if event.signature:
                 out.append(_delta(self._prefix, _SIGNATURE, event.signature))
         elif isinstance(event, BlockStop):
-            out.append(self._stop)
-            self._current = None
+            self._close(out)
+
+    def _close(self, out: list[bytes]) -> None:
+        """Stop the current block, sending a tool call's buffered arguments first."""
+        if self._args is not None:
+            partial = tool_input_json("".join(self._args))
+            if partial is not None:
+                out.append(_delta(self._prefix, _JSON, partial))
+            self._args = None
+        out.append(self._stop)
+        self._current = None
 
     def _drain(self, out: list[bytes], *, close_all: bool) -> None:
         """Replay buffered blocks in order while none is open (all of them at the end)."""
@@ -413,14 +455,12 @@ class AnthropicStreamEncoder:
             for event in events[1:]:
                 self._in_block(event, out)
             if close_all and self._current is not None:
-                out.append(self._stop)
-                self._current = None
+                self._close(out)
 
     def _finish(self, event: StreamEnd, out: list[bytes]) -> None:
         self._done = True
         if self._current is not None:
-            out.append(self._stop)
-            self._current = None
+            self._close(out)
         self._drain(out, close_all=True)
         usage = event.usage
         start = self._start_usage

@@ -10,6 +10,11 @@ Split from :mod:`.request` to keep modules small; shared validation helpers live
 * Unknown content-part types (``input_audio``, server extensions such as vLLM's
   ``video_url``) become :class:`UnknownPart` so an OpenAI-compatible upstream still gets
   them; other renderers reject them.
+* Every neutral message records the client's index of the message it came from in
+  ``meta["source_index"]``, and every tool call the ``param`` of its arguments in
+  ``meta["source_param"]`` (keys defined in ``dialects/_common.py``): once ``tool``
+  messages merge, neutral indices no longer match the client's, and a renderer's 400
+  must name the field the client actually sent.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ...core import (
     UnknownPart,
 )
 from ...errors import InvalidRequestError
-from .._common import expect_type, missing, parse_data_uri
+from .._common import SOURCE_INDEX, SOURCE_PARAM, expect_type, missing, parse_data_uri
 
 __all__ = ["DIALECT_NAME", "bad_value", "parse_messages", "render_messages", "required_str"]
 
@@ -65,33 +70,38 @@ class _MessageParser:
         self.legacy_ids: dict[str, str] = {}
         self.prev_was_tool = False
 
-    def add(self, m: Any, p: str) -> None:
+    def add(self, m: Any, i: int) -> None:
+        p = f"messages[{i}]"
         expect_type(m, dict, p, "an object")
         role = required_str(m, "role", f"{p}.role")
         name = _opt_in(m, "name", str, f"{p}.name", "a string")
         if role in ("tool", "function"):
-            self._add_tool_result(self._tool_result(m, p, role))
+            self._add_tool_result(self._tool_result(m, p, role), i)
             return
         self.prev_was_tool = False
         if role in ("system", "developer"):
-            meta = {"role": "developer"} if role == "developer" else {}
+            meta: dict[str, Any] = {SOURCE_INDEX: i}
+            if role == "developer":
+                meta["role"] = "developer"
             parts = _text_parts(m.get("content"), f"{p}.content")
             self.out.append(Message("system", parts, name=name, meta=meta))
         elif role == "user":
-            self.out.append(Message("user", _user_parts(m.get("content"), p), name=name))
+            content = _user_parts(m.get("content"), p)
+            self.out.append(Message("user", content, name=name, meta={SOURCE_INDEX: i}))
         elif role == "assistant":
-            self.out.append(self._assistant(m, p, name))
+            self.out.append(self._assistant(m, p, name, i))
         else:
             roles = ("system", "developer", "user", "assistant", "tool", "function")
             raise bad_value(f"{p}.role", role, roles)
 
-    def _add_tool_result(self, part: ToolResultPart) -> None:
-        # Consecutive tool messages answer one assistant turn: one neutral user message.
+    def _add_tool_result(self, part: ToolResultPart, i: int) -> None:
+        # Consecutive tool messages answer one assistant turn: one neutral user message,
+        # whose source index stays that of the first of them.
         if self.prev_was_tool:
             last = self.out[-1]
             self.out[-1] = Message("user", (*last.parts, part), meta=last.meta)
         else:
-            self.out.append(Message("user", (part,)))
+            self.out.append(Message("user", (part,), meta={SOURCE_INDEX: i}))
         self.prev_was_tool = True
 
     def _tool_result(self, m: dict[str, Any], p: str, role: str) -> ToolResultPart:
@@ -104,7 +114,7 @@ class _MessageParser:
         parts = () if content is None else _text_parts(content, f"{p}.content")
         return ToolResultPart(tool_call_id=call_id, content=parts)
 
-    def _assistant(self, m: dict[str, Any], p: str, name: str | None) -> Message:
+    def _assistant(self, m: dict[str, Any], p: str, name: str | None, i: int) -> Message:
         parts: list[Part] = []
         reasoning = _reasoning_part(m, p)
         if reasoning is not None:
@@ -125,7 +135,9 @@ class _MessageParser:
         if fc is not None:
             parts.append(self._legacy_call(fc, f"{p}.function_call", len(self.out)))
         audio = m.get("audio")
-        meta = {"audio": audio} if audio is not None else {}
+        meta: dict[str, Any] = {SOURCE_INDEX: i}
+        if audio is not None:
+            meta["audio"] = audio
         return Message("assistant", tuple(parts), name=name, meta=meta)
 
     def _legacy_call(self, fc: Any, p: str, position: int) -> ToolCallPart:
@@ -133,7 +145,8 @@ class _MessageParser:
         fname = required_str(fc, "name", f"{p}.name")
         call_id = f"call_{fname}_{position}"
         self.legacy_ids[fname] = call_id
-        return ToolCallPart(id=call_id, name=fname, arguments=_arguments(fc, f"{p}.arguments"))
+        q = f"{p}.arguments"
+        return ToolCallPart(call_id, fname, _arguments(fc, q), meta={SOURCE_PARAM: q})
 
 
 def _opt_in(obj: dict[str, Any], key: str, kind: type, param: str, what: str) -> Any:
@@ -152,7 +165,7 @@ def parse_messages(raw: Any) -> tuple[Message, ...]:
         )
     parser = _MessageParser()
     for i, m in enumerate(raw):
-        parser.add(m, f"messages[{i}]")
+        parser.add(m, i)
     return tuple(parser.out)
 
 
@@ -305,8 +318,8 @@ def _tool_calls(raw: Any, p: str) -> list[Part]:
             raise missing(f"{q}.function")
         expect_type(fn, dict, f"{q}.function", "an object")
         name = required_str(fn, "name", f"{q}.function.name")
-        args = _arguments(fn, f"{q}.function.arguments")
-        parts.append(ToolCallPart(id=call_id, name=name, arguments=args))
+        r = f"{q}.function.arguments"
+        parts.append(ToolCallPart(call_id, name, _arguments(fn, r), meta={SOURCE_PARAM: r}))
     return parts
 
 

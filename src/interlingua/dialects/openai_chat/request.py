@@ -21,6 +21,7 @@ from ._messages import DIALECT_NAME, bad_value, parse_messages, render_messages,
 __all__ = ["parse_request", "render_request"]
 
 MAX_TOKENS_FIELD = "_openai_max_tokens_field"  # which key the client used for max tokens
+USER_FROM_SAFETY_ID = "_openai_user_from_safety_identifier"  # Request.user is not `user`
 OTHER_TOOLS = "_openai_tools"  # non-function tools (custom, server extensions), verbatim
 
 # Body keys this codec maps to neutral fields; every other key goes to Request.extra.
@@ -62,6 +63,14 @@ def parse_request(body: Any) -> Request:
     else:
         max_tokens = _opt(body, "max_tokens", int, "an integer")
     stream = bool(_opt(body, "stream", bool, "a boolean"))
+    user = _opt(body, "user", str, "a string")
+    safety_identifier = _opt(body, "safety_identifier", str, "a string")
+    if user is None and safety_identifier is not None:
+        # §4.8: `user` / `safety_identifier` both name the end user (Anthropic's
+        # metadata.user_id). The original stays in extra for an OpenAI upstream, which
+        # must not get a `user` the client never sent.
+        user = safety_identifier
+        extra[USER_FROM_SAFETY_ID] = True
     include_usage = False
     options = _opt(body, "stream_options", dict, "an object")
     if options:
@@ -78,7 +87,7 @@ def parse_request(body: Any) -> Request:
         top_p=_opt(body, "top_p", _NUMBER, "a number"),
         seed=_opt(body, "seed", int, "an integer"),
         stop=_parse_stop(body.get("stop")),
-        user=_opt(body, "user", str, "a string"),
+        user=user,
         metadata=_opt(body, "metadata", dict, "an object"),
         tools=tools,
         tool_choice=tool_choice,
@@ -291,7 +300,7 @@ def render_request(request: Request) -> dict[str, Any]:
         ("temperature", request.temperature),
         ("top_p", request.top_p),
         ("seed", request.seed),
-        ("user", request.user),
+        ("user", None if extra.get(USER_FROM_SAFETY_ID) else request.user),
         ("parallel_tool_calls", request.parallel_tool_calls),
         ("reasoning_effort", _effort(request.reasoning)),
     ):

@@ -127,9 +127,18 @@ def render_usage(usage: Usage) -> dict[str, Any]:
     }
 
 
-def estimated_usage(texts: Iterable[str]) -> Usage:
-    """The usage to report when the upstream gave none: output estimated, input unknown (0)."""
-    return Usage(output_tokens=estimate_tokens("".join(texts)), estimated=True)
+def estimated_usage(texts: Iterable[str], input_tokens: int = 0) -> Usage:
+    """The usage to report when the upstream gave none, flagged ``estimated``.
+
+    Output is estimated from the generated ``texts``; input is ``input_tokens`` (the
+    stream decoder estimates it from the request it was given; ``parse_response`` has no
+    request, so there it stays 0).
+    """
+    return Usage(
+        input_tokens=max(0, input_tokens),
+        output_tokens=estimate_tokens("".join(texts)),
+        estimated=True,
+    )
 
 
 def _generated_texts(parts: Iterable[Part]) -> Iterable[str]:
@@ -199,7 +208,10 @@ def _message_parts(message: dict[str, Any]) -> list[Part]:
 def parse_response(body: Any) -> Response:
     """An upstream's ``chat.completion`` body -> Response (first choice only).
 
-    A body with a top-level ``error`` (some servers answer 200 with one) raises it.
+    A body with a top-level ``error`` (some servers answer 200 with one) raises it; a
+    body without ``choices[0].message`` raises ``UpstreamError`` with status 502. A
+    missing ``id`` gets a fresh ``chatcmpl-`` id. With no usage the output is estimated
+    and input stays 0 (there is no request here), flagged ``estimated``.
     """
     if not isinstance(body, dict):
         raise UpstreamError("upstream returned a non-object body", status=502, body=body)
@@ -210,7 +222,9 @@ def parse_response(body: Any) -> Response:
         raise UpstreamError("upstream returned no choices", status=502, body=body)
     choice = choices[0]
     message = choice.get("message")
-    parts = _message_parts(message if isinstance(message, dict) else {})
+    if not isinstance(message, dict):
+        raise UpstreamError("upstream returned a choice without a message", status=502, body=body)
+    parts = _message_parts(message)
     has_calls = any(isinstance(p, ToolCallPart) for p in parts)
     stop, sequence = stop_reason_for(
         choice.get("finish_reason"), choice.get("stop_reason"), has_calls
@@ -265,10 +279,11 @@ def render_message(parts: Iterable[Part]) -> dict[str, Any]:
 def render_response(response: Response, request: Request) -> dict[str, Any]:
     """Response -> a ``chat.completion`` body the official SDK parses (§1.4).
 
-    ``model`` echoes what the client asked for, not the upstream's name for it.
+    ``model`` echoes what the client asked for, not the upstream's name for it; an empty
+    ``id`` (an upstream of another kind may have none) is replaced by a fresh one.
     """
     return {
-        "id": response.id,
+        "id": response.id or random_id("chatcmpl-"),
         "object": "chat.completion",
         "created": response.created or int(time.time()),
         "model": request.model,

@@ -33,6 +33,7 @@ from ...core import (
     ToolCallPart,
     Usage,
 )
+from ...core.tokens import estimate_request_tokens
 from ...errors import UpstreamError
 from ...sse import DONE, SSEEvent
 from .._common import random_id
@@ -61,6 +62,7 @@ class OpenAIChatStreamDecoder:
         "_open",
         "_reasoning",
         "_refusal",
+        "_request",
         "_started",
         "_stops",
         "_text",
@@ -69,6 +71,7 @@ class OpenAIChatStreamDecoder:
     )
 
     def __init__(self, request: Request) -> None:
+        self._request = request  # for the input estimate when no usage arrives
         self._stops = request.stop
         self._started = False
         self._done = False
@@ -83,6 +86,7 @@ class OpenAIChatStreamDecoder:
         self._matched_stop: str | None = None
         self._usage: Usage | None = None
         # Generated text, kept only to estimate output tokens if no usage ever arrives.
+        # (Servers that ignore stream_options.include_usage send none, §4.10.)
         self._generated: list[str] = []
 
     def feed(self, event: SSEEvent) -> list[StreamEvent]:
@@ -244,7 +248,10 @@ class OpenAIChatStreamDecoder:
         out: list[StreamEvent] = [BlockStop(i) for i in sorted(self._open)]
         self._open.clear()
         stop, sequence = stop_reason_for(self._finish, self._matched_stop, bool(self._tools))
-        usage = self._usage if self._usage is not None else estimated_usage(self._generated)
+        usage = self._usage
+        if usage is None:
+            estimate = estimate_request_tokens(self._request)
+            usage = estimated_usage(self._generated, input_tokens=estimate)
         out.append(StreamEnd(stop, sequence, usage))
         return out
 
