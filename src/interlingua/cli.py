@@ -1,10 +1,11 @@
-"""Command line: ``interlingua serve | models``.
+"""Command line: ``interlingua serve | models | batch``.
 
 interlingua serve                      # no config: the bundled local model (needs [local])
 interlingua serve --config my.yaml     # route model names to the upstreams in my.yaml
 interlingua serve --fake               # a scripted fake upstream that echoes (demos, tests)
 interlingua serve --print-config       # show the effective config as YAML and exit
 interlingua models --config my.yaml    # list the model names clients can ask for
+interlingua batch run in.jsonl -o out.jsonl --model m   # a JSONL of requests (see --help)
 """
 
 from __future__ import annotations
@@ -143,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--config", "-c", metavar="PATH", help="YAML config")
     models.add_argument("--fake", action="store_true", help="list the --fake config's models")
     models.set_defaults(func=_models)
+
+    from .batch.command import add_batch_parser
+
+    add_batch_parser(sub)
     return parser
 
 

@@ -17,6 +17,8 @@ The YAML shape is a contract (DESIGN.md, "Config")::
       smol:
         kind: local
         bundled: smollm2         # or: path: /models/some.gguf
+        n_ctx: 8192              # local only, all optional: n_ctx, n_threads, max_queue,
+                                 # chat_template, think_tags, text_tool_calls
     models:                      # what clients ask for -> where it goes
       - name: claude-sonnet-4-5
         upstream: vllm
@@ -49,6 +51,7 @@ import yaml
 
 __all__ = [
     "BUILTIN_KINDS",
+    "BUNDLED_MODELS",
     "REDACTED",
     "WILDCARD",
     "Config",
@@ -83,14 +86,26 @@ _COMMON_UPSTREAM_KEYS = (
     "bundled",
     "path",
 )
-# Kind-specific keys for the kinds we know; None = anything goes (the local engine's
-# settings are defined by its own module, outside kinds by their package).
+# Kind-specific keys for the kinds we know; None = anything goes (outside kinds define
+# their own settings in their package).
 _KIND_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "openai": (),
     "anthropic": (),
     "fake": ("wire", "chunk_size"),
-    "local": None,
+    # The local engine (upstreams/local): context size, CPU threads, how many requests
+    # may wait for the one model instance, a chat template overriding the GGUF's own,
+    # and the text processing of its output.
+    "local": (
+        "n_ctx",
+        "n_threads",
+        "max_queue",
+        "chat_template",
+        "think_tags",
+        "text_tool_calls",
+    ),
 }
+#: Models that ship inside an installed package, usable as ``bundled: <name>``.
+BUNDLED_MODELS: tuple[str, ...] = ("smollm2",)
 
 
 class ConfigError(ValueError):
@@ -342,6 +357,12 @@ def _check_kind_fields(cfg: UpstreamConfig, where: str) -> None:
             raise ConfigError(f"{where}: kind local needs bundled (e.g. smollm2) or path")
         if cfg.bundled is not None and cfg.path is not None:
             raise ConfigError(f"{where}: give bundled or path, not both")
+        if cfg.bundled is not None and cfg.bundled not in BUNDLED_MODELS:
+            raise ConfigError(
+                f"{where}.bundled: unknown bundled model {cfg.bundled!r} "
+                f"(known: {', '.join(BUNDLED_MODELS)})"
+            )
+        _check_local_options(cfg.options, where)
     elif cfg.kind in BUILTIN_KINDS:
         for key in ("bundled", "path"):
             if getattr(cfg, key) is not None:
@@ -353,6 +374,23 @@ def _check_kind_fields(cfg: UpstreamConfig, where: str) -> None:
         size = cfg.options.get("chunk_size")
         if size is not None:
             _positive_int(size, f"{where}.chunk_size")
+
+
+def _check_local_options(options: Mapping[str, Any], where: str) -> None:
+    for key in ("n_ctx", "n_threads"):
+        if key in options:
+            _positive_int(options[key], f"{where}.{key}")
+    if "n_ctx" in options and options["n_ctx"] < 16:
+        raise ConfigError(f"{where}.n_ctx: must be at least 16, got {options['n_ctx']}")
+    if "max_queue" in options:
+        queue = _int(options["max_queue"], f"{where}.max_queue")
+        if queue < 0:
+            raise ConfigError(f"{where}.max_queue: must be 0 or more, got {queue}")
+    if "chat_template" in options:
+        _str(options["chat_template"], f"{where}.chat_template")
+    for key in ("think_tags", "text_tool_calls"):
+        if key in options and not isinstance(options[key], bool):
+            raise ConfigError(f"{where}.{key}: expected true or false, got {_kind(options[key])}")
 
 
 def _parse_headers(data: Any, where: str) -> dict[str, str]:

@@ -1,0 +1,306 @@
+"""The ``local`` upstream: a GGUF model answering in neutral events, like any upstream.
+
+It has no wire dialect (``dialect = None``), so every client dialect reaches it through
+the normal translation path. A request goes:
+
+1. prompt -- tools described in the system prompt when present, tool history as text,
+   the model's own chat template, tokenized (:mod:`.prompt`); a prompt that does not fit
+   the context is the caller's 400 ``context_length_exceeded`` / "prompt is too long";
+2. the slot -- one generation per model, a bounded line of waiters, 429 when it is full
+   (:mod:`.slot`);
+3. a worker thread generates token by token (:class:`.engine.LlamaEngine`) while this
+   async generator turns its text into ``StreamStart``, ``BlockStart(TextPart(""))``,
+   ``TextDelta``..., ``BlockStop``, ``StreamEnd`` with the true token counts. With tools
+   (or ``think_tags``) the events pass through the stream-safe text processors of
+   :mod:`interlingua.text`, so tool calls written as text become tool-call blocks.
+
+Closing the stream early (client gone, task cancelled) sets the job's cancel flag, which
+the worker checks after every token, and waits until the worker has let go of the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from ...config import ConfigError, UpstreamConfig
+from ...core import (
+    BlockStart,
+    BlockStop,
+    Request,
+    Response,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    Usage,
+    fold,
+)
+from ...dialects._common import random_id
+from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
+from ..base import Upstream
+from .engine import Finish, Job, LlamaEngine, Sampling, bundled_model_path
+from .prompt import chat_messages, check_supported, for_text_model, grammar_for, sampling_for
+from .slot import Slot
+
+__all__ = ["DEFAULT_MAX_QUEUE", "DEFAULT_N_CTX", "LocalUpstream"]
+
+DEFAULT_N_CTX = 8192
+DEFAULT_MAX_QUEUE = 16
+# How long aclose() waits for a running generation to notice its cancel flag.
+_JOIN_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A request made ready for the engine."""
+
+    tokens: list[int]
+    max_tokens: int
+    sampling: Sampling
+    #: parse tool calls out of the text (tools offered and not tool_choice "none")
+    tool_names: tuple[str, ...] | None
+
+
+class LocalUpstream(Upstream):
+    """A GGUF model run in process by llama.cpp. See the module docstring.
+
+    >>> up = LocalUpstream("local", LlamaEngine(bundled_model_path("smollm2")))
+    >>> await up.start()                      # doctest: +SKIP  (loads the model, ~0.3 s)
+    >>> (await up.complete(request)).text     # doctest: +SKIP
+    """
+
+    dialect = None  # never the passthrough path: there is no wire
+
+    def __init__(
+        self,
+        name: str,
+        engine: LlamaEngine,
+        *,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        think_tags: bool = False,
+        text_tool_calls: bool = True,
+    ) -> None:
+        super().__init__(name)
+        self.engine = engine
+        self.slot = Slot(max_queue)
+        self.think_tags = think_tags
+        self.text_tool_calls = text_tool_calls
+        self._running: dict[threading.Thread, Job] = {}
+
+    @classmethod
+    def from_config(cls, cfg: UpstreamConfig) -> LocalUpstream:
+        """Build from an upstream entry of kind ``local`` (options validated by config)."""
+        where = f"upstreams.{cfg.name}"
+        try:
+            path = cfg.path if cfg.path is not None else bundled_model_path(cfg.bundled or "")
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if not os.path.isfile(path):
+            raise ConfigError(f"{where}.path: no such model file: {path}")
+        options = cfg.options
+        engine = LlamaEngine(
+            path,
+            n_ctx=options.get("n_ctx", DEFAULT_N_CTX),
+            n_threads=options.get("n_threads"),
+            chat_template=options.get("chat_template"),
+        )
+        return cls(
+            cfg.name,
+            engine,
+            max_queue=options.get("max_queue", DEFAULT_MAX_QUEUE),
+            think_tags=options.get("think_tags", False),
+            text_tool_calls=options.get("text_tool_calls", True),
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the model off the event loop (also done lazily on first use)."""
+        await self._ensure_loaded()
+
+    async def aclose(self) -> None:
+        """Stop any running generation, wait for it, and free the model."""
+        for job in list(self._running.values()):
+            job.cancel.set()
+        threads = list(self._running)
+        for thread in threads:
+            await asyncio.to_thread(thread.join, _JOIN_TIMEOUT)
+        if not any(t.is_alive() for t in threads):
+            self.engine.close()
+
+    async def _ensure_loaded(self) -> None:
+        if not self.engine.loaded:
+            await asyncio.to_thread(self.engine.load)
+
+    # -- the request path ---------------------------------------------------------------
+
+    def _prompt_tokens(self, request: Request) -> list[int]:
+        view = for_text_model(request, self.text_tool_calls)
+        try:
+            prompt = self.engine.render(chat_messages(view))
+        except InterlinguaError:
+            raise
+        except Exception as exc:  # Jinja's raise_exception(): e.g. roles must alternate
+            raise InvalidRequestError(
+                f"the model's chat template refused these messages: {exc}", param="messages"
+            ) from None
+        return self.engine.tokenize(prompt)
+
+    def _prepare(self, request: Request) -> _Prepared:
+        check_supported(request)
+        tokens = self._prompt_tokens(request)
+        n_ctx = self.engine.n_ctx
+        if len(tokens) >= n_ctx:
+            raise InvalidRequestError(
+                f"prompt is too long: {len(tokens)} tokens > {n_ctx - 1} maximum",
+                code="context_length_exceeded",
+                param="messages",
+            )
+        room = n_ctx - len(tokens)
+        max_tokens = room if request.max_tokens is None else min(request.max_tokens, room)
+        grammar = grammar_for(request.response_format)
+        if grammar is not None and not self.engine.grammar_is_valid(grammar):
+            raise InvalidRequestError(
+                "response_format: llama.cpp could not compile a grammar for this schema",
+                param="response_format",
+            )
+        choice = request.tool_choice
+        parse_tools = (
+            self.text_tool_calls
+            and bool(request.tools)
+            and (choice is None or choice.mode != "none")
+        )
+        return _Prepared(
+            tokens=tokens,
+            max_tokens=max(1, max_tokens),
+            sampling=sampling_for(request, grammar),
+            tool_names=tuple(t.name for t in request.tools) if parse_tools else None,
+        )
+
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Generate with neutral events; refusals (too long, busy, images) raise first."""
+        await self._ensure_loaded()
+        prepared = self._prepare(request)
+        await self.slot.acquire()
+        loop = asyncio.get_running_loop()
+        job = Job(
+            tokens=prepared.tokens,
+            max_tokens=prepared.max_tokens,
+            sampling=prepared.sampling,
+            stops=request.stop,
+            loop=loop,
+            done=loop.create_future(),
+        )
+        try:
+            self._launch(job)
+        except BaseException:
+            self.slot.release()
+            raise
+        try:
+            async for event in _events(job, request.model, prepared, self.think_tags):
+                yield event
+        finally:
+            job.cancel.set()
+            assert job.done is not None
+            # Shielded: a second cancellation must not stop us from noticing the
+            # worker's end; the slot is released by the worker either way.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(job.done)
+
+    def _launch(self, job: Job) -> None:
+        thread = threading.Thread(
+            target=self._work, args=(job,), name=f"interlingua-local-{self.name}", daemon=True
+        )
+        self._running[thread] = job
+        thread.start()
+
+    def _work(self, job: Job) -> None:
+        try:
+            self.engine.run(job)
+        finally:
+            self._running.pop(threading.current_thread(), None)
+            # Free the model before telling the consumer: a client that sends its next
+            # request the moment this one ends must find the slot free.
+            self.slot.release()
+            job.finished()
+
+    async def complete(self, request: Request) -> Response:
+        """The folded stream (the model always generates token by token)."""
+        # aclosing: a cancelled caller stops the generation now, not when the abandoned
+        # generator is garbage-collected.
+        async with contextlib.aclosing(self.stream(request)) as events:
+            return fold([event async for event in events])
+
+    async def count_tokens(self, request: Request) -> int:
+        """Prompt tokens by the model's tokenizer and chat template (tools prompt included)."""
+        await self._ensure_loaded()
+        return len(self._prompt_tokens(request))
+
+
+async def _events(
+    job: Job, model: str, prepared: _Prepared, think_tags: bool
+) -> AsyncIterator[StreamEvent]:
+    """The job's items as neutral events, through the text processors when asked."""
+    process = _processor(prepared, think_tags)
+    n_input = len(prepared.tokens)
+    start = StreamStart(random_id("local-"), model, int(time.time()), Usage(input_tokens=n_input))
+    for event in process((start, BlockStart(0, TextPart("")))):
+        yield event
+    while True:
+        item = await job.queue.get()
+        if isinstance(item, str):
+            for event in process((TextDelta(0, item),)):
+                yield event
+        elif isinstance(item, Finish):
+            usage = Usage(input_tokens=n_input, output_tokens=item.output_tokens)
+            end = StreamEnd(item.stop_reason, item.stop_sequence, usage)
+            for event in process((BlockStop(0), end), final=True):
+                yield event
+            return
+        else:
+            error = item if isinstance(item, InterlinguaError) else _engine_error(item)
+            yield StreamError(error)
+            return
+
+
+def _engine_error(exc: BaseException) -> UpstreamError:
+    return UpstreamError(f"local model failed: {type(exc).__name__}: {exc}", status=500)
+
+
+class _Passthrough:
+    """No text processing: events pass as they are."""
+
+    def __call__(self, events: tuple[StreamEvent, ...], final: bool = False) -> Any:
+        return events
+
+
+def _processor(prepared: _Prepared, think_tags: bool) -> Any:
+    """A callable ``(events, final=False) -> events`` for this request's text processing."""
+    if prepared.tool_names is None and not think_tags:
+        return _Passthrough()
+    from ...text import TextProcessingStream
+
+    stream = TextProcessingStream(
+        think_tags=think_tags,
+        text_tool_calls=prepared.tool_names is not None,
+        tool_names=prepared.tool_names or (),
+    )
+
+    def process(events: tuple[StreamEvent, ...], final: bool = False) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for event in events:
+            out.extend(stream.feed(event))
+        if final:
+            out.extend(stream.flush())
+        return out
+
+    return process

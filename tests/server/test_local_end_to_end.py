@@ -1,0 +1,391 @@
+"""The official SDKs against a live gateway serving the bundled SmolLM2 (the default config).
+
+This is what ``interlingua serve`` with no config does. The model is tiny and sampled
+(llama.cpp's chat defaults), so assertions are about shape and exact counts; content is
+checked only where it is pinned down: a fixed seed verified to answer "Paris", greedy
+decoding (temperature 0) verified to count "1, 2, 3, ...", or a JSON-schema grammar.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from interlingua.config import default_config, parse_config
+from interlingua.server import create_app
+from interlingua.upstreams.local import LlamaEngine, bundled_model_path
+
+from ..live_server import live_server
+
+QUESTION = "What is the capital of France?"
+COUNT = "Count from 1 to 10, separated by commas."
+STORY = "Write a very long story about a dragon."
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "population": {"type": "integer"},
+    },
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with live_server(create_app(default_config())) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def tight_url() -> Iterator[str]:
+    """A gateway whose model has a 256-token context and no wait line."""
+    config = parse_config(
+        {
+            "upstreams": {
+                "local": {"kind": "local", "bundled": "smollm2", "n_ctx": 256, "max_queue": 0}
+            },
+            "models": [{"name": "smollm2", "upstream": "local"}],
+        }
+    )
+    with live_server(create_app(config)) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Iterator[LlamaEngine]:
+    """The same model, loaded apart, to count tokens independently of the gateway."""
+    engine = LlamaEngine(bundled_model_path("smollm2"), n_ctx=512)
+    engine.load()
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def gpt(url: str) -> Iterator[openai.OpenAI]:
+    with openai_client(url) as client:
+        yield client
+
+
+@pytest.fixture
+def claude(url: str) -> Iterator[anthropic.Anthropic]:
+    with anthropic_client(url) as client:
+        yield client
+
+
+def openai_client(url: str, retries: int = 0) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=retries)
+
+
+def anthropic_client(url: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+
+
+def prompt_tokens(tokenizer: LlamaEngine, messages: list[dict[str, str]]) -> int:
+    return len(tokenizer.tokenize(tokenizer.render(messages)))
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+def test_openai_answers_the_question(gpt: openai.OpenAI, tokenizer: LlamaEngine) -> None:
+    completion = gpt.chat.completions.create(
+        model="smollm2", messages=user(QUESTION), max_tokens=30, seed=1
+    )
+    choice = completion.choices[0]
+    assert "Paris" in (choice.message.content or "")
+    assert choice.finish_reason in ("stop", "length")
+    assert completion.model == "smollm2"
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens == prompt_tokens(tokenizer, user(QUESTION))
+    assert 0 < completion.usage.completion_tokens <= 30
+
+
+def test_openai_streams_with_exact_usage(gpt: openai.OpenAI, tokenizer: LlamaEngine) -> None:
+    stream = gpt.chat.completions.create(
+        model="default",
+        messages=user(QUESTION),
+        max_tokens=30,
+        seed=1,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    pieces: list[str] = []
+    usage = None
+    finish = None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            if choice.delta.content:
+                pieces.append(choice.delta.content)
+            finish = choice.finish_reason or finish
+    assert "Paris" in "".join(pieces)
+    assert finish in ("stop", "length")
+    assert usage is not None
+    assert usage.prompt_tokens == prompt_tokens(tokenizer, user(QUESTION))
+    # One chunk per generated token (plain English: every token is whole characters).
+    assert usage.completion_tokens == len(pieces)
+
+
+def test_anthropic_answers(claude: anthropic.Anthropic, tokenizer: LlamaEngine) -> None:
+    message = claude.messages.create(
+        model="smollm2",
+        max_tokens=30,
+        system="You are a geography teacher.",
+        messages=[{"role": "user", "content": QUESTION}],
+    )
+    assert message.content and message.content[0].type == "text"
+    assert message.content[0].text.strip()
+    assert message.stop_reason in ("end_turn", "max_tokens")
+    expected = prompt_tokens(
+        tokenizer, [{"role": "system", "content": "You are a geography teacher."}, *user(QUESTION)]
+    )
+    assert message.usage.input_tokens == expected
+    assert 0 < message.usage.output_tokens <= 30
+
+
+def test_anthropic_streams(claude: anthropic.Anthropic) -> None:
+    with claude.messages.stream(
+        model="smollm2", max_tokens=30, messages=[{"role": "user", "content": QUESTION}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text.strip()
+    assert final.content[0].text == text  # type: ignore[union-attr]
+    assert final.stop_reason in ("end_turn", "max_tokens")
+    assert final.usage.output_tokens > 0
+
+
+def test_anthropic_count_tokens_uses_the_model_tokenizer(
+    claude: anthropic.Anthropic, tokenizer: LlamaEngine
+) -> None:
+    counted = claude.messages.count_tokens(
+        model="smollm2", messages=[{"role": "user", "content": QUESTION}]
+    )
+    assert counted.input_tokens == prompt_tokens(tokenizer, user(QUESTION))
+
+
+# --- limits: max_tokens, stop sequences ------------------------------------------------------
+
+
+def test_openai_max_tokens_is_length(gpt: openai.OpenAI) -> None:
+    completion = gpt.chat.completions.create(model="smollm2", messages=user(STORY), max_tokens=5)
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.usage is not None and completion.usage.completion_tokens == 5
+
+
+def test_anthropic_max_tokens_streaming(claude: anthropic.Anthropic) -> None:
+    with claude.messages.stream(
+        model="smollm2", max_tokens=5, messages=[{"role": "user", "content": STORY}]
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "max_tokens"
+    assert final.usage.output_tokens == 5
+
+
+def test_openai_stop_sequence_trims(gpt: openai.OpenAI) -> None:
+    # Greedy decoding (temperature 0) answers "1, 2, 3, 4, 5, 6, 7, 8, 9, 10".
+    completion = gpt.chat.completions.create(
+        model="smollm2", messages=user(COUNT), temperature=0, stop=["3"], max_tokens=40
+    )
+    choice = completion.choices[0]
+    assert choice.message.content == "1, 2, "
+    assert choice.finish_reason == "stop"
+
+
+def test_anthropic_stop_sequence_is_reported(claude: anthropic.Anthropic) -> None:
+    message = claude.messages.create(
+        model="smollm2",
+        max_tokens=40,
+        stop_sequences=["3"],
+        # This SDK version has no `temperature` argument; the API still takes it.
+        extra_body={"temperature": 0},
+        messages=[{"role": "user", "content": COUNT}],
+    )
+    assert message.content[0].text == "1, 2, "  # type: ignore[union-attr]
+    assert message.stop_reason == "stop_sequence"
+    assert message.stop_sequence == "3"
+
+
+def test_anthropic_stop_sequence_streaming(claude: anthropic.Anthropic) -> None:
+    with claude.messages.stream(
+        model="smollm2",
+        max_tokens=40,
+        stop_sequences=["3"],
+        # This SDK version has no `temperature` argument; the API still takes it.
+        extra_body={"temperature": 0},
+        messages=[{"role": "user", "content": COUNT}],
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "1, 2, "
+    assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", "3")
+
+
+# --- structured output -----------------------------------------------------------------------
+
+
+def check_city(data: Any) -> None:
+    """Validate against SCHEMA by hand (jsonschema is not a dependency)."""
+    assert isinstance(data, dict)
+    assert set(data) == {"city", "population"}
+    assert isinstance(data["city"], str) and len(data["city"]) <= 40
+    assert isinstance(data["population"], int) and not isinstance(data["population"], bool)
+
+
+def test_openai_json_schema_output_validates(gpt: openai.OpenAI) -> None:
+    completion = gpt.chat.completions.create(
+        model="smollm2",
+        messages=user("What is the largest city in France and its population? Answer in JSON."),
+        max_tokens=200,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "city", "schema": SCHEMA, "strict": True},
+        },
+    )
+    assert completion.choices[0].finish_reason == "stop"
+    check_city(json.loads(completion.choices[0].message.content or ""))
+
+
+def test_anthropic_json_schema_output_validates(claude: anthropic.Anthropic) -> None:
+    message = claude.messages.create(
+        model="smollm2",
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Name a big city and its population, as JSON."}],
+        output_config={"format": {"type": "json_schema", "schema": SCHEMA}},
+    )
+    assert message.stop_reason == "end_turn"
+    check_city(json.loads(message.content[0].text))  # type: ignore[union-attr]
+
+
+def test_openai_json_object_output_parses(gpt: openai.OpenAI) -> None:
+    completion = gpt.chat.completions.create(
+        model="smollm2",
+        messages=user("Describe a cat as a JSON object with a name and an age."),
+        max_tokens=300,
+        response_format={"type": "json_object"},
+    )
+    if completion.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(completion.choices[0].message.content or ""), dict)
+    else:  # ran out of tokens inside the object: still the start of one
+        assert (completion.choices[0].message.content or "").lstrip().startswith("{")
+
+
+# --- concurrency: disconnects, the wait line, responsiveness ---------------------------------
+
+
+def long_stream_body(model: str = "smollm2") -> dict[str, Any]:
+    return {"model": model, "messages": user(STORY), "max_tokens": 2000, "stream": True}
+
+
+def test_a_disconnect_mid_stream_frees_the_model(url: str) -> None:
+    with httpx.Client(base_url=url, timeout=30) as client:
+        with client.stream("POST", "/v1/chat/completions", json=long_stream_body()) as response:
+            assert response.status_code == 200
+            next(response.iter_bytes())  # the generation is running
+        # Closed after the first chunk. The next request needs the model: its first byte
+        # (sent once it holds the model) must come at once, not after 2000 tokens.
+        started = time.monotonic()
+        body = {**long_stream_body(), "max_tokens": 3}
+        with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            assert response.status_code == 200
+            chunks = response.iter_bytes()
+            next(chunks)
+            first_byte = time.monotonic() - started
+            rest = b"".join(chunks)
+    assert first_byte < 2.0, f"the model was still busy: first byte after {first_byte:.2f} s"
+    assert b"[DONE]" in rest
+
+
+def test_health_answers_during_generation(url: str) -> None:
+    with (
+        httpx.Client(base_url=url, timeout=30) as client,
+        client.stream("POST", "/v1/chat/completions", json=long_stream_body()) as response,
+    ):
+        next(response.iter_bytes())
+        started = time.monotonic()
+        health = client.get("/health", timeout=5)
+        elapsed = time.monotonic() - started
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert elapsed < 1.0
+
+
+def hold_the_model(url: str) -> tuple[threading.Event, threading.Thread]:
+    """Keep a long generation running in a thread until the returned event is set."""
+    started, release = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with (
+            httpx.Client(base_url=url, timeout=30) as client,
+            client.stream("POST", "/v1/chat/completions", json=long_stream_body()) as response,
+        ):
+            next(response.iter_bytes())
+            started.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(30), "the long generation did not start"
+    return release, thread
+
+
+def test_a_full_wait_line_is_429_for_openai_and_overloaded_for_anthropic(tight_url: str) -> None:
+    release, thread = hold_the_model(tight_url)
+    try:
+        with openai_client(tight_url) as gpt, pytest.raises(openai.RateLimitError) as oai:
+            gpt.chat.completions.create(model="smollm2", messages=user("hi"), max_tokens=3)
+        assert oai.value.status_code == 429
+        assert oai.value.response.headers["retry-after"] == "1"
+        assert "local model is busy" in oai.value.message
+        with anthropic_client(tight_url) as claude, pytest.raises(anthropic.APIStatusError) as ant:
+            claude.messages.create(
+                model="smollm2", max_tokens=3, messages=[{"role": "user", "content": "hi"}]
+            )
+        assert ant.value.status_code == 529
+        assert ant.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    finally:
+        release.set()
+        thread.join(10)
+    # Once the holder is gone the model serves again.
+    with openai_client(tight_url, retries=2) as gpt:
+        assert gpt.chat.completions.create(model="smollm2", messages=user("hi"), max_tokens=3)
+
+
+# --- context length --------------------------------------------------------------------------
+
+
+def test_prompt_too_long_openai(tight_url: str) -> None:
+    with openai_client(tight_url) as gpt, pytest.raises(openai.BadRequestError) as info:
+        gpt.chat.completions.create(model="smollm2", messages=user("word " * 400), max_tokens=5)
+    assert info.value.status_code == 400
+    assert info.value.code == "context_length_exceeded"
+    assert info.value.param == "messages"
+    assert "prompt is too long" in info.value.message
+
+
+def test_prompt_too_long_anthropic_streaming(tight_url: str) -> None:
+    with (
+        anthropic_client(tight_url) as claude,
+        pytest.raises(anthropic.BadRequestError) as info,
+        claude.messages.stream(
+            model="smollm2", max_tokens=5, messages=[{"role": "user", "content": "word " * 400}]
+        ) as stream,
+    ):
+        stream.get_final_message()
+    error = info.value.body["error"]  # type: ignore[index]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith("prompt is too long: ")
+    assert error["message"].endswith(" tokens > 255 maximum")
