@@ -223,12 +223,6 @@ async def test_unknown_block_to_openai_upstream_is_400() -> None:
     assert_error(resp, "anthropic", 400, "bogus", "invalid_request_error")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dialects/openai_chat/_messages.py renders an unsupported part with "
-    "param='messages' and a message without its position, so an Anthropic caller (whose "
-    "error shape has no param) cannot tell which block was refused",
-)
 async def test_unknown_block_to_openai_upstream_names_its_position() -> None:
     app = create_app(_config(), upstreams={"fake": FakeUpstream("fake", wire="openai")})
     async with await _client(app) as client:

@@ -18,6 +18,7 @@ Rendering (neutral -> Anthropic body, for an Anthropic-speaking upstream) is in
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -40,7 +41,7 @@ from ...core import (
 )
 from ...core.parts import Meta
 from ...errors import InvalidRequestError
-from .._common import expect_type
+from .._common import SOURCE_INDEX, expect_type
 
 NAME = "anthropic"
 EXTRA_META = "anthropic"
@@ -324,7 +325,10 @@ def _parse_messages(body: dict[str, Any]) -> list[Message]:
             param="messages",
         )
     for i, item in enumerate(raw):
-        messages.extend(_parse_message(item, f"messages[{i}]"))
+        # Record the client's own index: the top-level system prompt shifts neutral
+        # positions by one, and renderers name the client's position in errors.
+        for message in _parse_message(item, f"messages[{i}]"):
+            messages.append(replace(message, meta={**message.meta, SOURCE_INDEX: i}))
     return messages
 
 

@@ -326,14 +326,17 @@ def _tool_calls(raw: Any, p: str) -> list[Part]:
 def render_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     """Neutral messages -> the Chat ``messages`` array."""
     out: list[dict[str, Any]] = []
-    for m in messages:
+    for i, m in enumerate(messages):
+        # Errors name the client's own message position when the parser recorded it.
+        where = f"messages[{m.meta.get(SOURCE_INDEX, i)}]"
         if m.role == "assistant":
-            out.append(_render_assistant(m))
+            out.append(_render_assistant(m, where))
         elif m.role == "system":
             role = "developer" if m.meta.get("role") == "developer" else "system"
-            out.append(_with_name({"role": role, "content": _render_content(m.parts)}, m))
+            content = _render_content(m.parts, m.parts, where)
+            out.append(_with_name({"role": role, "content": content}, m))
         else:
-            out.extend(_render_user(m))
+            out.extend(_render_user(m, where))
     return out
 
 
@@ -343,7 +346,7 @@ def _with_name(msg: dict[str, Any], m: Message) -> dict[str, Any]:
     return msg
 
 
-def _render_user(m: Message) -> list[dict[str, Any]]:
+def _render_user(m: Message, where: str) -> list[dict[str, Any]]:
     """Each ToolResultPart becomes its own ``tool`` message, in order; the rest follows
     as one ``user`` message (§4.4)."""
     out: list[dict[str, Any]] = []
@@ -356,7 +359,8 @@ def _render_user(m: Message) -> list[dict[str, Any]]:
         elif not isinstance(part, ReasoningPart):  # reasoning has no place in a user turn
             rest.append(part)
     if rest or not out:
-        out.append(_with_name({"role": "user", "content": _render_content(rest)}, m))
+        content = _render_content(rest, m.parts, where)
+        out.append(_with_name({"role": "user", "content": content}, m))
     return out
 
 
@@ -374,16 +378,26 @@ def _tool_text(part: ToolResultPart) -> str:
     return "Error: " + text if part.is_error else text
 
 
-def _render_content(parts: list[Part] | tuple[Part, ...]) -> str | list[dict[str, Any]]:
-    """A lone text part (or nothing) renders as a string, anything else as a part list."""
+def _render_content(
+    parts: list[Part] | tuple[Part, ...], all_parts: tuple[Part, ...], where: str
+) -> str | list[dict[str, Any]]:
+    """A lone text part (or nothing) renders as a string, anything else as a part list.
+
+    ``all_parts`` is the whole message, so an error can name a part's own position.
+    """
     if not parts:
         return ""
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return parts[0].text
-    return [_render_part(p) for p in parts]
+    return [_render_part(p, _part_param(p, all_parts, where)) for p in parts]
 
 
-def _render_part(part: Part) -> dict[str, Any]:
+def _part_param(part: Part, all_parts: tuple[Part, ...], where: str) -> str:
+    position = next((j for j, p in enumerate(all_parts) if p is part), 0)
+    return f"{where}.content[{position}]"
+
+
+def _render_part(part: Part, param: str) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
@@ -397,8 +411,8 @@ def _render_part(part: Part) -> dict[str, Any]:
         return part.raw
     what = part.raw.get("type") if isinstance(part, UnknownPart) else type(part).__name__
     raise InvalidRequestError(
-        f"Content of type {what!r} cannot be sent to an OpenAI Chat Completions upstream.",
-        param="messages",
+        f"{param}: content of type {what!r} cannot be sent to an OpenAI Chat Completions upstream.",
+        param=param,
     )
 
 
@@ -421,7 +435,7 @@ def _render_document(part: DocumentPart) -> dict[str, Any]:
     return {"type": "file", "file": spec}
 
 
-def _render_assistant(m: Message) -> dict[str, Any]:
+def _render_assistant(m: Message, where: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     refusal: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -437,7 +451,7 @@ def _render_assistant(m: Message) -> dict[str, Any]:
         elif isinstance(part, UnknownPart) and part.raw.get("type") == "custom":
             calls.append(part.raw)  # a custom tool call parsed from tool_calls
         else:
-            content.append(_render_part(part))
+            content.append(_render_part(part, _part_param(part, m.parts, where)))
     msg: dict[str, Any] = {"role": "assistant"}
     if all(c.get("type") == "text" for c in content):
         text = "".join(c["text"] for c in content)
