@@ -1,0 +1,132 @@
+"""In-process microbenchmarks of the translation code, without HTTP around it.
+
+What a translated request costs in pure Python, per piece of work, using exactly the
+calls the gateway makes (``server/gateway.py``, ``upstreams/http.py``):
+
+* stream, per chunk: upstream SSE bytes -> ``SSEDecoder`` -> the upstream dialect's
+  stream decoder -> the client dialect's stream encoder -> bytes (both directions);
+* request: body bytes -> ``orjson.loads`` -> ``parse_request`` -> ``render_request``
+  (+ ``finalize_wire``) -> ``orjson.dumps``, for the small and the 80 KB body;
+* response: upstream body -> ``parse_response`` -> client ``render_response`` -> bytes.
+
+Each figure is the best of several repeats (the least disturbed by other load on the
+machine), in microseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import orjson
+
+from interlingua.dialects import get_dialect
+from interlingua.sse import SSEDecoder
+from interlingua.upstreams.http import finalize_wire
+
+from . import mock
+from .scenarios import BY_NAME, request_body
+
+
+@dataclass(frozen=True, slots=True)
+class MicroResult:
+    """One microbenchmark: ``value`` microseconds per ``unit``."""
+
+    name: str
+    value: float
+    unit: str
+
+
+def best_of(fn: Callable[[], None], *, repeats: int = 5, budget_s: float = 0.2) -> float:
+    """Seconds per call of ``fn``: the best mean over ``repeats`` batches of ~``budget_s``."""
+    fn()  # warm caches and lazy imports
+    start = time.perf_counter()
+    calls = 0
+    while time.perf_counter() - start < budget_s / 4:
+        fn()
+        calls += 1
+    per_batch = max(1, int(calls * 4))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(per_batch):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / per_batch)
+    return best
+
+
+def _stream_translation(
+    upstream: str, client: str, scenario: str, wire: list[bytes]
+) -> Callable[[], None]:
+    """One whole streamed answer pushed through decode -> neutral -> encode."""
+    up, down = get_dialect(upstream), get_dialect(client)
+    client_request = down.parse_request(orjson.loads(request_body(BY_NAME[scenario])))
+    upstream_request = replace(client_request, model="upstream-model", stream=True)
+
+    def run() -> None:
+        sse = SSEDecoder()
+        decoder = up.stream_decoder(upstream_request)
+        encoder = down.stream_encoder(client_request)
+        for chunk in wire:
+            for event in sse.decode(chunk):
+                for neutral in decoder.feed(event):
+                    encoder.encode(neutral)
+        for event in sse.flush():
+            for neutral in decoder.feed(event):
+                encoder.encode(neutral)
+        for neutral in decoder.flush():
+            encoder.encode(neutral)
+
+    return run
+
+
+def _sse_events(stream: bytes) -> list[bytes]:
+    """A stream split into its events, one network read each (the worst case for us)."""
+    return [part + b"\n\n" for part in stream.split(b"\n\n") if part]
+
+
+def _request_translation(scenario: str) -> Callable[[], None]:
+    source = get_dialect(BY_NAME[scenario].client)
+    target = get_dialect("openai" if source.name == "anthropic" else "anthropic")
+    raw = request_body(BY_NAME[scenario])
+
+    def run() -> None:
+        request = source.parse_request(orjson.loads(raw))
+        wire = finalize_wire(target.name, target.render_request(request), False)
+        orjson.dumps(wire)
+
+    return run
+
+
+def _response_translation() -> Callable[[], None]:
+    client, upstream = get_dialect("anthropic"), get_dialect("openai")
+    request = client.parse_request(orjson.loads(request_body(BY_NAME["a2o"])))
+    raw = mock.openai_completion()
+
+    def run() -> None:
+        response = upstream.parse_response(orjson.loads(raw))
+        orjson.dumps(client.render_response(response, request))
+
+    return run
+
+
+def run_all(*, repeats: int = 5, budget_s: float = 0.2) -> list[MicroResult]:
+    """Every microbenchmark, in the order the report lists them."""
+    openai_wire = [*mock.openai_stream_chunks(), b"data: [DONE]\n\n"]
+    anthropic_wire = _sse_events(mock.anthropic_stream())
+    chunks = mock.OPENAI_STREAM_CHUNKS
+    o2a_stream = _stream_translation("openai", "anthropic", "a2o-stream", openai_wire)
+    a2o_stream = _stream_translation("anthropic", "openai", "o2a-stream", anthropic_wire)
+    cases: list[tuple[str, Callable[[], None], float, str]] = [
+        ("stream OpenAI chunk → Anthropic events", o2a_stream, chunks, "chunk"),
+        ("stream Anthropic event → OpenAI chunk", a2o_stream, len(anthropic_wire), "event"),
+        ("request Anthropic→OpenAI, small body", _request_translation("a2o"), 1, "request"),
+        ("request Anthropic→OpenAI, 80 KB body", _request_translation("a2o-80k"), 1, "request"),
+        ("response OpenAI→Anthropic, non-stream", _response_translation(), 1, "response"),
+    ]
+    out = []
+    for name, fn, per, unit in cases:
+        seconds = best_of(fn, repeats=repeats, budget_s=budget_s)
+        out.append(MicroResult(name, seconds * 1e6 / per, unit))
+    return out

@@ -1,0 +1,159 @@
+"""What is measured: the scenarios, the gateway config that routes them, the bodies sent.
+
+Each scenario is a client dialect posting one body to one path; the model alias in the
+body picks the route. Routes go to four upstreams on the mock nginx, one per answer kind
+(OpenAI or Anthropic wire, JSON or SSE), because nginx answers by path, not by body::
+
+    openai_json       http://127.0.0.1:<nginx>/v1          -> /v1/chat/completions
+    openai_stream     http://127.0.0.1:<nginx>/stream/v1   -> /stream/v1/chat/completions
+    anthropic_stream  http://127.0.0.1:<nginx>/stream      -> /stream/v1/messages
+
+A gateway scenario names its ``baseline``: the direct-to-nginx scenario hitting the same
+upstream answer, from which the overhead is computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+BODIES = Path(__file__).resolve().parent / "bodies"
+#: The key clients present. Every server under test checks it (interlingua's
+#: ``server.api_keys``, LiteLLM's master key, which LiteLLM refuses to run without), so
+#: client authentication is part of every measured request, as in production.
+CLIENT_KEY = "sk-bench-7f3a9c2e5b1d4f6a8c0e2b4d6f8a1c3e"
+OPENAI_HEADERS = (f"Authorization: Bearer {CLIENT_KEY}",)
+ANTHROPIC_HEADERS = (f"x-api-key: {CLIENT_KEY}", "anthropic-version: 2023-06-01")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One load shape: who calls (``client``), what, and which direct run it compares to."""
+
+    name: str
+    title: str
+    client: str  # "openai" | "anthropic": the dialect of the body and of the answer
+    path: str  # request path on the server under test
+    body: str  # file in bench/bodies
+    model: str  # the model alias routed by the gateway config ("" = keep, direct runs)
+    stream: bool
+    baseline: str = ""  # name of the direct scenario ("" for direct ones)
+
+    @property
+    def direct(self) -> bool:
+        """A run straight at nginx (the floor), not through a gateway."""
+        return not self.baseline
+
+    @property
+    def headers(self) -> tuple[str, ...]:
+        """The request headers a real client of this dialect sends."""
+        return ANTHROPIC_HEADERS if self.client == "anthropic" else OPENAI_HEADERS
+
+
+DIRECT = (
+    Scenario("direct-json", "direct nginx, chat JSON", "openai", "/v1/chat/completions",
+             "openai_chat.json", "", False),
+    Scenario("direct-stream", "direct nginx, chat SSE", "openai", "/stream/v1/chat/completions",
+             "openai_chat.json", "", True),
+    Scenario("direct-anthropic-stream", "direct nginx, messages SSE", "anthropic",
+             "/stream/v1/messages", "anthropic_messages.json", "", True),
+)  # fmt: skip
+GATEWAY = (
+    Scenario("passthrough", "OpenAI→OpenAI non-stream (passthrough)", "openai",
+             "/v1/chat/completions", "openai_chat.json", "bench-openai", False, "direct-json"),
+    Scenario("passthrough-stream", "OpenAI→OpenAI stream (passthrough)", "openai",
+             "/v1/chat/completions", "openai_chat.json", "bench-openai-stream", True,
+             "direct-stream"),
+    Scenario("a2o", "Anthropic→OpenAI non-stream", "anthropic", "/v1/messages",
+             "anthropic_messages.json", "bench-a2o", False, "direct-json"),
+    Scenario("a2o-stream", "Anthropic→OpenAI stream", "anthropic", "/v1/messages",
+             "anthropic_messages.json", "bench-a2o-stream", True, "direct-stream"),
+    Scenario("o2a-stream", "OpenAI→Anthropic stream", "openai", "/v1/chat/completions",
+             "openai_chat.json", "bench-o2a-stream", True, "direct-anthropic-stream"),
+    Scenario("a2o-80k", "80 KB Claude Code body, Anthropic→OpenAI non-stream", "anthropic",
+             "/v1/messages", "claude_code_80k.json", "bench-a2o", False, "direct-json"),
+)  # fmt: skip
+ALL = DIRECT + GATEWAY
+BY_NAME = {s.name: s for s in ALL}
+
+#: model alias -> (upstream name, upstream model)
+ROUTES = {
+    "bench-openai": ("openai_json", "gpt-4o-mini"),
+    "bench-openai-stream": ("openai_stream", "gpt-4o-mini"),
+    "bench-a2o": ("openai_json", "gpt-4o-mini"),
+    "bench-a2o-stream": ("openai_stream", "gpt-4o-mini"),
+    "bench-o2a-stream": ("anthropic_stream", "claude-sonnet-4-5"),
+}
+#: upstream name -> (kind, path under the nginx root that is its base_url)
+UPSTREAMS = {
+    "openai_json": ("openai", "/v1"),
+    "openai_stream": ("openai", "/stream/v1"),
+    "anthropic_stream": ("anthropic", "/stream"),
+}
+
+
+def gateway_config(nginx_base: str, port: int) -> dict[str, Any]:
+    """The interlingua config (as a YAML-able dict) routing every scenario to nginx."""
+    return {
+        "server": {"host": "127.0.0.1", "port": port, "api_keys": [CLIENT_KEY]},
+        "upstreams": {
+            name: {"kind": kind, "base_url": nginx_base + path}
+            for name, (kind, path) in UPSTREAMS.items()
+        },
+        "models": [
+            {"name": alias, "upstream": upstream, "model": model}
+            for alias, (upstream, model) in ROUTES.items()
+        ],
+    }
+
+
+def gateway_config_yaml(nginx_base: str, port: int) -> str:
+    """:func:`gateway_config` as YAML text."""
+    return yaml.safe_dump(gateway_config(nginx_base, port), sort_keys=False)
+
+
+def request_body(scenario: Scenario) -> bytes:
+    """The compact JSON ``scenario`` posts: the body file with its model and stream set."""
+    body = orjson.loads((BODIES / scenario.body).read_bytes())
+    if scenario.model:
+        body["model"] = scenario.model
+    body["stream"] = scenario.stream
+    if scenario.stream and scenario.client == "openai":
+        # What the OpenAI SDK sends when the caller wants usage (PROTOCOLS.md 1.5).
+        body["stream_options"] = {"include_usage": True}
+    return orjson.dumps(body)
+
+
+def check_answer(scenario: Scenario, status: int, content_type: str, body: bytes) -> str:
+    """Why one answer to ``scenario`` is wrong ("" when it is right).
+
+    Checked once before each load run: wrk only counts statuses, so a server answering
+    200 with the wrong thing would otherwise be measured as if it worked.
+    """
+    if status != 200:
+        return f"HTTP {status}: {body[:300]!r}"
+    if scenario.stream:
+        if "text/event-stream" not in content_type:
+            return f"content-type {content_type!r}, expected text/event-stream"
+        if scenario.client == "openai" and not body.rstrip().endswith(b"data: [DONE]"):
+            return f"OpenAI stream does not end with [DONE]: ...{body[-200:]!r}"
+        if scenario.client == "anthropic" and b"event: message_stop" not in body:
+            return f"Anthropic stream has no message_stop: ...{body[-200:]!r}"
+        if b"42" not in body:
+            return "the streamed text is missing"
+        return ""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return f"not JSON: {body[:300]!r}"
+    if scenario.client == "openai":
+        text = data.get("choices", [{}])[0].get("message", {}).get("content")
+    else:
+        text = "".join(b.get("text", "") for b in data.get("content", []) if isinstance(b, dict))
+    if not text or "42" not in text:
+        return f"unexpected answer: {body[:300]!r}"
+    return ""
