@@ -39,8 +39,8 @@ from ..routing import Router
 from ..upstreams import build_upstreams
 from ..upstreams.base import Upstream
 from .gateway import Gateway, internal_error
-from .http import BytesResponse, decode_json_object, read_body
-from .middleware import RequestIdMiddleware
+from .http import BytesResponse, StreamResponse, decode_json_object, read_body
+from .middleware import Front
 
 log = logging.getLogger("interlingua.server")
 
@@ -80,24 +80,28 @@ class Handlers:
                 code="invalid_api_key",
             )
 
-    async def _generate(self, request: HTTPRequest, dialect: Dialect) -> Any:
+    async def _generate(
+        self, request: HTTPRequest, dialect: Dialect
+    ) -> BytesResponse | StreamResponse:
         try:
             self._check_auth(request.headers)
-            body = decode_json_object(await read_body(request, self.gateway.max_body))
-            return await self.gateway.generate(dialect, body, request.headers)
+            raw = await read_body(request, self.gateway.max_body)
+            return await self.gateway.generate(
+                dialect, decode_json_object(raw), request.headers, raw
+            )
         except InterlinguaError as err:
             return self.gateway.error_response(dialect, err, _request_id(request))
         except Exception as exc:
             log.exception("unexpected failure on %s", request.url.path)
             return self.gateway.error_response(dialect, internal_error(exc), _request_id(request))
 
-    async def chat_completions(self, request: HTTPRequest) -> Any:
+    async def chat_completions(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
         return await self._generate(request, OPENAI)
 
-    async def messages(self, request: HTTPRequest) -> Any:
+    async def messages(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
         return await self._generate(request, ANTHROPIC)
 
-    async def count_tokens(self, request: HTTPRequest) -> Any:
+    async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
         try:
             self._check_auth(request.headers)
             body = decode_json_object(await read_body(request, self.gateway.max_body))
@@ -205,7 +209,13 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: _NotFoundAsError(gateway)},
     )
-    return RequestIdMiddleware(app)
+    fast_routes = {
+        ("POST", "/v1/chat/completions"): handlers.chat_completions,
+        ("POST", "/chat/completions"): handlers.chat_completions,
+        ("POST", "/v1/messages"): handlers.messages,
+        ("POST", "/v1/messages/count_tokens"): handlers.count_tokens,
+    }
+    return Front(app, fast_routes)
 
 
 def _new_session() -> aiohttp.ClientSession:

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..config import Config, ModelOptions
-from ..core import Request, StreamError
+from ..core import Request, StreamError, StreamEvent
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
@@ -121,13 +121,18 @@ class Gateway:
     # -- generation ---------------------------------------------------------------------
 
     async def generate(
-        self, dialect: Dialect, body: dict[str, Any], headers: Mapping[str, str]
+        self,
+        dialect: Dialect,
+        body: dict[str, Any],
+        headers: Mapping[str, str],
+        body_bytes: bytes = b"",
     ) -> BytesResponse | StreamResponse:
-        """Answer a generation request body of ``dialect``."""
+        """Answer a generation request body of ``dialect`` (``body_bytes``: its raw form,
+        forwarded as is on the passthrough path when no rewrite is needed)."""
         route = self.router.resolve(_model_of(body))
         upstream = route.upstream
         if upstream.dialect == dialect.name and route.options == _DEFAULT_OPTIONS:
-            return await self._passthrough(dialect, route, body, headers)
+            return await self._passthrough(dialect, route, body, headers, body_bytes)
         request = dialect.parse_request(body)
         upstream_request = replace(request, model=route.upstream_model)
         if request.stream:
@@ -139,56 +144,75 @@ class Gateway:
     async def _stream(
         self, dialect: Dialect, route: Route, request: Request, upstream_request: Request
     ) -> StreamResponse:
-        events = route.upstream.stream(upstream_request)
-        # Wait for the first event before sending headers: an upstream that refuses the
+        batches = route.upstream.stream_batches(upstream_request)
+        # Wait for the first events before sending headers: an upstream that refuses the
         # request raises here, and the client still gets a real HTTP error status.
         try:
-            first = await anext(events)
+            first = await anext(batches)
         except StopAsyncIteration:
             raise UpstreamError("upstream closed the stream without sending anything") from None
         except BaseException:
-            await _aclose(events)
+            await _aclose(batches)
             raise
         encoder = dialect.stream_encoder(request)
+        scrub = self.scrub
+
+        def encode(batch: list[StreamEvent]) -> tuple[bytes, bool]:
+            """One write for everything one upstream read produced; True at an error."""
+            out = []
+            for event in batch:
+                if isinstance(event, StreamError):
+                    event.error.message = scrub(event.error.message)
+                    out.append(encoder.encode(event))
+                    return b"".join(out), True
+                out.append(encoder.encode(event))
+            return b"".join(out), False
 
         async def chunks() -> AsyncIterator[bytes]:
-            if isinstance(first, StreamError):
-                first.error.message = self.scrub(first.error.message)
-            yield encoder.encode(first)
-            if isinstance(first, StreamError):
+            data, failed = encode(first)
+            yield data
+            if failed:
                 return
-            async for event in events:
-                if isinstance(event, StreamError):
-                    event.error.message = self.scrub(event.error.message)
-                    yield encoder.encode(event)
+            async for batch in batches:
+                data, failed = encode(batch)
+                yield data
+                if failed:
                     # An error ends the stream (upstreams/base.py): stop reading, so the
                     # upstream is closed now rather than drained.
                     return
-                yield encoder.encode(event)
 
         return StreamResponse(
             chunks(),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
-            aclose=lambda: _aclose(events),
+            aclose=lambda: _aclose(batches),
         )
 
     async def _passthrough(
-        self, dialect: Dialect, route: Route, body: dict[str, Any], headers: Mapping[str, str]
+        self,
+        dialect: Dialect,
+        route: Route,
+        body: dict[str, Any],
+        headers: Mapping[str, str],
+        body_bytes: bytes,
     ) -> BytesResponse | StreamResponse:
-        body["model"] = route.upstream_model
         stream = body.get("stream") is True
-        raw = await route.upstream.passthrough(orjson.dumps(body), stream, headers)
-        relayed = [JSON_CT, *_relayed(raw)]
-        if raw.status >= 400 or raw.chunks is None:
-            await raw.aclose()
-            status = _STATUS_FOR_CLIENT.get((dialect.name, raw.status), raw.status)
-            return BytesResponse(self.scrub_bytes(raw.body), status, relayed)
+        if route.upstream_model != body["model"] or not body_bytes:
+            body["model"] = route.upstream_model
+            raw_body = orjson.dumps(body)
+        else:
+            raw_body = body_bytes  # same name upstream: forward the client's bytes untouched
+        answer = await route.upstream.passthrough(raw_body, stream, headers)
+        relayed = [JSON_CT, *_relayed(answer)]
+        if answer.status >= 400 or answer.chunks is None:
+            await answer.aclose()
+            status = _STATUS_FOR_CLIENT.get((dialect.name, answer.status), answer.status)
+            return BytesResponse(self.scrub_bytes(answer.body), status, relayed)
         request = Request(model=str(body.get("model")), messages=(), stream=True)
         return StreamResponse(
-            self._scrub_stream(raw.chunks) if self.secrets else raw.chunks,
-            headers=SSE_HEADERS + _relayed(raw),
+            self._scrub_stream(answer.chunks) if self.secrets else answer.chunks,
+            headers=SSE_HEADERS + _relayed(answer),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
-            aclose=raw.aclose,
+            aclose=answer.aclose,
         )
 
     # -- other endpoints ----------------------------------------------------------------

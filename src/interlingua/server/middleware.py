@@ -1,31 +1,52 @@
-"""Pure-ASGI middleware: a request id on every response and one access-log line per request.
+"""The outermost ASGI layer: request ids, the access log, and hot-route dispatch.
 
-The id is put in ``scope["state"]["request_id"]`` for handlers (Anthropic error bodies
-carry it) and sent back as both ``x-request-id`` (OpenAI's name) and ``request-id``
-(Anthropic's), so either SDK exposes it to its caller.
+Every response carries a request id, sent back as both ``x-request-id`` (OpenAI's name)
+and ``request-id`` (Anthropic's) so either SDK exposes it to its caller; it is also put
+in ``scope["state"]["request_id"]`` for handlers (Anthropic error bodies carry it) and in
+the one access-log line per request.
+
+The generation endpoints are dispatched here directly, by an exact (method, path) lookup,
+instead of through Starlette's router and its request/response wrappers: they are the
+gateway's hot path (see docs/performance.md), and their responses (``BytesResponse`` /
+``StreamResponse``) take the id headers into their own header list, so no ``send``
+wrapper is needed either. Everything else -- lifespan, model lists, health, 404s -- goes
+to the Starlette app.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 
+from starlette.requests import Request as HTTPRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .http import BytesResponse, StreamResponse
 
 access_log = logging.getLogger("interlingua.access")
 
+FastHandler = Callable[[HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
+
+# A random per-process prefix and a counter: unique across processes and restarts, and
+# far cheaper per request than drawing fresh random bytes.
+_PREFIX = "req_" + os.urandom(6).hex()
+_COUNTER = itertools.count(1)
+
 
 def new_request_id() -> str:
-    """``req_`` + 24 hex characters (96 random bits)."""
-    return "req_" + os.urandom(12).hex()
+    """``req_`` + 12 random hex characters (per process) + a 12-digit hex counter."""
+    return f"{_PREFIX}{next(_COUNTER):012x}"
 
 
-class RequestIdMiddleware:
-    """Assign a request id, add it to the response headers, and log one access line."""
+class Front:
+    """Assign a request id, log one access line, and dispatch the hot routes directly."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, fast_routes: dict[tuple[str, str], FastHandler]) -> None:
         self.app = app
+        self.fast_routes = fast_routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -33,21 +54,25 @@ class RequestIdMiddleware:
             return
         request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
-        raw_id = request_id.encode()
+        id_headers = [(b"x-request-id", request_id.encode()), (b"request-id", request_id.encode())]
         started = time.perf_counter()
         status = 0
-
-        async def send_with_id(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                headers = list(message.get("headers", ()))
-                headers.append((b"x-request-id", raw_id))
-                headers.append((b"request-id", raw_id))
-                message["headers"] = headers
-            await send(message)
-
         try:
+            handler = self.fast_routes.get((scope["method"], scope["path"]))
+            if handler is not None:
+                response = await handler(HTTPRequest(scope, receive))
+                response.headers = [*response.headers, *id_headers]
+                status = response.status
+                await response(scope, receive, send)
+                return
+
+            async def send_with_id(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                    message["headers"] = [*message.get("headers", ()), *id_headers]
+                await send(message)
+
             await self.app(scope, receive, send_with_id)
         finally:
             if access_log.isEnabledFor(logging.INFO):

@@ -68,6 +68,22 @@ class Upstream:
         """
         raise NotImplementedError
 
+    async def stream_batches(self, request: Request) -> AsyncIterator[list[StreamEvent]]:
+        """:meth:`stream`, grouped: each list is what one upstream read produced.
+
+        The gateway writes one batch to the client in one send, which matters when an
+        upstream packs many events into one network read. The default wraps each event
+        in its own list; HTTP upstreams override it with their real read boundaries.
+        """
+        events = self.stream(request)
+        try:
+            async for event in events:
+                yield [event]
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
     async def passthrough(
         self, body: bytes, stream: bool, headers: Mapping[str, str]
     ) -> RawResponse:
