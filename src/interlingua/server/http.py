@@ -45,7 +45,7 @@ async def read_body(request: HTTPRequest, limit: int) -> bytes:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise InvalidRequestError("The client disconnected before sending the whole body.")
-        chunk = message.get("body", b"")
+        chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise _too_large(limit)

@@ -19,7 +19,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from starlette.requests import Request as HTTPRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -44,7 +44,7 @@ def new_request_id() -> str:
 class Front:
     """Assign a request id, log one access line, and dispatch the hot routes directly."""
 
-    def __init__(self, app: ASGIApp, fast_routes: dict[tuple[str, str], FastHandler]) -> None:
+    def __init__(self, app: ASGIApp, fast_routes: Mapping[tuple[str, str], FastHandler]) -> None:
         self.app = app
         self.fast_routes = fast_routes
 
