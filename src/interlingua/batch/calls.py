@@ -1,0 +1,227 @@
+"""One input line -> one HTTP call -> one output line.
+
+Which call depends on the line and the client's dialect:
+
+* an OpenAI Batch line in the client's own dialect is POSTed as is
+  (:meth:`~interlingua.client.AsyncClient.send_raw`) and the server's body is kept byte
+  for byte -- OpenAI's batch output carries the exact response body;
+* an OpenAI Batch line in the other dialect (a ``/v1/messages`` line through an OpenAI
+  style server, or the reverse) is parsed by its url's codec, sent through the neutral
+  core (:meth:`~interlingua.client.AsyncClient.send`), and the answer is rendered back in
+  the line's dialect: the output body always matches the line's url;
+* a simple line is built with :meth:`~interlingua.client.AsyncClient.prepare` (images
+  encoded off the event loop, deduplicated by the client's bounded cache), rendered in the
+  client's dialect and sent raw, so the output holds the server's own body.
+
+The encoded request (images included) lives only in this call's frame: once the call
+returns it is garbage, so memory follows the number of calls in flight, not the file.
+Every failure becomes an error line; nothing here raises except cancellation.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ..client import (
+    APIConnectionError,
+    APIError,
+    APITimeoutError,
+    AsyncClient,
+    InputError,
+    normalize_usage,
+)
+from ..client._outputs import better_usage
+from ..core import Request
+from ..core.tokens import estimate_request_tokens
+from ..dialects import Dialect, get_dialect
+from ..errors import InterlinguaError
+from .records import BatchItem, LineError, error_record, success_record
+
+__all__ = ["Defaults", "Outcome", "call_item", "failure_kind"]
+
+log = logging.getLogger("interlingua.batch")
+
+_BODY_QUOTE = 2000  # characters of an unreadable 2xx body kept in the error line
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """Settings from the command line for lines that do not carry their own.
+
+    ``model`` and ``max_tokens`` also fill OpenAI Batch bodies that lack them; ``system``
+    applies to simple lines only (a batch body's messages are taken as written).
+    """
+
+    model: str | None = None
+    max_tokens: int | None = None
+    system: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one line produced: its output line, failure kind (None = ok), token counts."""
+
+    line: bytes
+    failure: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+_CODECS: dict[str, Dialect] = {}
+
+
+def _codec(name: str) -> Dialect:
+    """``get_dialect`` memoized (it imports by name on every call)."""
+    codec = _CODECS.get(name)
+    if codec is None:
+        codec = _CODECS[name] = get_dialect(name)
+    return codec
+
+
+def failure_kind(exc: APIError) -> tuple[str, str]:
+    """(``error.code`` for the line, the label it is counted under in the summary)."""
+    if isinstance(exc, APITimeoutError):
+        return "timeout", "timeout"
+    if isinstance(exc, APIConnectionError) or exc.status is None:
+        return "connection_error", "connection_error"
+    code = exc.kind or "api_error"
+    return code, f"{code} (HTTP {exc.status})"
+
+
+async def call_item(client: AsyncClient, item: BatchItem, defaults: Defaults) -> Outcome:
+    """Send ``item`` and return its output line (see the module docstring)."""
+    cid = item.custom_id
+    try:
+        if item.dialect is not None:
+            return await _call_batch_line(client, item, defaults)
+        return await _call_simple_line(client, item, defaults)
+    except APIError as exc:
+        code, label = failure_kind(exc)
+        line = error_record(
+            cid,
+            code,
+            exc.message,
+            status=exc.status,
+            request_id=exc.request_id,
+            body=exc.body,
+        )
+        return Outcome(line, label)
+    except (LineError, InterlinguaError, InputError, ValueError, TypeError) as exc:
+        # The line itself is wrong (a codec rejected its body, an image cannot be read):
+        # no request was made; the message names the field.
+        message = getattr(exc, "message", None) or str(exc)
+        return Outcome(error_record(cid, "invalid_request", message), "invalid_request")
+    except Exception as exc:  # a bug must not end a million-line run: record it
+        log.exception("unexpected error on custom_id %r", cid)
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        return Outcome(error_record(cid, "internal_error", message), "internal_error")
+
+
+def _estimate(client: AsyncClient, request: Request) -> int:
+    """Tokens to reserve against --tpm (0 without a token limit, skipping the work)."""
+    if client.limiter.limits.tokens_per_minute is None:
+        return 0
+    return estimate_request_tokens(request) + (request.max_tokens or 0)
+
+
+def _fill(body: dict[str, Any], dialect: str, defaults: Defaults) -> dict[str, Any]:
+    """A copy of a batch body with the defaults filled in and streaming turned off."""
+    body = dict(body)
+    # Batch output is one JSON body per line; a streamed answer has no such body.
+    body.pop("stream", None)
+    body.pop("stream_options", None)
+    if "model" not in body and defaults.model:
+        body["model"] = defaults.model
+    has_max = "max_tokens" in body or (dialect == "openai" and "max_completion_tokens" in body)
+    if not has_max and defaults.max_tokens is not None:
+        body["max_tokens"] = defaults.max_tokens
+    return body
+
+
+async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defaults) -> Outcome:
+    assert item.body is not None and item.dialect is not None
+    body = _fill(item.body, item.dialect, defaults)
+    codec = _codec(item.dialect)
+    if item.dialect == client.dialect:
+        estimate = 0
+        if client.limiter.limits.tokens_per_minute is not None:
+            estimate = _estimate(client, codec.parse_request(body))
+        reply = await client.send_raw(body, estimated_tokens=estimate)
+        return ok_outcome(item.custom_id, reply.status, reply.request_id, reply.body)
+    # Across dialects: through the neutral core and back into the line's dialect. Sent
+    # raw and parsed here rather than with ``client.send``, which would also validate
+    # structured output -- a batch records the answer, it does not judge it.
+    request = codec.parse_request(body)
+    reply = await client.send_raw(
+        _render(client, request), estimated_tokens=_estimate(client, request)
+    )
+    try:
+        raw = orjson.loads(reply.body)
+        response = better_usage(_codec(client.dialect).parse_response(raw), raw)
+    except Exception as exc:  # orjson's or the codec's: the body is not a chat answer
+        detail = getattr(exc, "message", None) or str(exc)
+        return _unreadable(item.custom_id, reply.status, reply.request_id, reply.body, detail)
+    rendered = orjson.dumps(codec.render_response(response, request))
+    usage = response.usage
+    line = success_record(item.custom_id, reply.status, reply.request_id, rendered)
+    return Outcome(line, None, usage.input_tokens, usage.output_tokens)
+
+
+def _render(client: AsyncClient, request: Request) -> dict[str, Any]:
+    """``request`` as a non-streaming body in the client's dialect."""
+    body = _codec(client.dialect).render_request(request)
+    body.pop("stream", None)
+    body.pop("stream_options", None)
+    return body
+
+
+def _unreadable(cid: str, status: int, request_id: str | None, raw: bytes, why: str) -> Outcome:
+    line = error_record(
+        cid,
+        "invalid_response",
+        f"the server answered {status} with a body that could not be read: {why}",
+        status=status,
+        request_id=request_id,
+        body=raw[:_BODY_QUOTE].decode("utf-8", "replace"),
+    )
+    return Outcome(line, "invalid_response")
+
+
+async def _call_simple_line(client: AsyncClient, item: BatchItem, defaults: Defaults) -> Outcome:
+    settings = dict(item.settings)
+    settings.setdefault("model", defaults.model)
+    settings.setdefault("system", defaults.system)
+    settings.setdefault("max_tokens", defaults.max_tokens)
+    request = await client.prepare(item.prompt, images=item.images, **settings)
+    reply = await client.send_raw(
+        _render(client, request), estimated_tokens=_estimate(client, request)
+    )
+    return ok_outcome(item.custom_id, reply.status, reply.request_id, reply.body)
+
+
+def ok_outcome(cid: str, status: int, request_id: str | None, raw: bytes) -> Outcome:
+    """The line for a 2xx answer: the body spliced in as is when it is one-line JSON."""
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return _unreadable(cid, status, request_id, raw, f"not JSON ({exc})")
+    tokens_in, tokens_out = _tokens(parsed)
+    # A pretty-printed body would break the one-record-per-line format: re-encode it.
+    body = orjson.dumps(parsed) if b"\n" in raw or b"\r" in raw else raw.strip()
+    line = success_record(cid, status, request_id, body)
+    return Outcome(line, None, tokens_in, tokens_out)
+
+
+def _tokens(body: Any) -> tuple[int, int]:
+    """(input, output) tokens of a response body; OpenAI's plain shape read directly."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if isinstance(usage, dict):
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if type(prompt) is int and type(completion) is int:  # the common case, fast
+            return prompt, completion
+    normalized = normalize_usage(body)  # Anthropic, Ollama, vLLM... (the slow, general way)
+    return normalized.input_tokens, normalized.output_tokens

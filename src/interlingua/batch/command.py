@@ -1,0 +1,177 @@
+"""``interlingua batch run``: the command-line face of :func:`~.runner.run_batch`.
+
+``cli.py`` calls :func:`add_batch_parser` to mount the ``batch`` group; everything about
+the batch flags lives here so the top-level CLI stays a thin dispatcher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from .records import parse_shard
+from .runner import BATCH_RETRIES, BatchOptions, run_batch
+
+__all__ = ["add_batch_parser", "batch_command"]
+
+_DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+_EPILOG = """\
+input lines (JSONL), either form:
+  {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
+  {"custom_id": "r1", "method": "POST", "url": "/v1/messages", "body": {...}}
+  {"custom_id": "r1", "prompt": "Describe this", "images": ["cat.jpg"], "max_tokens": 200}
+output lines: {"id", "custom_id", "response": {"status_code", "request_id", "body"},
+  "error": {"code", "message"}}; failed lines have "error" set and never stop the run.
+  The output body is in the dialect of the line's url (simple lines: of --dialect).
+
+resuming: run the exact same command again after a crash, Ctrl-C or kill -9: ids already
+in the output are skipped and a torn last line is repaired. First Ctrl-C: stop reading and
+finish the requests in flight; second Ctrl-C: abort at once.
+"""
+
+
+def add_batch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``batch`` command group (``batch run``) to the top-level subparsers."""
+    batch = sub.add_parser(
+        "batch",
+        help="run a JSONL file of requests (concurrent, resumable)",
+        description="Send every request of a JSONL file, concurrently, into a JSONL output.",
+    )
+    batch_sub = batch.add_subparsers(dest="batch_command", required=True)
+    run = batch_sub.add_parser(
+        "run",
+        help="run (or resume) a batch",
+        description="Run a batch: OpenAI Batch JSONL or simple prompt JSONL in, OpenAI Batch "
+        "output JSONL out, one line per input line.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("input", type=Path, metavar="IN.jsonl", help="the requests")
+    run.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="OUT.jsonl",
+        help="the results (appended to; existing results are kept and skipped)",
+    )  # fmt: skip
+    _add_server_args(run)
+    _add_run_args(run)
+    run.set_defaults(func=batch_command)
+
+
+def _add_server_args(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--base-url",
+        help="server URL (OpenAI style: ending in /v1; default $INTERLINGUA_BASE_URL, "
+        "else the local gateway)",
+    )
+    run.add_argument("--model", help="model for lines that do not name one")
+    run.add_argument(
+        "--dialect", choices=["openai", "anthropic"], default="openai",
+        help="the server's API: OpenAI Chat Completions or Anthropic Messages (default openai)",
+    )  # fmt: skip
+    run.add_argument(
+        "--api-key-env", metavar="NAME",
+        help="environment variable holding the API key (default OPENAI_API_KEY or "
+        "ANTHROPIC_API_KEY by --dialect, if set)",
+    )  # fmt: skip
+    run.add_argument(
+        "--timeout", type=float, default=600.0, metavar="SECONDS",
+        help="read timeout per request: longest silence while waiting for an answer "
+        "(default 600; connecting times out after 10)",
+    )  # fmt: skip
+
+
+def _add_run_args(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--concurrency", type=int, default=256, metavar="N",
+        help="requests in flight at once (default 256); also bounds memory",
+    )  # fmt: skip
+    run.add_argument("--rpm", type=int, metavar="N", help="at most N requests per minute")
+    run.add_argument("--tpm", type=int, metavar="N", help="at most N tokens per minute")
+    run.add_argument(
+        "--retries", type=int, default=BATCH_RETRIES, metavar="N",
+        help=f"retries per request on 408/409/429/5xx and connection errors "
+        f"(default {BATCH_RETRIES})",
+    )  # fmt: skip
+    run.add_argument(
+        "--ordered", action="store_true",
+        help="write results in input order (holds at most --concurrency finished results)",
+    )  # fmt: skip
+    run.add_argument(
+        "--shard", metavar="i/n",
+        help="process only the ids of shard i of n (stable CRC-32 split; run 0/n..n-1/n, "
+        "each with its own output)",
+    )  # fmt: skip
+    run.add_argument(
+        "--retry-failed", action="store_true",
+        help="re-run only the ids whose latest output line is an error",
+    )  # fmt: skip
+    run.add_argument("--max-tokens", type=int, metavar="N", help="max_tokens for lines without one")
+    run.add_argument("--system", help="system prompt for simple lines")
+    run.add_argument(
+        "--progress", choices=["auto", "bar", "log", "off"], default="auto",
+        help="progress display: a bar on a terminal, log lines otherwise (default auto)",
+    )  # fmt: skip
+    run.add_argument(
+        "--log-every", type=float, default=10.0, metavar="SECONDS",
+        help="seconds between progress log lines (default 10)",
+    )  # fmt: skip
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that resumes this run (the same flags, in canonical form)."""
+    words = ["interlingua", "batch", "run", os.fspath(args.input), "-o", os.fspath(args.output)]
+    flags = [
+        ("--base-url", args.base_url, None), ("--model", args.model, None),
+        ("--dialect", args.dialect, "openai"), ("--api-key-env", args.api_key_env, None),
+        ("--timeout", args.timeout, 600.0), ("--concurrency", args.concurrency, 256),
+        ("--rpm", args.rpm, None), ("--tpm", args.tpm, None),
+        ("--retries", args.retries, BATCH_RETRIES), ("--shard", args.shard, None),
+        ("--max-tokens", args.max_tokens, None), ("--system", args.system, None),
+        ("--progress", args.progress, "auto"), ("--log-every", args.log_every, 10.0),
+    ]  # fmt: skip
+    for flag, value, default in flags:
+        if value != default:
+            words += [flag, str(value)]
+    for flag, on in (("--ordered", args.ordered), ("--retry-failed", args.retry_failed)):
+        if on:
+            words.append(flag)
+    return shlex.join(words)
+
+
+def _fail(message: str) -> int:
+    print(f"interlingua batch: error: {message}", file=sys.stderr)
+    return 2
+
+
+def batch_command(args: argparse.Namespace) -> int:
+    """``interlingua batch run``: validate the flags, run, return the exit status."""
+    if not args.input.is_file():
+        return _fail(f"input file not found: {args.input}")
+    if args.output.resolve() == args.input.resolve():
+        return _fail("the output file must differ from the input file")
+    if args.concurrency < 1:
+        return _fail("--concurrency must be at least 1")
+    shard = None
+    if args.shard is not None:
+        try:
+            shard = parse_shard(args.shard)
+        except ValueError as exc:
+            return _fail(str(exc))
+    key_env = args.api_key_env or _DEFAULT_KEY_ENV[args.dialect]
+    api_key = os.environ.get(key_env)
+    if args.api_key_env and not api_key:
+        return _fail(f"--api-key-env {args.api_key_env}: that environment variable is not set")
+    command = _command_line(args)
+    options = BatchOptions(
+        input=args.input, output=args.output, base_url=args.base_url, model=args.model,
+        dialect=args.dialect, api_key=api_key, concurrency=args.concurrency,
+        requests_per_minute=args.rpm, tokens_per_minute=args.tpm, retries=args.retries,
+        ordered=args.ordered, shard=shard, retry_failed=args.retry_failed,
+        max_tokens=args.max_tokens, system=args.system, timeout=args.timeout,
+        progress=args.progress, log_every=args.log_every,
+        command=command.removesuffix(" --retry-failed"),
+    )  # fmt: skip
+    return run_batch(options)

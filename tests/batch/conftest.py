@@ -1,0 +1,163 @@
+"""Fixtures for the batch tests: a fake chat server on 127.0.0.1 and input-file helpers.
+
+``server``: an aiohttp app in its own thread (so a runner in this process *or* in a
+subprocess can use it) that answers both ``/v1/chat/completions`` and ``/v1/messages``
+after a random delay in ``[delay_min, delay_max]``. What it answers depends on the last
+user text: containing ``bad`` -> 400, ``boom`` -> 500 every time, ``flaky`` -> 500 the
+first time that text is seen and 200 after; anything else -> 200 echoing the text. It
+records every text it answered or began answering, and the peak number in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+
+def last_user_text(body: Any) -> str:
+    """The text of the last user message of an OpenAI or Anthropic request body."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        return "".join(c.get("text", "") for c in content if isinstance(c, dict))
+    return ""
+
+
+def openai_answer(text: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-x",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }
+
+
+def anthropic_answer(text: str) -> dict[str, Any]:
+    return {
+        "id": "msg_x",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 4, "output_tokens": 3},
+    }
+
+
+class FakeChatServer:
+    """See the module docstring."""
+
+    def __init__(self, delay_min: float = 0.0, delay_max: float = 0.0) -> None:
+        self.delay_min, self.delay_max = delay_min, delay_max
+        self.started: list[str] = []  # texts whose request arrived
+        self.answered: list[str] = []  # texts whose answer was sent
+        self.attempts: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.pretty = False  # answer with pretty-printed (multi-line) JSON
+        self.bodies: list[Any] = []
+        self.url = ""
+        self._lock = threading.Lock()
+        self._rng = random.Random(7)
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    @property
+    def v1(self) -> str:
+        return self.url + "/v1"
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_route("POST", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = orjson.loads(await request.read())
+        text = last_user_text(body)
+        with self._lock:
+            self.bodies.append(body)
+            self.started.append(text)
+            self.attempts[text] += 1
+            attempt = self.attempts[text]
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            delay = self._rng.uniform(self.delay_min, self.delay_max)
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+            return self._answer(request.path, text, attempt)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                self.answered.append(text)
+
+    def _answer(self, path: str, text: str, attempt: int) -> web.Response:
+        headers = {"x-request-id": f"req-{text}-{attempt}"}
+        if "bad" in text:
+            error = {"error": {"message": f"bad input {text}", "type": "invalid_request_error"}}
+            return web.json_response(error, status=400, headers=headers)
+        if "boom" in text or ("flaky" in text and attempt == 1):
+            error = {"error": {"message": "server fell over", "type": "server_error"}}
+            return web.json_response(error, status=500, headers=headers)
+        answer = anthropic_answer if path.endswith("/messages") else openai_answer
+        payload = answer(f"echo: {text}")
+        data = orjson.dumps(payload, option=orjson.OPT_INDENT_2 if self.pretty else 0)
+        return web.Response(body=data, content_type="application/json", headers=headers)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeChatServer]:
+    srv = FakeChatServer(0.0, 0.005)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    return path
+
+
+def simple_rows(n: int, prefix: str = "r") -> list[dict[str, Any]]:
+    """``n`` simple lines whose prompt is their custom_id (the fake server echoes it)."""
+    return [{"custom_id": f"{prefix}{i}", "prompt": f"{prefix}{i}"} for i in range(n)]
+
+
+def read_output(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
