@@ -11,7 +11,7 @@ interlingua batch run in.jsonl -o out.jsonl --model m   # a JSONL of requests (s
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -60,6 +60,8 @@ def _preflight(config: Config, args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise ConfigError("--workers must be at least 1")
     config = _effective_config(args)
     if args.print_config:
         sys.stdout.write(config_to_yaml(config))
@@ -75,21 +77,33 @@ def _serve(args: argparse.Namespace) -> int:
     # from inside the server's startup.
     build_upstreams(config, None)
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    app = create_app(config)
-    uvicorn.run(
-        app,
-        host=config.server.host,
-        port=config.server.port,
-        loop="auto",  # uvloop when installed
-        http="auto",  # httptools when installed
-        log_level=args.log_level,
-        access_log=False,  # our middleware writes one access line with the request id
-        timeout_graceful_shutdown=5,
-    )
+    from .server.factory import LOG_LEVEL_ENV, configure_logging
+
+    configure_logging(args.log_level)
+    run = {
+        "host": config.server.host,
+        "port": config.server.port,
+        "loop": "auto",  # uvloop when installed
+        "http": "auto",  # httptools when installed
+        "log_level": args.log_level,
+        "access_log": False,  # our front layer writes one access line with the request id
+        "timeout_graceful_shutdown": 5,
+    }
+    if args.workers > 1:
+        # Workers are fresh processes: they import the factory, which reads the config
+        # this process resolved from the environment (server/factory.py).
+        from .server.factory import export_config
+
+        export_config(config)
+        os.environ[LOG_LEVEL_ENV] = args.log_level
+        uvicorn.run(
+            "interlingua.server.factory:app_from_environment",
+            factory=True,
+            workers=args.workers,
+            **run,
+        )
+    else:
+        uvicorn.run(create_app(config), **run)
     return 0
 
 
@@ -124,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fake",
         action="store_true",
         help="serve a fake upstream that echoes the last user message, under any model name",
+    )
+    serve.add_argument(
+        "--workers",
+        "-w",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port (default 1; one per core scales throughput)",
     )
     serve.add_argument(
         "--print-config", action="store_true", help="print the effective config as YAML and exit"

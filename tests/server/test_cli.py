@@ -27,6 +27,8 @@ SERVE_FLAGS = [
     "--port",
     "-p",
     "--fake",
+    "--workers",
+    "-w",
     "--print-config",
     "--log-level",
 ]
@@ -215,3 +217,53 @@ def _wait_healthy(proc: subprocess.Popen[str], base: str, timeout: float) -> Non
             pass
         time.sleep(0.05)
     raise AssertionError(f"serve was not healthy within {timeout}s")
+
+
+def test_serve_with_two_workers_answers_from_both() -> None:
+    """--workers 2: both worker processes serve the config the parent resolved."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "interlingua.cli",
+            "serve",
+            "--fake",
+            "--workers",
+            "2",
+            "--port",
+            str(port),
+            "--log-level",
+            "info",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_healthy(proc, base, 30)
+        for i in range(10):
+            resp = httpx.post(
+                base + "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": f"n{i}"}]},
+                timeout=10,
+            )
+            assert resp.json()["choices"][0]["message"]["content"] == f"echo: n{i}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate(timeout=5)
+    # Each worker process logs its own start; the access lines come from the workers.
+    assert err.count("Started server process") == 2, err
+    assert err.count('"POST /v1/chat/completions"') == 10, err
+
+
+def test_workers_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--fake", "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
