@@ -201,3 +201,14 @@ def parse_retry_after(headers: dict[str, str] | Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def describe_os_error(error: OSError) -> str:
+    """A short, human reason for a failed connection ("connection refused", ...)."""
+    import socket
+
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, socket.gaierror):
+        return f"cannot resolve host ({error.strerror})"
+    return error.strerror or str(error) or type(error).__name__

@@ -31,6 +31,7 @@ import orjson
 from ..core import Request, Response, ToolSpec
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, get_dialect
+from ..errors import describe_os_error
 from ..limits import RateLimit, RateLimiter, Slot
 from ..retry import DEFAULT_MAX_RETRIES, INITIAL_DELAY, MAX_DELAY, retry_delay, should_retry
 from ._build import to_reasoning, to_response_format, to_stop, to_tool_choice, to_tools
@@ -475,7 +476,7 @@ class AsyncClient:
             )
         if isinstance(exc, aiohttp.ClientConnectorError):
             return APIConnectionError(
-                f"cannot reach {where}: {_reason(exc.os_error)} — is the server running?"
+                f"cannot reach {where}: {describe_os_error(exc.os_error)} — is the server running?"
             )
         detail = str(exc) or type(exc).__name__
         return APIConnectionError(
@@ -510,13 +511,3 @@ def _options(request: Request, parse_json: bool, think_tags: bool, fmt: Any) -> 
     fmt_type = request.response_format.type if request.response_format else "text"
     structured = parse_json or fmt_type in ("json_object", "json_schema")
     return CallOptions(think_tags=think_tags, structured=structured, model_class=model_class)
-
-
-def _reason(error: OSError) -> str:
-    import socket
-
-    if isinstance(error, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(error, socket.gaierror):
-        return f"cannot resolve host ({error.strerror})"
-    return error.strerror or str(error) or type(error).__name__

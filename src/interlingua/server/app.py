@@ -39,7 +39,7 @@ from ..routing import Router
 from ..upstreams import build_upstreams
 from ..upstreams.base import Upstream
 from .gateway import Gateway, internal_error
-from .http import BytesResponse, StreamResponse, decode_json_object, read_body
+from .http import BytesResponse, StreamResponse, decode_json_object, plain_headers, read_body
 from .middleware import Front
 
 log = logging.getLogger("interlingua.server")
@@ -84,11 +84,10 @@ class Handlers:
         self, request: HTTPRequest, dialect: Dialect
     ) -> BytesResponse | StreamResponse:
         try:
-            self._check_auth(request.headers)
-            raw = await read_body(request, self.gateway.max_body)
-            return await self.gateway.generate(
-                dialect, decode_json_object(raw), request.headers, raw
-            )
+            headers = plain_headers(request)
+            self._check_auth(headers)
+            raw = await read_body(request, self.gateway.max_body, headers)
+            return await self.gateway.generate(dialect, decode_json_object(raw), headers, raw)
         except InterlinguaError as err:
             return self.gateway.error_response(dialect, err, _request_id(request))
         except Exception as exc:
@@ -103,8 +102,9 @@ class Handlers:
 
     async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
         try:
-            self._check_auth(request.headers)
-            body = decode_json_object(await read_body(request, self.gateway.max_body))
+            headers = plain_headers(request)
+            self._check_auth(headers)
+            body = decode_json_object(await read_body(request, self.gateway.max_body, headers))
             parsed = ANTHROPIC.parse_count_tokens_request(body)  # type: ignore[attr-defined]
             count = await self.gateway.count_tokens(parsed)
             return BytesResponse(orjson.dumps({"input_tokens": count}))

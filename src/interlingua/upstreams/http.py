@@ -26,7 +26,6 @@ are parsed or relayed (upstreams have been known to echo it back).
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import replace
@@ -44,6 +43,7 @@ from ..errors import (
     TimeoutError_,
     UpstreamConnectionError,
     UpstreamError,
+    describe_os_error,
 )
 from ..sse import SSEDecoder, SSEEvent
 from ._pool import ConnectFailed, ConnectTimeout, Pool, PooledResponse, PoolError, Target
@@ -358,7 +358,9 @@ class HttpUpstream(Upstream):
         if isinstance(exc, TimeoutError):
             return TimeoutError_(f"{where} timed out: no data for {self.timeout.read}s")
         if isinstance(exc, aiohttp.ClientConnectorError | ConnectFailed):
-            return UpstreamConnectionError(f"cannot reach {where}: {_reason(exc.os_error)}")
+            return UpstreamConnectionError(
+                f"cannot reach {where}: {describe_os_error(exc.os_error)}"
+            )
         detail = str(exc) or type(exc).__name__
         return UpstreamConnectionError(f"connection to {where} failed: {detail}")
 
@@ -379,11 +381,3 @@ def _finish(resp: _Answer) -> None:
         resp.release()
     else:
         resp.close()
-
-
-def _reason(error: OSError) -> str:
-    if isinstance(error, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(error, socket.gaierror):
-        return f"cannot resolve host ({error.strerror})"
-    return error.strerror or str(error) or type(error).__name__
