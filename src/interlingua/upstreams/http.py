@@ -176,6 +176,13 @@ class HttpUpstream(Upstream):
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """POST with ``stream: true`` and yield the decoded neutral events."""
+        async with aclosing(self.stream_batches(request)) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def stream_batches(self, request: Request) -> AsyncGenerator[list[StreamEvent], None]:
+        """:meth:`stream` grouped by network read, so the gateway writes each group once."""
         body = orjson.dumps(self.render(request, stream=True))
         resp = await self._post(self.url, body)
         try:
@@ -184,24 +191,27 @@ class HttpUpstream(Upstream):
             decoder = self.codec.stream_decoder(replace(request, stream=True))
             # aclosing: if our consumer stops early, the inner generator is closed now,
             # not whenever the event loop gets round to finalizing it.
-            async with aclosing(self._decode_stream(resp, decoder)) as events:
-                async for event in events:
-                    yield event
+            async with aclosing(self._decode_batches(resp, decoder)) as batches:
+                async for batch in batches:
+                    yield batch
         finally:
             _finish(resp)
 
-    async def _decode_stream(
+    async def _decode_batches(
         self, resp: _Answer, decoder: StreamDecoder
-    ) -> AsyncGenerator[StreamEvent, None]:
+    ) -> AsyncGenerator[list[StreamEvent], None]:
+        """One list of events per upstream read; a StreamError ends its list and the
+        stream; a stream that stops before its end event ends with an error."""
         sse = SSEDecoder()
         started = ended = False
         try:
             async for chunk in resp.content.iter_any():
-                for event in self._feed(decoder, sse.decode(chunk)):
+                batch = _until_error(self._feed(decoder, sse.decode(chunk)))
+                if batch:
                     started = True
-                    ended = ended or isinstance(event, StreamEnd)
-                    yield event
-                    if isinstance(event, StreamError):
+                    ended = ended or any(isinstance(e, StreamEnd) for e in batch)
+                    yield batch
+                    if isinstance(batch[-1], StreamError):
                         return
             tail = self._feed(decoder, sse.flush())
             tail.extend(decoder.flush())
@@ -209,11 +219,12 @@ class HttpUpstream(Upstream):
             tail = [StreamError(self.transport_error(exc))]
         except _DECODE_ERRORS as exc:
             tail = [StreamError(self._unreadable(exc))]
-        for event in tail:
+        tail = _until_error(tail)
+        if tail:
             started = True
-            ended = ended or isinstance(event, StreamEnd)
-            yield event
-            if isinstance(event, StreamError):
+            ended = ended or any(isinstance(e, StreamEnd) for e in tail)
+            yield tail
+            if isinstance(tail[-1], StreamError):
                 return
         if not ended:
             err = UpstreamConnectionError(
@@ -221,7 +232,7 @@ class HttpUpstream(Upstream):
             )
             if not started:
                 raise err
-            yield StreamError(err)
+            yield [StreamError(err)]
 
     def _feed(self, decoder: StreamDecoder, events: list[SSEEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -372,6 +383,14 @@ class HttpUpstream(Upstream):
         if self._owns_session and self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _until_error(events: list[StreamEvent]) -> list[StreamEvent]:
+    """``events`` up to and including the first StreamError (an error ends a stream)."""
+    for i, event in enumerate(events):
+        if isinstance(event, StreamError):
+            return events[: i + 1]
+    return events
 
 
 def _finish(resp: _Answer) -> None:
