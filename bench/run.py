@@ -230,7 +230,7 @@ def main(opts: Options) -> int:
             f"--workers {opts.workers} ignored: `interlingua serve` has no --workers yet"
         )
     if not scale_workers:
-        info.workers = "not measured (`python -m bench --workers 2` once serve has --workers)"
+        info.workers = "not measured in this run (`python -m bench --workers 2`)"
     spec = opts.litellm_spec or LITELLM_SPEC
     peer_exes = {"litellm": ensure_litellm(spec)} if "litellm" in opts.peers else {}
     micro_results = []
