@@ -217,7 +217,8 @@ def test_missing_id_gets_a_fresh_message_id() -> None:
     assert second.id.startswith("msg_") and second.id != first.id
     from interlingua.dialects.openai_chat import DIALECT as OPENAI
 
-    assert OPENAI.render_response(first, REQUEST)["id"] == first.id
+    # An OpenAI client sees an OpenAI-looking id that still carries the upstream's.
+    assert OPENAI.render_response(first, REQUEST)["id"] == "chatcmpl-" + first.id
 
 
 @pytest.mark.parametrize("usage", [None, "absent", {}, {"service_tier": "standard"}, [1]])

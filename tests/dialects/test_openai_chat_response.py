@@ -241,7 +241,7 @@ def full_response(**kw: Any) -> Response:
 def test_render_exact_shape() -> None:
     body = render_response(full_response(), REQUEST)
     assert body == {
-        "id": "msg_01XYZ",
+        "id": "chatcmpl-msg_01XYZ",
         "object": "chat.completion",
         "created": 1700000000,
         "model": "client-model",
@@ -341,7 +341,7 @@ def test_render_parse_round_trip() -> None:
     )
     back = parse_response(render_response(original, REQUEST))
     assert back.parts == original.parts
-    assert (back.stop_reason, back.usage, back.id, back.created) == (
+    assert (back.stop_reason, back.usage, back.id.removeprefix("chatcmpl-"), back.created) == (
         original.stop_reason,
         original.usage,
         original.id,
@@ -385,3 +385,13 @@ def test_missing_id_gets_a_fresh_completion_id() -> None:
 def test_missing_usage_without_request_keeps_input_zero_but_flags_it() -> None:
     r = parse_response(completion({"content": "hi"}, usage=None))
     assert r.usage == Usage(input_tokens=0, output_tokens=1, estimated=True)
+
+
+def test_completion_ids_look_like_openai_ones_whatever_the_upstream() -> None:
+    from interlingua.dialects.openai_chat.response import completion_id
+
+    assert completion_id("chatcmpl-abc") == "chatcmpl-abc"
+    assert completion_id("msg_01XY") == "chatcmpl-msg_01XY"
+    assert completion_id("local-7").startswith("chatcmpl-local-7")
+    fresh = completion_id("")
+    assert fresh.startswith("chatcmpl-") and len(fresh) > len("chatcmpl-")

@@ -276,6 +276,15 @@ def render_message(parts: Iterable[Part]) -> dict[str, Any]:
     return message
 
 
+def completion_id(response_id: str) -> str:
+    """An OpenAI-looking completion id: ``chatcmpl-`` ids kept, others prefixed (an id from
+    an Anthropic or local upstream would otherwise give the translation away), none
+    invented unless there is none."""
+    if response_id.startswith("chatcmpl-"):
+        return response_id
+    return "chatcmpl-" + response_id if response_id else random_id("chatcmpl-")
+
+
 def render_response(response: Response, request: Request) -> dict[str, Any]:
     """Response -> a ``chat.completion`` body the official SDK parses (§1.4).
 
@@ -283,7 +292,7 @@ def render_response(response: Response, request: Request) -> dict[str, Any]:
     ``id`` (an upstream of another kind may have none) is replaced by a fresh one.
     """
     return {
-        "id": response.id or random_id("chatcmpl-"),
+        "id": completion_id(response.id),
         "object": "chat.completion",
         "created": response.created or int(time.time()),
         "model": request.model,

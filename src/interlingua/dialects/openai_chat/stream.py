@@ -38,7 +38,14 @@ from ...errors import UpstreamError
 from ...sse import DONE, SSEEvent
 from .._common import random_id
 from .errors import error_from_payload, render_stream_error
-from .response import FINISH_REASONS, estimated_usage, parse_usage, render_usage, stop_reason_for
+from .response import (
+    FINISH_REASONS,
+    completion_id,
+    estimated_usage,
+    parse_usage,
+    render_usage,
+    stop_reason_for,
+)
 
 __all__ = ["OpenAIChatStreamDecoder", "OpenAIChatStreamEncoder"]
 
@@ -313,7 +320,7 @@ class OpenAIChatStreamEncoder:
             return b""
         if not self._head:
             if isinstance(event, StreamStart):
-                self._begin(event.id, event.created)
+                self._begin(completion_id(event.id), event.created)
                 return self._chunk(_ROLE_DELTA)
             # Defensive: events before a StreamStart still produce a valid stream.
             self._begin(random_id("chatcmpl-"), 0)
