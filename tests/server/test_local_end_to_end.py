@@ -310,6 +310,24 @@ def test_a_disconnect_mid_stream_frees_the_model(url: str) -> None:
     assert b"[DONE]" in rest
 
 
+def test_a_client_gone_before_a_non_streaming_answer_frees_the_model(url: str) -> None:
+    body = {**long_stream_body(), "stream": False}
+    # The client gives up after 0.5 s of a 2000-token generation and closes.
+    with (
+        httpx.Client(base_url=url, timeout=httpx.Timeout(30, read=0.5)) as client,
+        pytest.raises(httpx.ReadTimeout),
+    ):
+        client.post("/v1/chat/completions", json=body)
+    started = time.monotonic()
+    with httpx.Client(base_url=url, timeout=30) as client:
+        answer = client.post("/v1/chat/completions", json={**body, "max_tokens": 3})
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["usage"]["completion_tokens"] == 3
+    # Unfreed, the model would first finish ~2000 tokens (tens of seconds here).
+    assert elapsed < 3.0, f"the model was still busy: answered after {elapsed:.2f} s"
+
+
 def test_health_answers_during_generation(url: str) -> None:
     with (
         httpx.Client(base_url=url, timeout=30) as client,

@@ -87,7 +87,9 @@ class Handlers:
             headers = plain_headers(request)
             self._check_auth(headers)
             raw = await read_body(request, self.gateway.max_body, headers)
-            return await self.gateway.generate(dialect, decode_json_object(raw), headers, raw)
+            return await self.gateway.generate(
+                dialect, decode_json_object(raw), headers, raw, request.receive
+            )
         except InterlinguaError as err:
             return self.gateway.error_response(dialect, err, _request_id(request))
         except Exception as exc:

@@ -13,12 +13,15 @@ work to the upstream. Two paths:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from starlette.types import Receive
 
 from ..config import Config, ModelOptions
 from ..core import Request, StreamError, StreamEvent
@@ -30,6 +33,7 @@ from ..upstreams.base import RawResponse
 from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
 
 log = logging.getLogger("interlingua.server")
+T = TypeVar("T")
 
 _DEFAULT_OPTIONS = ModelOptions()
 # Upstream response headers a client may act on (retry policy, tracing) and so are relayed.
@@ -126,6 +130,7 @@ class Gateway:
         body: dict[str, Any],
         headers: Mapping[str, str],
         body_bytes: bytes = b"",
+        receive: Receive | None = None,
     ) -> BytesResponse | StreamResponse:
         """Answer a generation request body of ``dialect`` (``body_bytes``: its raw form,
         forwarded as is on the passthrough path when no rewrite is needed)."""
@@ -137,7 +142,10 @@ class Gateway:
         upstream_request = replace(request, model=route.upstream_model)
         if request.stream:
             return await self._stream(dialect, route, request, upstream_request)
-        response = await upstream.complete(upstream_request)
+        if receive is not None and upstream.cancel_on_disconnect:
+            response = await _unless_disconnected(upstream.complete(upstream_request), receive)
+        else:
+            response = await upstream.complete(upstream_request)
         rendered = dialect.render_response(response, request)
         return BytesResponse(orjson.dumps(rendered))
 
@@ -222,6 +230,34 @@ class Gateway:
         route = self.router.resolve(request.model)
         counted = await route.upstream.count_tokens(replace(request, model=route.upstream_model))
         return counted if counted is not None else estimate_request_tokens(request)
+
+
+async def _unless_disconnected(work: Awaitable[T], receive: Receive) -> T:
+    """``work``'s result, or cancel it as soon as the client hangs up.
+
+    uvicorn does not cancel a handler whose client left; for an upstream that does one
+    thing at a time (the local engine) finishing anyway would hold it for nobody.
+    """
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnect(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("client disconnected before the answer; generation cancelled")
+        raise InvalidRequestError("The client disconnected before the answer.", status=499)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _model_of(body: dict[str, Any]) -> str:

@@ -52,6 +52,10 @@ class Upstream:
 
     #: the wire dialect this upstream speaks natively ("openai", "anthropic"), or None
     dialect: str | None = None
+    #: True when a request holds a scarce resource (the local engine generates one at a
+    #: time): the gateway then cancels a non-streaming request whose client hung up,
+    #: instead of finishing work nobody will read. Streams are always cancelled.
+    cancel_on_disconnect: bool = False
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -31,6 +31,7 @@ class TextOptionsUpstream(Upstream):
         super().__init__(inner.name)
         self.inner = inner
         self.options = options
+        self.cancel_on_disconnect = inner.cancel_on_disconnect
 
     def _prepare(self, request: Request) -> tuple[Request, list[str]]:
         names = [tool.name for tool in request.tools]

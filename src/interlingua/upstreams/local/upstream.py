@@ -79,6 +79,7 @@ class LocalUpstream(Upstream):
     """
 
     dialect = None  # never the passthrough path: there is no wire
+    cancel_on_disconnect = True  # one generation at a time: a lost client frees the model
 
     def __init__(
         self,
