@@ -22,6 +22,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from ..threaded_server import ThreadedAiohttpServer
+
 
 def last_user_text(body: Any) -> str:
     """The text of the last user message of an OpenAI or Anthropic request body."""
@@ -61,10 +63,11 @@ def anthropic_answer(text: str) -> dict[str, Any]:
     }
 
 
-class FakeChatServer:
+class FakeChatServer(ThreadedAiohttpServer):
     """See the module docstring."""
 
     def __init__(self, delay_min: float = 0.0, delay_max: float = 0.0) -> None:
+        super().__init__()
         self.delay_min, self.delay_max = delay_min, delay_max
         self.started: list[str] = []  # texts whose request arrived
         self.answered: list[str] = []  # texts whose answer was sent
@@ -73,37 +76,15 @@ class FakeChatServer:
         self.max_in_flight = 0
         self.pretty = False  # answer with pretty-printed (multi-line) JSON
         self.bodies: list[Any] = []
-        self.url = ""
         self._lock = threading.Lock()
         self._rng = random.Random(7)
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     @property
     def v1(self) -> str:
         return self.url + "/v1"
 
-    def start(self) -> None:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-
-    async def _start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_route("POST", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())

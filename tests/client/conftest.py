@@ -32,6 +32,7 @@ from interlingua.server import create_app
 from interlingua.upstreams.fake import FakeUpstream
 
 from ..live_server import live_server
+from ..threaded_server import ThreadedAiohttpServer
 
 # --- scripted actions --------------------------------------------------------------------
 
@@ -191,10 +192,11 @@ GIF_1PX = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIB
 # --- the server --------------------------------------------------------------------------
 
 
-class FakeServer:
+class FakeServer(ThreadedAiohttpServer):
     """See the module docstring. ``clock`` (if set) timestamps arrivals into ``arrivals``."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.script: deque[Action] = deque()
         self.seen: list[Seen] = []
         self.files: dict[str, bytes] = {}
@@ -203,11 +205,7 @@ class FakeServer:
         self.hold = 0.0  # every request waits this long (to observe concurrency)
         self.clock: Callable[[], float] | None = None
         self.arrivals: list[float] = []
-        self.url = ""
         self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     def push(self, *actions: Action) -> None:
         self.script.extend(actions)
@@ -216,27 +214,9 @@ class FakeServer:
     def bodies(self) -> list[Any]:
         return [s.body for s in self.seen]
 
-    def start(self) -> None:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-
-    async def _start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_route("POST", "/{tail:.*}", self._handle)
         app.router.add_route("GET", "/files/{name}", self._file)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
 
     async def _file(self, request: web.Request) -> web.StreamResponse:
         data = self.files.get(request.match_info["name"])
