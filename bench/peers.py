@@ -23,8 +23,9 @@ from typing import Any
 
 import yaml
 
-from .procs import BenchError, Process, free_port, say, start, wait_ready
-from .scenarios import CLIENT_KEY, ROUTES, UPSTREAMS, Scenario
+from .procs import BenchError, free_port, say, start, wait_ready
+from .scenarios import CLIENT_KEY, ROUTES, UPSTREAMS
+from .servers import GatewayProcess
 
 VENVS = Path(__file__).resolve().parent / ".venvs"
 LITELLM_SPEC = "litellm[proxy]==1.106.2"
@@ -112,7 +113,7 @@ def _environment(venv_bin: Path) -> dict[str, str]:
     return env
 
 
-class LiteLLM:
+class LiteLLM(GatewayProcess):
     """The LiteLLM proxy as a :class:`bench.servers.Target`; a context manager."""
 
     def __init__(self, exe: Path, nginx_base: str, tmp: Path) -> None:
@@ -122,17 +123,7 @@ class LiteLLM:
         self.version = installed_version(exe)
         self.label = f"litellm {self.version}"
         self.base = ""
-        self.process: Process | None = None
-
-    @property
-    def pid(self) -> int:
-        """The proxy's pid (its children, if any, are counted in the tree RSS)."""
-        assert self.process is not None
-        return self.process.pid
-
-    def supports(self, scenario: Scenario) -> bool:
-        """Every gateway scenario."""
-        return not scenario.direct
+        self.process = None
 
     def __enter__(self) -> LiteLLM:
         self.tmp.mkdir(parents=True, exist_ok=True)

@@ -75,7 +75,23 @@ def serve_command(config: Path, port: int, workers: int, with_workers_flag: bool
     return command
 
 
-class Interlingua:
+class GatewayProcess:
+    """What the gateways under test share: one process we started, every gateway scenario."""
+
+    process: Process | None = None
+
+    @property
+    def pid(self) -> int:
+        """The server's pid (its workers or children, if any, count in the tree RSS)."""
+        assert self.process is not None
+        return self.process.pid
+
+    def supports(self, scenario: Scenario) -> bool:
+        """Every gateway scenario."""
+        return not scenario.direct
+
+
+class Interlingua(GatewayProcess):
     """The gateway under test, started from the working tree; a context manager."""
 
     def __init__(self, nginx_base: str, tmp: Path, workers: int = 1) -> None:
@@ -85,17 +101,7 @@ class Interlingua:
         self.workers = workers
         self.port = 0
         self.base = ""
-        self.process: Process | None = None
-
-    @property
-    def pid(self) -> int:
-        """The gateway's pid (its workers, if any, are counted in the tree RSS)."""
-        assert self.process is not None
-        return self.process.pid
-
-    def supports(self, scenario: Scenario) -> bool:
-        """Every gateway scenario."""
-        return not scenario.direct
+        self.process = None
 
     def __enter__(self) -> Interlingua:
         self.tmp.mkdir(parents=True, exist_ok=True)
