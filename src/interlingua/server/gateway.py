@@ -30,7 +30,9 @@ from ..dialects import Dialect
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
+from . import keepalive
 from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
+from .keepalive import with_keepalive
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -176,12 +178,17 @@ class Gateway:
                 out.append(encoder.encode(event))
             return b"".join(out), False
 
+        ticking = with_keepalive(batches, keepalive.KEEPALIVE_SECONDS)
+
         async def chunks() -> AsyncIterator[bytes]:
             data, failed = encode(first)
             yield data
             if failed:
                 return
-            async for batch in batches:
+            async for batch in ticking:
+                if batch is None:  # the upstream has been quiet: keep the stream alive
+                    yield encoder.ping()
+                    continue
                 data, failed = encode(batch)
                 yield data
                 if failed:
@@ -192,7 +199,7 @@ class Gateway:
         return StreamResponse(
             chunks(),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
-            aclose=lambda: _aclose(batches),
+            aclose=lambda: _aclose(ticking),
         )
 
     async def _passthrough(
