@@ -113,9 +113,9 @@ class Gateway:
         if error.retry_after is not None:
             headers.append((b"retry-after", str(max(0, round(error.retry_after))).encode()))
             headers.append((b"retry-after-ms", str(int(error.retry_after * 1000)).encode()))
-        for name in ("x-should-retry",):
-            if name in error.headers:
-                headers.append((name.encode(), error.headers[name].encode("latin-1")))
+        should_retry = error.headers.get("x-should-retry")
+        if should_retry is not None:
+            headers.append((b"x-should-retry", should_retry.encode("latin-1")))
         return BytesResponse(orjson.dumps(body), status, headers)
 
     def stream_error_bytes(self, dialect: Dialect, request: Request, exc: BaseException) -> bytes:
