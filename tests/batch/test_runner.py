@@ -306,19 +306,27 @@ async def test_in_flight_work_never_exceeds_the_concurrency(ordered: bool, tmp_p
     assert len(read_output(tmp_path / "out.jsonl")) == 400
 
 
+async def _started_run(
+    server: FakeChatServer, tmp_path: Path, rows: int, answered: int
+) -> tuple[BatchRunner, asyncio.Task[Any]]:
+    """A run of ``rows`` simple lines at concurrency 10, once ``answered`` calls are done."""
+    write_jsonl(tmp_path / "in.jsonl", simple_rows(rows))
+    options = BatchOptions(
+        tmp_path / "in.jsonl", tmp_path / "out.jsonl", base_url=server.v1, model="m",
+        progress="off", concurrency=10,
+    )  # fmt: skip
+    runner = BatchRunner(options, stream=io.StringIO())
+    task = asyncio.create_task(runner.run())
+    while len(server.answered) < answered:
+        await asyncio.sleep(0.005)
+    return runner, task
+
+
 async def test_stop_finishes_in_flight_calls_then_resume_completes(tmp_path: Path) -> None:
     server = FakeChatServer(0.02, 0.05)
     server.start()
     try:
-        write_jsonl(tmp_path / "in.jsonl", simple_rows(200))
-        options = BatchOptions(
-            tmp_path / "in.jsonl", tmp_path / "out.jsonl", base_url=server.v1, model="m",
-            progress="off", concurrency=10,
-        )  # fmt: skip
-        runner = BatchRunner(options, stream=io.StringIO())
-        task = asyncio.create_task(runner.run())
-        while len(server.answered) < 30:
-            await asyncio.sleep(0.005)
+        runner, task = await _started_run(server, tmp_path, rows=200, answered=30)
         runner.stop()
         result = await task
         assert result.interrupted and not result.aborted
@@ -336,15 +344,7 @@ async def test_abort_drops_in_flight_calls_which_a_resume_redoes(tmp_path: Path)
     server = FakeChatServer(0.05, 0.1)
     server.start()
     try:
-        write_jsonl(tmp_path / "in.jsonl", simple_rows(100))
-        options = BatchOptions(
-            tmp_path / "in.jsonl", tmp_path / "out.jsonl", base_url=server.v1, model="m",
-            progress="off", concurrency=10,
-        )  # fmt: skip
-        runner = BatchRunner(options, stream=io.StringIO())
-        task = asyncio.create_task(runner.run())
-        while len(server.answered) < 10:
-            await asyncio.sleep(0.005)
+        runner, task = await _started_run(server, tmp_path, rows=100, answered=10)
         runner.stop()
         runner.abort()
         result = await asyncio.wait_for(task, 5)
