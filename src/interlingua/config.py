@@ -13,7 +13,7 @@ The YAML shape is a contract (DESIGN.md, "Config")::
         base_url: http://127.0.0.1:8000/v1
         api_key_env: VLLM_API_KEY
         headers: {X-Team: research}
-        timeout: {connect: 10, read: 600}
+        timeout: {connect: 10, read: 600, total: 3600}
       smol:
         kind: local
         bundled: smollm2         # or: path: /models/some.gguf
@@ -125,10 +125,13 @@ class ServerConfig:
 
 @dataclass(frozen=True, slots=True)
 class TimeoutConfig:
-    """Seconds to wait for a connection, and between two reads of an answer."""
+    """Seconds to wait for a connection, between two reads of an answer, and for the
+    whole answer (a stream included: a drip-feeding upstream cannot hold a request
+    forever; generous, since a long reasoning answer may stream for many minutes)."""
 
     connect: float = 10.0
     read: float = 600.0
+    total: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,11 +412,12 @@ def _parse_timeout(data: Any, where: str) -> TimeoutConfig:
     if data is None:
         return TimeoutConfig()
     raw = _mapping(data, where)
-    _reject_unknown(raw, ("connect", "read"), where)
+    _reject_unknown(raw, ("connect", "read", "total"), where)
     defaults = TimeoutConfig()
     return TimeoutConfig(
         connect=_positive(raw.get("connect", defaults.connect), f"{where}.connect"),
         read=_positive(raw.get("read", defaults.read), f"{where}.read"),
+        total=_positive(raw.get("total", defaults.total), f"{where}.total"),
     )
 
 
@@ -493,7 +497,8 @@ def _upstream_doc(cfg: UpstreamConfig) -> dict[str, Any]:
     if cfg.headers:
         doc["headers"] = dict(cfg.headers)
     if cfg.kind not in ("local", "fake") or cfg.timeout != TimeoutConfig():
-        doc["timeout"] = {"connect": cfg.timeout.connect, "read": cfg.timeout.read}
+        timeout = cfg.timeout
+        doc["timeout"] = {"connect": timeout.connect, "read": timeout.read, "total": timeout.total}
     doc.update(cfg.options)
     return doc
 

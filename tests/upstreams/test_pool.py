@@ -21,6 +21,7 @@ from interlingua.upstreams._pool import (
     ConnectFailed,
     ConnectionLost,
     ConnectTimeout,
+    DeadlineExceeded,
     Pool,
     PooledResponse,
     ReadTimeout,
@@ -309,15 +310,44 @@ async def test_reading_pauses_above_the_high_water_mark_and_resumes_when_drained
     assert await resp.read() == piece
 
 
+async def test_a_whole_body_larger_than_the_high_water_mark_is_read() -> None:
+    # Reading pauses above HIGH_WATER; a whole-body read must drain as it waits or the
+    # rest never arrives (it used to wait out the read timeout).
+    piece = b"y" * 65536
+    pieces = 4 * HIGH_WATER // len(piece)
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (len(piece) * pieces)
+
+    def handler(t: FakeTransport, data: bytes) -> None:
+        t.reply(head)
+
+        def more(left: int) -> None:
+            if t.paused:  # a real socket delivers nothing while paused
+                asyncio.get_running_loop().call_later(0.001, more, left)
+            elif left:
+                t.reply(piece)
+                asyncio.get_running_loop().call_soon(more, left - 1)
+
+        more(pieces)
+
+    pool, _net, target = make(handler)
+    resp = await post(pool, target, read=2.0)
+    body = await asyncio.wait_for(resp.read(), 5)
+    assert len(body) == len(piece) * pieces
+    resp.release()
+    assert pool.idle_count(KEY) == 1
+
+
 # --- stale connections ----------------------------------------------------------------
 
 
-async def test_stale_connection_closed_on_send_is_retried_once_on_a_fresh_one() -> None:
+async def test_reused_connection_closed_without_an_answer_is_not_resent() -> None:
+    # RFC 9112 9.3.1: the server may have read the POST and acted on it before closing;
+    # re-sending it could run the same generation twice (docs/decisions.md).
     answered: list[FakeTransport] = []
 
     def handler(t: FakeTransport, data: bytes) -> None:
         if answered and t is answered[0]:
-            t.hang_up()  # the server dropped the idle connection as we sent
+            t.hang_up()  # read the request, then closed without a byte
             return
         answered.append(t)
         t.reply(OK)
@@ -326,9 +356,27 @@ async def test_stale_connection_closed_on_send_is_retried_once_on_a_fresh_one() 
     resp = await post(pool, target)
     await resp.read()
     resp.release()
+    with pytest.raises(ConnectionLost, match="not re-sent"):
+        await post(pool, target)
+    assert len(net.transports) == 1 and len(net.requests) == 2
+    resp = await post(pool, target)  # the dead connection was not pooled again
+    assert await resp.read() == b'{"a":1}' and len(net.transports) == 2
+
+
+async def test_connection_closed_while_idle_is_skipped_not_written_to() -> None:
+    pool, net, target = make()
+    resp = await post(pool, target)
+    await resp.read()
+    resp.release()
+    net.transports[0].hang_up()  # the server's keep-alive timeout, seen before we send
     resp = await post(pool, target)
     assert await resp.read() == b'{"a":1}'
-    assert len(net.transports) == 2 and len(net.requests) == 3
+    assert len(net.transports) == 2 and len(net.transports[0].written) == 1
+
+
+def test_idle_connections_expire_before_common_servers_drop_them() -> None:
+    # gunicorn closes idle connections after 2 s, uvicorn and Node after 5 s.
+    assert Pool().idle_ttl < 2.0
 
 
 async def test_reused_connection_failing_after_some_bytes_is_not_retried() -> None:
@@ -392,6 +440,24 @@ async def test_silence_mid_stream_is_a_read_timeout() -> None:
     assert await anext(chunks) == b"a"
     with pytest.raises(ReadTimeout):
         await anext(chunks)
+
+
+async def test_a_drip_fed_answer_ends_at_the_total_timeout() -> None:
+    def handler(t: FakeTransport, data: bytes) -> None:
+        t.reply(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+
+        def drip() -> None:
+            if not t.closed:
+                t.reply(b"1\r\na\r\n")
+                asyncio.get_running_loop().call_later(0.01, drip)
+
+        drip()
+
+    pool, net, target = make(handler)
+    resp = await pool.post(target, b"{}", connect_timeout=1, read_timeout=1, total_timeout=0.2)
+    with pytest.raises(DeadlineExceeded):
+        await asyncio.wait_for(drain(resp), 5)
+    assert net.transports[0].closed
 
 
 async def test_slow_connect_is_a_connect_timeout() -> None:

@@ -15,14 +15,21 @@ client does only what the gateway needs:
   keep-alive rules); body chunks are buffered and reading pauses above
   :data:`HIGH_WATER` bytes until the consumer catches up (backpressure);
 * ``connect_timeout`` bounds connecting, ``read_timeout`` the silence between two reads
-  while someone waits for data (one timer per response, re-armed lazily);
+  while someone waits for data, ``total_timeout`` the whole answer from the moment the
+  request is sent (a drip-feeding upstream cannot hold a request forever); one timer per
+  response, re-armed lazily;
 * ``http`` only: TLS upstreams stay on aiohttp (see ``http.py``).
 
 Errors (all :class:`PoolError`): :class:`ConnectFailed` (carries the ``OSError``),
-:class:`ConnectTimeout` and :class:`ReadTimeout` (both also ``TimeoutError``),
-:class:`ConnectionLost` (closed, reset, or an unreadable answer). A reused connection that
-the server closed before answering a single byte is retried once on a fresh one: the
-server dropped an idle connection just as we sent, so it never saw the request.
+:class:`ConnectTimeout`, :class:`ReadTimeout` and :class:`DeadlineExceeded` (all also
+``TimeoutError``), :class:`ConnectionLost` (closed, reset, or an unreadable answer).
+
+A request is never sent twice (RFC 9112 9.3.1: a POST is not idempotent): a reused
+connection that closes before answering a byte may be one the server dropped as we sent,
+or one where the server read the request and died, and the two look the same from here.
+Instead idle connections are dropped after ``idle_ttl`` (1.5 s), under the keep-alive
+timeout of the common upstream servers (uvicorn 5 s, Node 5 s, gunicorn 2 s), so that
+race needs a server stricter than those (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ __all__ = [
     "ConnectFailed",
     "ConnectTimeout",
     "ConnectionLost",
+    "DeadlineExceeded",
     "Pool",
     "PoolError",
     "PooledResponse",
@@ -52,6 +60,10 @@ __all__ = [
 
 #: buffered body bytes above which the connection stops reading until the consumer drains
 HIGH_WATER = 256 * 1024
+#: seconds an idle connection may be reused: under gunicorn's 2 s keep-alive timeout
+IDLE_TTL = 1.5
+#: total timeout when the caller sets none
+NO_DEADLINE = float("inf")
 #: ``(protocol_factory, host, port) -> (transport, protocol)``: ``loop.create_connection``
 #: unless a test injects a fake network
 Opener = Callable[
@@ -79,6 +91,10 @@ class ConnectTimeout(PoolError, TimeoutError):
 
 class ReadTimeout(PoolError, TimeoutError):
     """No bytes from the upstream for the read timeout while we waited for some."""
+
+
+class DeadlineExceeded(PoolError, TimeoutError):
+    """The answer did not end within the total timeout (slow, drip-fed or endless)."""
 
 
 class ConnectionLost(PoolError):
@@ -150,6 +166,7 @@ class PooledResponse:
     __slots__ = (
         "_chunks",
         "_conn",
+        "_deadline",
         "_decoder",
         "_error",
         "_headers_done",
@@ -169,10 +186,11 @@ class PooledResponse:
         "status",
     )
 
-    def __init__(self, conn: _Connection, read_timeout: float) -> None:
+    def __init__(self, conn: _Connection, read_timeout: float, total_timeout: float) -> None:
         self._conn = conn
         self._loop = conn.loop
         self._read_timeout = read_timeout
+        self._deadline = self._loop.time() + total_timeout
         self.parser = httptools.HttpResponseParser(self)
         self.status = 0
         self.headers: dict[str, str] = {}
@@ -303,8 +321,11 @@ class PooledResponse:
         waiter = self._loop.create_future()
         self._waiter = waiter
         if self._timer is None:
-            self._timer = self._loop.call_at(self._last_read + self._read_timeout, self._on_timer)
+            self._timer = self._loop.call_at(self._next_deadline(), self._on_timer)
         await waiter
+
+    def _next_deadline(self) -> float:
+        return min(self._last_read + self._read_timeout, self._deadline)
 
     def _on_timer(self) -> None:
         # One timer per answer, re-armed only when it fires early: resetting it on every
@@ -312,12 +333,15 @@ class PooledResponse:
         self._timer = None
         if self.done or self._waiter is None:
             return  # nobody waits (the consumer is busy): re-armed by the next _wait
-        deadline = self._last_read + self._read_timeout
-        if self._loop.time() >= deadline:
+        now = self._loop.time()
+        if now >= self._deadline:
+            self.fail(DeadlineExceeded("the answer did not end within the total timeout"))
+            self._conn.abort()
+        elif now >= self._last_read + self._read_timeout:
             self.fail(ReadTimeout(f"no data for {self._read_timeout}s"))
             self._conn.abort()
         else:
-            self._timer = self._loop.call_at(deadline, self._on_timer)
+            self._timer = self._loop.call_at(self._next_deadline(), self._on_timer)
 
     def _stop_timer(self) -> None:
         if self._timer is not None:
@@ -345,11 +369,18 @@ class PooledResponse:
 
     async def read(self) -> bytes:
         """The whole (rest of the) body."""
+        parts: list[bytes] = []
         while not self.done:
+            if self._paused:
+                # Take what is buffered, or the paused connection would never deliver
+                # the rest and the read would wait out the read timeout.
+                parts.append(self._take())
             await self._wait()
         if self._error is not None:
             raise self._error
-        return self._take() if self._chunks else b""
+        if self._chunks:
+            parts.append(self._take())
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def iter_any(self) -> AsyncIterator[bytes]:
         """Body bytes as they arrive (everything buffered since the last step, joined)."""
@@ -429,10 +460,10 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def send(self, data: bytes, read_timeout: float) -> PooledResponse:
+    def send(self, data: bytes, read_timeout: float, total_timeout: float) -> PooledResponse:
         """Write one request; the answer object that will receive the reply."""
         assert self.transport is not None
-        self.response = response = PooledResponse(self, read_timeout)
+        self.response = response = PooledResponse(self, read_timeout, total_timeout)
         self.transport.write(data)
         return response
 
@@ -442,13 +473,13 @@ class Pool:
 
     ``max_idle`` bounds the idle connections kept per host (more are closed on release);
     ``idle_ttl`` is how long an idle one may be reused, kept below the keep-alive timeout
-    of common servers (nginx 75 s, uvicorn 5 s: their close is caught, see the retry) so a
-    reused socket is rarely one the server is closing. ``opener`` replaces
+    of common servers (gunicorn 2 s, uvicorn and Node 5 s, nginx 75 s) so a reused socket
+    is rarely one the server is closing (a request is never re-sent). ``opener`` replaces
     ``loop.create_connection`` (tests).
     """
 
     def __init__(
-        self, *, max_idle: int = 256, idle_ttl: float = 15.0, opener: Opener | None = None
+        self, *, max_idle: int = 256, idle_ttl: float = IDLE_TTL, opener: Opener | None = None
     ) -> None:
         self.max_idle = max_idle
         self.idle_ttl = idle_ttl
@@ -463,32 +494,31 @@ class Pool:
         *,
         connect_timeout: float,
         read_timeout: float,
+        total_timeout: float = NO_DEADLINE,
         extra_headers: Mapping[str, str] | None = None,
     ) -> PooledResponse:
         """POST ``body`` to ``target``; return once status and headers are in.
 
         Raises a :class:`PoolError`. The caller must :meth:`~PooledResponse.release` (or
-        ``close``) the answer.
+        ``close``) the answer. ``total_timeout`` counts from the send, connecting excluded.
         """
         data = target.request(body, extra_headers)
         conn = self._take_idle(target.key)
-        if conn is not None:
-            response = conn.send(data, read_timeout)
-            try:
-                await response.wait_headers()
-                return response
-            except ConnectionLost:
-                if response.got_bytes:
-                    raise
-                # Stale keep-alive connection (closed by the server as we sent): the
-                # request never reached it, so one retry on a fresh connection is safe.
-            except BaseException:
-                response.close()
-                raise
-        conn = await self._connect(target, connect_timeout)
-        response = conn.send(data, read_timeout)
+        reused = conn is not None
+        if conn is None:
+            conn = await self._connect(target, connect_timeout)
+        response = conn.send(data, read_timeout, total_timeout)
         try:
             await response.wait_headers()
+        except ConnectionLost as exc:
+            response.close()
+            if reused and not response.got_bytes:
+                # Not re-sent: the server may have read and acted on it (module doc).
+                raise ConnectionLost(
+                    "the upstream closed a reused keep-alive connection without answering "
+                    "(the request was not re-sent: it may have been processed)"
+                ) from exc
+            raise
         except BaseException:
             response.close()
             raise
