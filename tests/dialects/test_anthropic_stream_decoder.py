@@ -278,9 +278,17 @@ def test_unknown_events_ping_and_non_json() -> None:
     codec = DIALECT.stream_decoder(REQUEST)
     assert codec.feed(SSEEvent("ping", '{"type": "ping"}')) == []
     assert codec.feed(SSEEvent("future_event", '{"type": "future_event", "x": 1}')) == []
-    assert codec.feed(SSEEvent("message", "[1, 2]")) == []
     bad = codec.feed(SSEEvent("message_start", "{not json"))
     assert len(bad) == 1 and isinstance(bad[0], StreamError)
+    assert bad[0].error.status == 502
+
+
+def test_an_event_that_is_not_a_json_object_ends_the_stream() -> None:
+    # The SDK would fail on it too: skipping it would shorten the answer silently.
+    codec = DIALECT.stream_decoder(REQUEST)
+    bad = codec.feed(SSEEvent("message", "[1, 2]"))
+    assert len(bad) == 1 and isinstance(bad[0], StreamError)
+    assert codec.feed(SSEEvent("message_stop", '{"type": "message_stop"}')) == []
 
 
 def test_content_before_message_start_is_tolerated() -> None:

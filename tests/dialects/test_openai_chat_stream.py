@@ -273,11 +273,17 @@ def test_sloppy_servers() -> None:
 
 
 def test_usage_chunk_without_choices_key_and_keepalives() -> None:
-    events = feed(
-        ": not json", chunk({"content": "x"}), "", chunk({}, "length"), usage_chunk(4, 1), "[DONE]"
-    )
+    events = feed(chunk({"content": "x"}), " ", chunk({}, "length"), usage_chunk(4, 1), "[DONE]")
     r = fold(events)
     assert (r.text, r.stop_reason, r.usage) == ("x", StopReason.MAX_TOKENS, Usage(4, 1))
+
+
+def test_an_event_that_is_not_a_json_object_ends_the_stream_with_an_error() -> None:
+    # The SDK reading the upstream directly would raise on it: skipping it would hand the
+    # client a shortened answer that looks complete.
+    events = feed(chunk({"content": "x"}), '{"choices": [', chunk({"content": "y"}), "[DONE]")
+    assert isinstance(events[-1], StreamError) and events[-1].error.status == 502
+    assert not any(isinstance(e, StreamEnd) for e in events)
 
 
 def test_role_and_finish_only_is_a_valid_empty_message() -> None:

@@ -89,9 +89,11 @@ class AnthropicStreamDecoder:
         try:
             data = orjson.loads(event.data)
         except orjson.JSONDecodeError:
-            return self._fail(UpstreamError("upstream sent a stream event that is not JSON"))
-        if not isinstance(data, dict):
-            return []
+            data = None
+        if not isinstance(data, dict):  # the SDK would fail on it too: never skip it
+            return self._fail(
+                UpstreamError("upstream sent a stream event that is not JSON", status=502)
+            )
         kind = data.get("type") or event.event
         if kind == "content_block_delta":
             return self._delta(data)

@@ -56,7 +56,8 @@ class OpenAIChatStreamDecoder:
     Tolerates (§1.6): ``role`` repeated in every delta, ``finish_reason`` together with a
     non-empty delta, ``usage: null`` on every chunk, a usage chunk with ``choices`` null or
     missing, reasoning as ``reasoning_content`` or ``reasoning``, tool-call deltas without
-    ``index``, and keep-alive or non-JSON data lines (ignored).
+    ``index``, and keep-alive comments (ignored). An event whose data is not a JSON object
+    is an error: the SDK reading the stream directly would fail on it too.
     """
 
     __slots__ = (
@@ -101,14 +102,26 @@ class OpenAIChatStreamDecoder:
         if self._done:
             return []
         data = event.data
-        if not data.startswith("{") and data.strip() == "[DONE]":
-            return self._end()
+        if not data.startswith("{"):
+            stripped = data.strip()
+            if stripped == "[DONE]":
+                return self._end()
+            if not stripped:
+                return []  # an empty data line some servers send as a keep-alive
         try:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return []  # not ours to judge: keep-alives and junk are ignored
+            chunk = None
         if not isinstance(chunk, dict):
-            return []
+            # The official SDK would raise on it too; skipping it would hand the client a
+            # shortened answer that looks complete. (Keep-alives are SSE comments, which
+            # never reach here.)
+            self._done = True
+            return [
+                StreamError(
+                    UpstreamError("upstream sent a stream event that is not JSON", status=502)
+                )
+            ]
         if chunk.get("error"):  # in-band error (§1.7)
             self._done = True
             return [StreamError(error_from_payload(chunk["error"]))]
