@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from ..core import Request, Response, StreamEvent
 from ..errors import InterlinguaError
 from ..sse import SSEEvent
+from .relay import RelayCheck
 
 
 class StreamDecoder(Protocol):
@@ -75,6 +76,11 @@ class Dialect(Protocol):
     def stream_decoder(self, request: Request) -> StreamDecoder: ...
 
     def stream_encoder(self, request: Request) -> StreamEncoder: ...
+
+    def relay_check(self) -> RelayCheck:
+        """A check on an upstream stream of this dialect relayed untranslated (passthrough):
+        whole events only, each JSON, and a stream cut before its end caught."""
+        ...
 
     def parse_error(self, status: int, body: bytes, headers: dict[str, str]) -> InterlinguaError:
         """An upstream's non-2xx answer -> the error to raise (status kept; 529/503 ->

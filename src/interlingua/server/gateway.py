@@ -148,8 +148,9 @@ class Gateway:
             response = await _unless_disconnected(upstream.complete(upstream_request), receive)
         else:
             response = await upstream.complete(upstream_request)
-        rendered = dialect.render_response(response, request)
-        return BytesResponse(orjson.dumps(rendered))
+        rendered = orjson.dumps(dialect.render_response(response, request))
+        # An upstream has been known to echo its key inside an answer: never relay it.
+        return BytesResponse(self.scrub_bytes(rendered) if self.secrets else rendered)
 
     async def _stream(
         self, dialect: Dialect, route: Route, request: Request, upstream_request: Request
@@ -159,6 +160,10 @@ class Gateway:
         # request raises here, and the client still gets a real HTTP error status.
         try:
             first = await anext(batches)
+            if isinstance(first[0], StreamError):
+                # The upstream failed before saying anything (an in-band error as its
+                # first event): the client can still get a real status for it.
+                raise first[0].error
         except StopAsyncIteration:
             raise UpstreamError("upstream closed the stream without sending anything") from None
         except BaseException:
@@ -197,7 +202,7 @@ class Gateway:
                     return
 
         return StreamResponse(
-            chunks(),
+            self._scrub_stream(chunks()) if self.secrets else chunks(),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
             aclose=lambda: _aclose(ticking),
         )
@@ -223,8 +228,18 @@ class Gateway:
             status = _STATUS_FOR_CLIENT.get((dialect.name, answer.status), answer.status)
             return BytesResponse(self.scrub_bytes(answer.body), status, relayed)
         request = Request(model=str(body.get("model")), messages=(), stream=True)
+        chunks = self._scrub_stream(answer.chunks) if self.secrets else answer.chunks
+        # As on the translated path, the first events come before the status line: a
+        # stream broken from its start (garbage, a cut) is then a real 502.
+        try:
+            first = await anext(chunks, b"")
+        except BaseException:
+            await _aclose(chunks)
+            await answer.aclose()
+            raise
+        ping = dialect.stream_encoder(request).ping()
         return StreamResponse(
-            self._scrub_stream(answer.chunks) if self.secrets else answer.chunks,
+            _relay_with_keepalive(first, chunks, ping),
             headers=SSE_HEADERS + _relayed(answer),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
             aclose=answer.aclose,
@@ -237,6 +252,24 @@ class Gateway:
         route = self.router.resolve(request.model)
         counted = await route.upstream.count_tokens(replace(request, model=route.upstream_model))
         return counted if counted is not None else estimate_request_tokens(request)
+
+
+async def _relay_with_keepalive(
+    first: bytes, chunks: AsyncIterator[bytes], ping: bytes
+) -> AsyncIterator[bytes]:
+    """``first``, then ``chunks``, with the dialect's keep-alive during long silences.
+
+    The relayed chunks are whole events (dialects/relay.py), so a ping never lands inside
+    one. An upstream quiet for minutes (a reasoning model) would otherwise see its stream
+    dropped by a proxy or client idle timeout.
+    """
+    yield first
+    ticking = with_keepalive(chunks, keepalive.KEEPALIVE_SECONDS)
+    try:
+        async for chunk in ticking:
+            yield ping if chunk is None else chunk
+    finally:
+        await _aclose(ticking)
 
 
 async def _unless_disconnected(work: Awaitable[T], receive: Receive) -> T:

@@ -16,7 +16,7 @@ import orjson
 from starlette.requests import Request as HTTPRequest
 from starlette.types import Receive, Scope, Send
 
-from ..errors import InvalidRequestError, RequestTooLargeError
+from ..errors import InterlinguaError, InvalidRequestError, RequestTooLargeError
 
 log = logging.getLogger("interlingua.server")
 
@@ -187,8 +187,11 @@ class StreamResponse:
         except Exception as exc:
             if self.on_error is None:
                 raise
-            log.exception("stream failed after the first byte")
-            body = self.on_error(exc)
+            body = self.on_error(exc)  # (renders a scrubbed copy of the message)
+            if isinstance(exc, InterlinguaError):  # an upstream fault, not a bug of ours
+                log.warning("stream ended by an error after the first byte: %s", exc.message)
+            else:
+                log.exception("stream failed after the first byte")
             await send({"type": "http.response.body", "body": body, "more_body": True})
         # Done before the last send: the server may report the finished response as a
         # disconnect on ``receive``, which must not cancel the cleanup that follows.

@@ -15,7 +15,11 @@ bodies are ``orjson`` bytes. Failures map onto :mod:`interlingua.errors`:
 * a non-2xx answer -> the dialect's ``parse_error`` (status kept, ``retry-after`` parsed),
   raised before the first stream event;
 * cannot connect -> :class:`UpstreamConnectionError` (502); the connection drops while
-  reading -> the same; no bytes for ``timeout.read`` seconds -> :class:`TimeoutError_` (504);
+  reading -> the same; no bytes for ``timeout.read`` seconds, or an answer not finished
+  within ``timeout.total`` -> :class:`TimeoutError_` (504);
+* a 2xx answer that is not what was asked for (HTML, text, JSON cut short, an event that
+  is not JSON, a stream that stops before its end) -> :class:`UpstreamError` (502), on
+  both paths: a relayed stream is checked event by event (:mod:`..dialects.relay`);
 * any failure after the first stream event -> one ``StreamError`` event, then the end.
 
 The API key is in the precomputed headers and nowhere else: messages name the upstream
@@ -46,7 +50,15 @@ from ..errors import (
     describe_os_error,
 )
 from ..sse import SSEDecoder, SSEEvent
-from ._pool import ConnectFailed, ConnectTimeout, Pool, PooledResponse, PoolError, Target
+from ._pool import (
+    ConnectFailed,
+    ConnectTimeout,
+    DeadlineExceeded,
+    Pool,
+    PooledResponse,
+    PoolError,
+    Target,
+)
 from .base import RawResponse, Upstream
 
 __all__ = ["HttpUpstream", "finalize_wire", "merge_headers", "relayed_headers"]
@@ -134,10 +146,10 @@ class HttpUpstream(Upstream):
         self._secret = api_key.encode() if api_key else b""
         limits = timeout or TimeoutConfig()
         self.timeout = limits
-        # total=None: a stream may legitimately run for many minutes; sock_read bounds
-        # the silence between two reads instead.
+        # sock_read bounds the silence between two reads, total the whole answer (a
+        # stream may legitimately run for many minutes: the default is generous).
         self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=limits.connect, sock_read=limits.read
+            total=limits.total, sock_connect=limits.connect, sock_read=limits.read
         )
         self._session = session
         self._owns_session = session is None
@@ -268,7 +280,7 @@ class HttpUpstream(Upstream):
         resp = await self._post(self.url, body, self._forwarding(headers))
         out_headers = relayed_headers(resp.headers)
         ok = 200 <= resp.status < 300
-        if stream and ok:
+        if stream and ok and _is_event_stream(resp.headers):
             return RawResponse(
                 resp.status, out_headers, chunks=self._relay(resp), closer=lambda: _finish(resp)
             )
@@ -278,7 +290,29 @@ class HttpUpstream(Upstream):
             raise self.transport_error(exc) from exc
         finally:
             _finish(resp)
-        return RawResponse(resp.status, out_headers, body=data if ok else self.scrub(data))
+        if not ok:
+            data = self.scrub(data)
+            if not _is_json_object(data):
+                # Not an error body a client of this dialect can read (an HTML page from
+                # a proxy, say): answer with the dialect's own error, status kept.
+                raise self.codec.parse_error(resp.status, data, dict(resp.headers))
+        elif stream:
+            raise self._not_what_was_asked(resp.headers, data, "an event stream")
+        elif not _is_json_object(data):
+            raise self._not_what_was_asked(resp.headers, data, "a JSON object")
+        return RawResponse(resp.status, out_headers, body=data)
+
+    def _not_what_was_asked(
+        self, headers: Mapping[str, str], data: bytes, wanted: str
+    ) -> UpstreamError:
+        kind = headers.get("content-type") or "no content type"
+        text = self.scrub(data[:200]).decode("utf-8", "replace").strip()
+        sample = f": {text!r}" if text else " (empty)"
+        return UpstreamError(
+            f"upstream '{self.name}' at {self.base_url} answered 2xx with {kind} instead of "
+            f"{wanted}{sample}",
+            status=502,
+        )
 
     def _forwarding(self, client_headers: Mapping[str, str]) -> dict[str, str] | None:
         if not self.forward_headers:
@@ -289,11 +323,22 @@ class HttpUpstream(Upstream):
         return extra or None
 
     async def _relay(self, resp: _Answer) -> AsyncIterator[bytes]:
+        """The upstream's whole, well-formed events; a fault or a cut raises (502/504)
+        after the events before it, so the gateway's error event follows a whole one."""
+        check = self.codec.relay_check()
         try:
             async for chunk in resp.content.iter_any():
-                yield chunk
+                data = check.feed(chunk)
+                if data:
+                    yield data
+                if check.error is not None:
+                    break
         except _TRANSPORT_ERRORS as exc:
             raise self.transport_error(exc) from exc
+        error = check.finish()
+        if error is not None:
+            error.message = f"upstream '{self.name}' at {self.base_url}: {error.message}"
+            raise error
 
     # --- HTTP plumbing --------------------------------------------------------------
 
@@ -342,6 +387,7 @@ class HttpUpstream(Upstream):
                 body,
                 connect_timeout=self.timeout.connect,
                 read_timeout=self.timeout.read,
+                total_timeout=self.timeout.total,
                 extra_headers=extra,
             )
         except PoolError as exc:
@@ -366,6 +412,11 @@ class HttpUpstream(Upstream):
         where = f"upstream '{self.name}' at {self.base_url}"
         if isinstance(exc, aiohttp.ConnectionTimeoutError | ConnectTimeout):
             return TimeoutError_(f"{where} timed out connecting (after {self.timeout.connect}s)")
+        if isinstance(exc, DeadlineExceeded) or (
+            # aiohttp's total timeout is a bare TimeoutError; its read timeout is not
+            type(exc) is TimeoutError and not self._lean
+        ):
+            return TimeoutError_(f"{where} did not finish its answer within {self.timeout.total}s")
         if isinstance(exc, TimeoutError):
             return TimeoutError_(f"{where} timed out: no data for {self.timeout.read}s")
         if isinstance(exc, aiohttp.ClientConnectorError | ConnectFailed):
@@ -383,6 +434,25 @@ class HttpUpstream(Upstream):
         if self._owns_session and self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _is_event_stream(headers: Mapping[str, str]) -> bool:
+    # No content type at all is given the benefit of the doubt (the relay check still
+    # stops anything that is not SSE); anything else must say text/event-stream.
+    kind = headers.get("content-type")
+    return kind is None or kind.lower().startswith("text/event-stream")
+
+
+def _is_json_object(data: bytes) -> bool:
+    """Whether ``data`` is one JSON object (what a client's SDK will parse it as)."""
+    if data[:1] != b"{":
+        data = data.lstrip()
+        if data[:1] != b"{":
+            return False
+    try:
+        return isinstance(orjson.loads(data), dict)
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _until_error(events: list[StreamEvent]) -> list[StreamEvent]:

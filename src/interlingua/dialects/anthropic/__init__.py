@@ -16,6 +16,7 @@ from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
+from ..relay import AnthropicRelayCheck
 from .errors import parse_error, render_error, render_stream_error
 from .render import render_count_tokens_request, render_request
 from .request import parse_count_tokens_request, parse_request
@@ -59,6 +60,10 @@ class AnthropicDialect:
     def stream_encoder(self, request: Request) -> AnthropicStreamEncoder:
         """An encoder for one stream to an Anthropic client."""
         return AnthropicStreamEncoder(request)
+
+    def relay_check(self) -> AnthropicRelayCheck:
+        """A check on an upstream's stream of this dialect relayed byte for byte."""
+        return AnthropicRelayCheck()
 
     def parse_error(self, status: int, body: bytes, headers: dict[str, str]) -> InterlinguaError:
         """An Anthropic upstream's error answer -> the error to raise."""

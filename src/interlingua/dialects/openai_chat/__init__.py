@@ -13,6 +13,7 @@ from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
+from ..relay import OpenAIChatRelayCheck
 from .errors import parse_error, render_error, render_stream_error
 from .request import parse_request, render_request
 from .response import parse_response, render_model_list, render_response
@@ -47,6 +48,10 @@ class OpenAIChatDialect:
     def stream_encoder(self, request: Request) -> OpenAIChatStreamEncoder:
         """An encoder of chunks for a client that sent ``request``."""
         return OpenAIChatStreamEncoder(request)
+
+    def relay_check(self) -> OpenAIChatRelayCheck:
+        """A check on an upstream's stream of this dialect relayed byte for byte."""
+        return OpenAIChatRelayCheck()
 
     def parse_error(self, status: int, body: bytes, headers: dict[str, str]) -> InterlinguaError:
         """An upstream's non-2xx answer -> the error to raise."""
