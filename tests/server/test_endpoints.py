@@ -94,6 +94,22 @@ async def test_messages_beta_query_is_accepted(client: httpx.AsyncClient) -> Non
     assert message.model == "claude-sonnet-4-5"
 
 
+@pytest.mark.parametrize("path", ["/v1/messages/", "/v1/chat/completions/"])
+async def test_a_trailing_slash_is_served_not_redirected(
+    client: httpx.AsyncClient, path: str
+) -> None:
+    # A 307 would carry a Location built from the client's Host header.
+    body = {"model": "gpt-4o", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    resp = await client.post(path, json=body, headers={"host": "evil.example"})
+    assert resp.status_code == 200, resp.text
+    assert "location" not in resp.headers
+
+
+async def test_other_paths_with_a_slash_are_not_redirected(client: httpx.AsyncClient) -> None:
+    resp = await client.get("/v1/models/", headers={"host": "evil.example"})
+    assert resp.status_code == 404 and "location" not in resp.headers
+
+
 async def _count(client: httpx.AsyncClient, body: dict[str, Any]) -> int:
     resp = await client.post(
         "/v1/messages/count_tokens?beta=true", json=body, headers=ANTHROPIC_HEADERS

@@ -211,6 +211,9 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: _NotFoundAsError(gateway)},
     )
+    # No redirects to the slash-less path: the Location would come from the client's Host
+    # header. The generation routes answer with or without the slash (server/middleware.py).
+    app.router.redirect_slashes = False
     fast_routes = {
         ("POST", "/v1/chat/completions"): handlers.chat_completions,
         ("POST", "/chat/completions"): handlers.chat_completions,

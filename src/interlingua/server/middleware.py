@@ -58,7 +58,12 @@ class Front:
         started = time.perf_counter()
         status = 0
         try:
-            handler = self.fast_routes.get((scope["method"], scope["path"]))
+            path = scope["path"]
+            handler = self.fast_routes.get((scope["method"], path))
+            if handler is None and path.endswith("/") and len(path) > 1:
+                # POST /v1/messages/ is served as /v1/messages: a redirect would be built
+                # from the client's Host header, and SDKs do not re-POST after a 307.
+                handler = self.fast_routes.get((scope["method"], path.rstrip("/")))
             if handler is not None:
                 response = await handler(HTTPRequest(scope, receive))
                 response.headers = [*response.headers, *id_headers]
