@@ -334,6 +334,8 @@ class HttpUpstream(Upstream):
                 if check.error is not None:
                     break
         except _TRANSPORT_ERRORS as exc:
+            if check.ended:  # the stream had ended (an in-band error, say): nothing is lost
+                return
             raise self.transport_error(exc) from exc
         error = check.finish()
         if error is not None:
