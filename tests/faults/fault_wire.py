@@ -113,7 +113,8 @@ def _openai_chunk(model: str, delta: dict[str, Any] | None, finish: str | None =
 
 
 def _anthropic_event(payload: dict[str, Any]) -> bytes:
-    return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    name = str(payload["type"]).encode()
+    return b"event: " + name + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 def stream_events(dialect: str, model: str, text: str, usage: bool = True) -> list[bytes]:
@@ -131,7 +132,7 @@ def stream_events(dialect: str, model: str, text: str, usage: bool = True) -> li
         if usage:
             events.append(_openai_chunk(model, None))
         return [*events, b"data: [DONE]\n\n"]
-    start = {
+    start: dict[str, Any] = {
         "id": "msg_fault",
         "type": "message",
         "role": "assistant",

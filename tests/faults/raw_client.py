@@ -76,7 +76,7 @@ class RawClient:
 
     def read_chunks(self) -> list[bytes]:
         """Chunk payloads up to the last chunk; ValueError on a size line that is not hex."""
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             line = self.read_line()
             size = int(line.split(b";")[0], 16)
