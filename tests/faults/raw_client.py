@@ -8,6 +8,7 @@ the test asks for, and reports EOF and silence as facts rather than errors.
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -93,17 +94,22 @@ class RawClient:
         data, self.buffer = self.buffer, b""
         return data
 
-    def silent_for(self, seconds: float) -> bool:
-        """True when nothing arrives for ``seconds`` and the connection stays open."""
-        self.sock.settimeout(seconds)
+    def open_after(self, seconds: float) -> bool:
+        """True when the server has not closed within ``seconds``; whatever arrives
+        meanwhile is kept in :attr:`buffer` (bytes in flight are not a verdict)."""
+        deadline = time.monotonic() + seconds
         try:
-            data = self.sock.recv(65536)
+            while (left := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(left)
+                data = self.sock.recv(65536)
+                if not data:
+                    return False
+                self.buffer += data
         except TimeoutError:
-            return True
+            pass
         finally:
             self.sock.settimeout(self.timeout)
-        self.buffer += data
-        return False
+        return True
 
     def response(self) -> tuple[int, dict[str, str], bytes]:
         """A whole response framed by Content-Length, chunks, or EOF."""
