@@ -141,6 +141,8 @@ def up() -> Iterator[FaultUpstream]:
     with pytest.MonkeyPatch.context() as mp, FaultUpstream(hold=15.0) as server:
         mp.setenv(KEY_ENV, UPSTREAM_KEY)
         yield server
+    # The gateway sent the fault server only requests it could read.
+    assert server.errors == []
 
 
 @pytest.fixture(scope="module")
