@@ -104,6 +104,19 @@ def test_a_body_shorter_than_declared_gets_408_after_body_timeout(tmp_path: Path
         assert _chat(gw.url).status_code == 200
 
 
+def test_an_idle_keep_alive_connection_is_closed_after_keep_alive_timeout(
+    tmp_path: Path,
+) -> None:
+    with serve(tmp_path, _config(keep_alive_timeout=1)) as gw, _connect(gw.port) as sock:
+        for _ in range(2):  # the timeout restarts after each answer
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: gw\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+            time.sleep(0.5)
+        started = time.monotonic()
+        assert _read_until_closed(sock, 10) == b""
+        assert 0.3 < time.monotonic() - started < 4
+
+
 def test_a_head_too_large_or_with_too_many_headers_gets_431(tmp_path: Path) -> None:
     with serve(tmp_path, _config(max_header_bytes=16384, max_headers=64)) as gw:
         # Within the limits: served.

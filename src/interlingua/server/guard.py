@@ -8,9 +8,9 @@ is uvicorn's httptools protocol plus, per connection, a phase and the time it en
 
     HEAD  accepted, or the next request begun: the head must be complete within
           ``header_timeout`` (then 408 and close; a silent connection is just closed)
-    BODY  head done, body incomplete: ``body_timeout`` of silence ends it (408, close)
-    BUSY  the request is read; the app is answering (no limit here)
-    IDLE  answered, waiting for the next request (uvicorn's ``keep_alive_timeout``)
+    BUSY  head done, the app is answering; while the body is incomplete (uvicorn's
+          ``cycle.more_body``) ``body_timeout`` of silence ends it (408, close)
+    IDLE  answered, waiting for the next request: closed after ``keep_alive_timeout``
 
 A head larger than ``max_header_bytes`` or with more than ``max_headers`` headers gets
 431. :class:`Guard` is the per-process registry: one timer sweeps the connections for the
@@ -43,7 +43,7 @@ from .drain import RETRY_AFTER_SECONDS, Drain
 
 log = logging.getLogger("interlingua.server")
 
-HEAD, BODY, BUSY, IDLE = range(4)
+HEAD, BUSY, IDLE = range(3)
 
 #: descriptors kept for the process itself: listening socket, stdio, logs, the usage
 #: database and its WAL, a model file, the event loop's own, DNS
@@ -119,15 +119,14 @@ class Guard:
         return admitted
 
     def _victim(self) -> GuardedProtocol | None:
-        """The connection longest in HEAD or BODY (a slow sender), else the longest IDLE."""
+        """The connection longest sending a head or body, else the one longest idle."""
         slow: GuardedProtocol | None = None
         idle: GuardedProtocol | None = None
         for conn in self.connections:
-            phase = conn.phase
-            if phase in (HEAD, BODY):
+            if conn.sending():
                 if slow is None or conn.since < slow.since:
                     slow = conn
-            elif phase == IDLE and (idle is None or conn.since < idle.since):
+            elif conn.phase == IDLE and (idle is None or conn.since < idle.since):
                 idle = conn
         return slow if slow is not None else idle
 
@@ -141,15 +140,17 @@ class Guard:
         any_busy = False
         for conn in list(self.connections):
             phase = conn.phase
-            if phase == HEAD and conn.since < head_deadline:
-                conn.head_timed_out()
-            elif phase == BODY and conn.last_read < body_deadline:
+            if phase == HEAD:
+                if conn.since < head_deadline:
+                    conn.head_timed_out()
+            elif phase == IDLE:
+                if conn.since < idle_deadline:
+                    # uvicorn has a keep-alive timer too, but the rest of a body sent
+                    # after an early answer (413) cancels it for good
+                    conn.transport.close()
+            elif conn.sending() and conn.last_read < body_deadline:
                 conn.body_timed_out()
-            elif phase == IDLE and conn.since < idle_deadline:
-                # uvicorn's keep-alive timer too, but a body sent after an early answer
-                # (413) cancels that timer for good
-                conn.transport.close()
-            elif phase in (BUSY, BODY):
+            else:
                 any_busy = True
         if self.drain.draining and not any_busy:
             self.close_waiting()  # nothing left to drain: idle connections need not wait
@@ -176,7 +177,7 @@ class Guard:
 
     def any_busy(self) -> bool:
         """Whether some connection is still reading or answering a request."""
-        return any(conn.phase in (BUSY, BODY) for conn in self.connections)
+        return any(conn.phase == BUSY for conn in self.connections)
 
     def close_waiting(self) -> None:
         """Close every connection that has no request in flight."""
@@ -260,16 +261,16 @@ class GuardedProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         guard: Guard = config.guard
         self.guard = guard
+        self.drain = guard.drain
         self.clock: Callable[[], float] = self.loop.time
         self.max_header_bytes = guard.max_header_bytes
         self.max_headers = guard.max_headers
         self.phase = HEAD
         self.since = 0.0  # when the phase began
-        self.last_read = 0.0  # last body bytes (BODY)
+        self.last_read = 0.0  # last bytes received while BUSY
         self.began = False  # a request's first byte arrived (HEAD)
-        self.head_size = 0  # request line + completed headers, bytes
-        self.header_count = 0
-        self.pending = 0  # bytes of chunks that arrived wholly inside a head
+        self.pending = 0  # bytes of earlier chunks that arrived wholly inside this head
+        self.chunk = 0  # bytes of the chunk being parsed
         self.refusal: _Refusal | None = None
 
     # -- connection ---------------------------------------------------------------------
@@ -290,17 +291,16 @@ class GuardedProtocol(HttpToolsProtocol):
         # uvicorn's data_received, with our refusals told apart from malformed requests.
         self._unset_keepalive_if_required()
         phase = self.phase
-        if phase == BODY:
+        if phase == BUSY:
             self.last_read = self.clock()
+        self.chunk = len(data)
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:
-            refusal = exc.__context__
+        except httptools.HttpParserError as exc:
+            refusal = exc.__context__  # a callback's exception (HttpParserCallbackError)
             if isinstance(refusal, _Refusal):
                 self.refuse(refusal)
                 return
-            raise
-        except httptools.HttpParserError:
             msg = "Invalid HTTP request received."
             self.logger.warning(msg)
             self.send_400_response(msg)
@@ -326,57 +326,62 @@ class GuardedProtocol(HttpToolsProtocol):
             self.phase = HEAD
             self.since = self.clock()
         self.began = True
-        self.head_size = self.header_count = self.pending = 0
+        self.pending = 0
 
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-        self.head_size += len(url)
-        if self.head_size > self.max_header_bytes:
-            raise _headers_too_large(self.max_header_bytes)
+    def on_headers_complete(self) -> None:
+        if self.refusal is not None:
+            raise self.refusal
+        if (
+            len(self.headers) > self.max_headers
+            or self.pending + self.chunk > self.max_header_bytes
+        ):
+            self._check_head()
+        super().on_headers_complete()
+        self.phase = BUSY
+        self.since = self.last_read = self.clock()
+        if self.drain.draining and self.cycle is not None:
+            self.cycle.keep_alive = False  # answer it (503 from the app), then close
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.head_size += len(name) + len(value) + 4  # ": " and CRLF
-        self.header_count += 1
-        if self.head_size > self.max_header_bytes:
-            raise _headers_too_large(self.max_header_bytes)
-        if self.header_count > self.max_headers:
+    def _check_head(self) -> None:
+        """431 for too many headers, or a head larger than ``max_header_bytes``.
+
+        The head is no larger than the chunks it arrived in (``pending`` + ``chunk``), so
+        it is measured only when those exceed the limit: no per-header work otherwise.
+        """
+        headers = self.headers
+        if len(headers) > self.max_headers:
             raise _Refusal(
                 431,
                 "invalid_request_error",
                 "too_many_headers",
                 f"The request has more than {self.max_headers} headers.",
             )
-        # The parent's on_header, inlined: this runs for every header of every request.
-        name = name.lower()
-        if name == b"expect" and value.lower() == b"100-continue":
-            self.expect_100_continue = True
-        self.headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        if self.refusal is not None:
-            raise self.refusal
-        super().on_headers_complete()
-        self.phase = BODY
-        self.since = self.last_read = self.clock()
-        if self.guard.drain.draining and self.cycle is not None:
-            self.cycle.keep_alive = False  # answer it (503 from the app), then close
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        cycle = self.cycle
-        if cycle is not None and cycle.response_complete:
-            self._idle()  # answered before its body was read (413, 401)
-        else:
-            self.phase = BUSY
+        limit = self.max_header_bytes
+        if self.pending + self.chunk > limit:
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in headers)
+            if size > limit:
+                raise _headers_too_large(limit)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if self.phase == BUSY:
-            self._idle()
-
-    def _idle(self) -> None:
+        # uvicorn's, without its keep-alive timer: arming and cancelling a timer per
+        # request costs more than the guard's one sweep, which closes idle connections.
+        self.server_state.total_requests += 1
+        # IDLE also when the body is still arriving (answered early: 413, 401): the
+        # rest is not waited for beyond the keep-alive timeout.
         self.phase = IDLE
         self.since = self.clock()
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:  # a pipelined request whose head was already read
+            cycle, app = self.pipeline.pop()
+            self.phase = BUSY
+            self._start_asgi_task(cycle, app)
+
+    def sending(self) -> bool:
+        """Whether the client is still sending this request (head or body)."""
+        phase = self.phase
+        return phase == HEAD or (phase == BUSY and self.cycle.more_body)
 
     # -- guard actions ------------------------------------------------------------------
 
@@ -386,8 +391,7 @@ class GuardedProtocol(HttpToolsProtocol):
         if transport.is_closing():
             return
         cycle = self.cycle
-        answering = self.phase in (BODY, BUSY) and cycle is not None
-        if not (answering and cycle.response_started):
+        if not (self.phase == BUSY and cycle is not None and cycle.response_started):
             transport.write(refusal.render())
         transport.close()
 
@@ -413,7 +417,7 @@ class GuardedProtocol(HttpToolsProtocol):
         )
 
     def body_timed_out(self) -> None:
-        """``body_timeout`` of silence in BODY: 408 (if nothing was answered) and close."""
+        """``body_timeout`` of silence mid-body: 408 (unless answered already) and close."""
         self.refuse(
             _Refusal(
                 408,
@@ -433,7 +437,7 @@ class GuardedProtocol(HttpToolsProtocol):
         """
         guard = self.guard
         guard.begin_drain(self)
-        if self.phase in (BUSY, BODY):
+        if self.phase == BUSY:
             if self.cycle is not None:
                 self.cycle.keep_alive = False
         elif not guard.busy_at_drain:

@@ -56,9 +56,13 @@ class GatewayServerConfig(uvicorn.Config):
             "port": server.port,
             "loop": "auto",  # uvloop when installed
             "http": GuardedProtocol,
+            # No WebSocket routes: an Upgrade request is served as plain HTTP, and never
+            # swaps the protocol out from under the guard's registry.
+            "ws": "none",
             "log_level": log_level,
             "access_log": False,  # our front layer writes one access line with the request id
-            # uvicorn's own keep-alive timer (whole seconds); the guard enforces the exact value
+            # Unused by GuardedProtocol (its sweep closes idle connections), given for
+            # anything else that reads it.
             "timeout_keep_alive": max(1, math.ceil(server.keep_alive_timeout)),
             "timeout_graceful_shutdown": math.ceil(server.shutdown_timeout) + BACKSTOP_SECONDS,
         }
