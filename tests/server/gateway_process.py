@@ -36,11 +36,11 @@ class Gateway:
         """Everything the gateway logged so far."""
         return self.log.read_text(errors="replace")
 
-    def stop(self, timeout: float = 20) -> tuple[int, str]:
-        """SIGTERM (to the main process: with --workers, its supervisor passes it on),
+    def stop(self, timeout: float = 20, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        """``sig`` to the main process (with --workers, its supervisor passes it on),
         then wait; (exit status, stderr)."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
         self.proc.wait(timeout=timeout)
         return self.proc.returncode, self.stderr()
 

@@ -47,6 +47,12 @@ def _short_stream(pause: float) -> Any:
     return behaviour
 
 
+async def _hang(mock: MockOpenAI, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+    """Answer nothing for 10 s (a non-stream request the drain has to end)."""
+    await asyncio.sleep(10)
+    return web.Response(status=500)
+
+
 def _config(base_url: str) -> dict[str, Any]:
     return {
         # A long keep-alive so the idle connections the test holds stay open to the drain.
@@ -98,6 +104,19 @@ def _openai_stream(gw: Gateway) -> _Run:
     return _Run(consume)
 
 
+def _openai_call(gw: Gateway) -> _Run:
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="k", max_retries=0, timeout=30)
+
+    def consume(run: _Run) -> None:
+        run.first.set()
+        answer = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        )
+        run.text = answer.choices[0].message.content or ""
+
+    return _Run(consume)
+
+
 def _anthropic_stream(gw: Gateway) -> _Run:
     client = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0, timeout=30)
 
@@ -129,8 +148,9 @@ def _assert_typed_api_error(run: _Run, kind: type[BaseException]) -> None:
 def test_sigterm_drains_streams_then_ends_the_rest_in_band(
     tmp_path: Path, mock: MockOpenAI
 ) -> None:
-    # In order of arrival: a short stream, then two longer than shutdown_timeout.
-    mock.enqueue(_short_stream(0.15), endless(interval=0.1), endless(interval=0.1))
+    # In order of arrival: a short stream, two longer than shutdown_timeout, and a
+    # non-stream request whose upstream answers nothing in time.
+    mock.enqueue(_short_stream(0.15), endless(interval=0.1), endless(interval=0.1), _hang)
     with serve(tmp_path, _config(mock.base_url)) as gw:
         health = httpx.Client(base_url=gw.url, timeout=10)
         late = httpx.Client(base_url=gw.url, timeout=10)
@@ -144,6 +164,10 @@ def test_sigterm_drains_streams_then_ends_the_rest_in_band(
             assert long_openai.first.wait(10)
             long_anthropic = _anthropic_stream(gw)
             assert long_anthropic.first.wait(10)
+            waiting = _openai_call(gw)
+            deadline = time.monotonic() + 10
+            while len(mock.received) < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)  # until the non-stream request reached the upstream
             signalled = time.monotonic()
             gw.proc.send_signal(signal.SIGTERM)
             time.sleep(0.3)
@@ -166,6 +190,8 @@ def test_sigterm_drains_streams_then_ends_the_rest_in_band(
             assert short.finished == "tool_calls" and short.text == "Let me check the weather."
             _assert_typed_api_error(long_openai.result(), openai.APIError)
             _assert_typed_api_error(long_anthropic.result(), anthropic.APIError)
+            _assert_typed_api_error(waiting.result(), openai.InternalServerError)
+            assert waiting.error.status_code == 503  # type: ignore[union-attr]
             assert long_openai.text.startswith("Let me")
             code = gw.proc.wait(timeout=SHUTDOWN_TIMEOUT + 10)
             elapsed = time.monotonic() - signalled
@@ -176,15 +202,19 @@ def test_sigterm_drains_streams_then_ends_the_rest_in_band(
         assert code == 0, log[-3000:]
         assert SHUTDOWN_TIMEOUT - 0.5 < elapsed < SHUTDOWN_TIMEOUT + 6, elapsed
         assert "Traceback" not in log and "CancelledError" not in log, log[-3000:]
-        assert "ending 2 request(s) still running" in log
+        assert "ending 3 request(s) still running" in log
 
 
-def test_sigterm_with_nothing_in_flight_exits_at_once(tmp_path: Path, mock: MockOpenAI) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_with_nothing_in_flight_exits_at_once(
+    tmp_path: Path, mock: MockOpenAI, sig: int
+) -> None:
     with serve(tmp_path, _config(mock.base_url)) as gw, httpx.Client(timeout=10) as client:
         assert client.get(gw.url + "/health").status_code == 200  # an idle keep-alive
         started = time.monotonic()
-        code, log = gw.stop()
+        code, log = gw.stop(sig=sig)
         assert code == 0, log[-3000:]
+        assert "Traceback" not in log, log[-3000:]
         assert time.monotonic() - started < SHUTDOWN_TIMEOUT, "waited for an idle connection"
 
 

@@ -15,6 +15,7 @@ drain, and uvicorn's ``timeout_graceful_shutdown`` is only a backstop a few seco
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import sys
@@ -86,14 +87,18 @@ def run(config: Config, *, workers: int = 1, log_level: str = "info") -> int:
         # Each worker process gets this config pickled, loads it (its own guard and app)
         # and drains on the SIGTERM the supervisor sends it.
         sock = server_config.bind_socket()
-        Multiprocess(server_config, sockets=[sock]).run()
+        with contextlib.suppress(KeyboardInterrupt):
+            Multiprocess(server_config, sockets=[sock]).run()
         return 0
     server = uvicorn.Server(server_config)
-    # uvicorn re-raises the signal it caught once it has shut down, to exit "as killed";
-    # a drained shutdown is a clean exit, so that second SIGTERM must not kill us.
+    # uvicorn re-raises the signal it caught once it has shut down, to exit "as killed":
+    # a drained shutdown is a clean exit, so that second SIGTERM must not kill us, and
+    # the KeyboardInterrupt of a second SIGINT must not print a traceback.
     previous = signal.signal(signal.SIGTERM, _ignore)
     try:
         server.run()
+    except KeyboardInterrupt:
+        pass
     finally:
         signal.signal(signal.SIGTERM, previous)
     if not server.started:
