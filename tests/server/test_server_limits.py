@@ -8,6 +8,7 @@ one gets a clean 503 with Retry-After.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import time
@@ -51,6 +52,19 @@ def _read_until_closed(sock: socket.socket, timeout: float) -> bytes:
     except (TimeoutError, ConnectionResetError):
         pass
     return data
+
+
+def _read_answer(sock: socket.socket) -> bytes:
+    """One whole response with a Content-Length body (its parts may arrive apart)."""
+    sock.settimeout(10)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
@@ -110,11 +124,29 @@ def test_an_idle_keep_alive_connection_is_closed_after_keep_alive_timeout(
     with serve(tmp_path, _config(keep_alive_timeout=1)) as gw, _connect(gw.port) as sock:
         for _ in range(2):  # the timeout restarts after each answer
             sock.sendall(b"GET /health HTTP/1.1\r\nHost: gw\r\n\r\n")
-            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+            assert _read_answer(sock).startswith(b"HTTP/1.1 200 ")
             time.sleep(0.5)
         started = time.monotonic()
         assert _read_until_closed(sock, 10) == b""
         assert 0.3 < time.monotonic() - started < 4
+
+
+def test_a_body_still_dripping_after_an_early_answer_is_not_waited_for(
+    tmp_path: Path,
+) -> None:
+    """A 1 GB Content-Length is refused (413) before the body is read; a client that
+    keeps sending it a byte at a time is closed after keep_alive_timeout."""
+    config = _config(keep_alive_timeout=1, body_timeout=60)
+    with serve(tmp_path, config) as gw, _connect(gw.port) as sock:
+        sock.sendall(SLOW_HEAD + b"Content-Length: 1000000000\r\n\r\n{")
+        assert _read_answer(sock).startswith(b"HTTP/1.1 413 ")
+        started = time.monotonic()
+        with contextlib.suppress(OSError):
+            while not _closed_by_server(sock) and time.monotonic() - started < 8:
+                sock.sendall(b" ")
+                time.sleep(0.2)
+        assert _read_until_closed(sock, 5) == b""
+        assert time.monotonic() - started < 5
 
 
 def test_a_head_too_large_or_with_too_many_headers_gets_431(tmp_path: Path) -> None:

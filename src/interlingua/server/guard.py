@@ -248,7 +248,8 @@ class GuardedProtocol(HttpToolsProtocol):
 
     uvicorn builds one per connection; the guard comes from its config
     (``config.guard``, set by :class:`~interlingua.server.serve.GatewayServerConfig`).
-    Overrides stay next to the parent's behaviour: each calls it, then notes the phase.
+    Most overrides call the parent, then note the phase; ``data_received`` and
+    ``on_response_complete`` are uvicorn 0.54's, adapted (see each).
     """
 
     def __init__(
@@ -386,12 +387,12 @@ class GuardedProtocol(HttpToolsProtocol):
     # -- guard actions ------------------------------------------------------------------
 
     def refuse(self, refusal: _Refusal) -> None:
-        """Answer ``refusal`` (unless a response already started) and close."""
+        """Answer ``refusal`` (unless a response is under way) and close."""
         transport = self.transport
         if transport.is_closing():
             return
-        cycle = self.cycle
-        if not (self.phase == BUSY and cycle is not None and cycle.response_started):
+        cycle = self.cycle  # the request being answered, or the last one answered
+        if cycle is None or not cycle.response_started or cycle.response_complete:
             transport.write(refusal.render())
         transport.close()
 
