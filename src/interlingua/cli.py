@@ -11,7 +11,6 @@ interlingua batch run in.jsonl -o out.jsonl --model m   # a JSONL of requests (s
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -67,9 +66,6 @@ def _serve(args: argparse.Namespace) -> int:
         sys.stdout.write(config_to_yaml(config))
         return 0
     _preflight(config, args)
-    import uvicorn
-
-    from .server import create_app
     from .upstreams import build_upstreams
 
     # Build the upstreams once up front (cheap: no connection, no model load) so that a
@@ -77,34 +73,13 @@ def _serve(args: argparse.Namespace) -> int:
     # from inside the server's startup.
     build_upstreams(config, None)
 
-    from .server.factory import LOG_LEVEL_ENV, configure_logging
+    from .server.factory import configure_logging
+    from .server.serve import run
 
     configure_logging(args.log_level)
-    run = {
-        "host": config.server.host,
-        "port": config.server.port,
-        "loop": "auto",  # uvloop when installed
-        "http": "auto",  # httptools when installed
-        "log_level": args.log_level,
-        "access_log": False,  # our front layer writes one access line with the request id
-        "timeout_graceful_shutdown": 5,
-    }
-    if args.workers > 1:
-        # Workers are fresh processes: they import the factory, which reads the config
-        # this process resolved from the environment (server/factory.py).
-        from .server.factory import export_config
-
-        export_config(config)
-        os.environ[LOG_LEVEL_ENV] = args.log_level
-        uvicorn.run(
-            "interlingua.server.factory:app_from_environment",
-            factory=True,
-            workers=args.workers,
-            **run,
-        )
-    else:
-        uvicorn.run(create_app(config), **run)
-    return 0
+    # uvicorn with the connection guard and graceful drain (server/serve.py); with
+    # --workers each worker process builds its own app, guard and drain.
+    return run(config, workers=args.workers, log_level=args.log_level)
 
 
 def _models(args: argparse.Namespace) -> int:

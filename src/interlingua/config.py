@@ -121,6 +121,20 @@ class ServerConfig:
     max_body_mb: float = 32
     #: keys clients must present (Bearer or x-api-key); empty = no auth
     api_keys: tuple[str, ...] = ()
+    #: seconds a client has to send a whole request head (408, or a close if it sent none)
+    header_timeout: float = 10.0
+    #: seconds of silence allowed while a request body is incomplete (then 408 and close)
+    body_timeout: float = 30.0
+    #: seconds an idle keep-alive connection stays open
+    keep_alive_timeout: float = 5.0
+    #: bytes of request line + headers beyond which the request gets 431
+    max_header_bytes: int = 64 * 1024
+    #: request headers beyond which the request gets 431
+    max_headers: int = 256
+    #: open client connections per process; None = derived from the file-descriptor limit
+    max_connections: int | None = None
+    #: seconds in-flight requests may run after SIGTERM before streams are ended in-band
+    shutdown_timeout: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +294,7 @@ def _parse_server(data: Any) -> ServerConfig:
     if data is None:
         return ServerConfig()
     raw = _mapping(data, "server")
-    _reject_unknown(raw, ("host", "port", "max_body_mb", "api_keys"), "server")
+    _reject_unknown(raw, _SERVER_KEYS, "server")
     defaults = ServerConfig()
     host = _str(raw.get("host", defaults.host), "server.host")
     port = _int(raw.get("port", defaults.port), "server.port")
@@ -297,7 +311,37 @@ def _parse_server(data: Any) -> ServerConfig:
         if key == REDACTED:
             raise ConfigError(f"{where}: {REDACTED} is a placeholder from --print-config")
         keys.append(key)
-    return ServerConfig(host=host, port=port, max_body_mb=max_body, api_keys=tuple(keys))
+    return ServerConfig(
+        host=host, port=port, max_body_mb=max_body, api_keys=tuple(keys), **_server_limits(raw)
+    )
+
+
+_LIMIT_SECONDS = ("header_timeout", "body_timeout", "keep_alive_timeout", "shutdown_timeout")
+_LIMIT_COUNTS = ("max_header_bytes", "max_headers")
+_SERVER_KEYS = (
+    "host",
+    "port",
+    "max_body_mb",
+    "api_keys",
+    *_LIMIT_SECONDS,
+    *_LIMIT_COUNTS,
+    "max_connections",
+)
+
+
+def _server_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The hostile-client limits of ``server:`` (docs/config.md, docs/reliability.md)."""
+    limits: dict[str, Any] = {}
+    for key in _LIMIT_SECONDS:
+        if key in raw:
+            limits[key] = _positive(raw[key], f"server.{key}")
+    for key in _LIMIT_COUNTS:
+        if key in raw:
+            limits[key] = _positive_int(raw[key], f"server.{key}")
+    cap = raw.get("max_connections", "auto")
+    if cap is not None and cap != "auto":
+        limits["max_connections"] = _positive_int(cap, "server.max_connections")
+    return limits
 
 
 def _parse_upstreams(data: Any) -> dict[str, UpstreamConfig]:
@@ -481,6 +525,8 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
             "port": server.port,
             "max_body_mb": server.max_body_mb,
             "api_keys": [REDACTED if redact else k for k in server.api_keys],
+            **{key: getattr(server, key) for key in (*_LIMIT_SECONDS, *_LIMIT_COUNTS)},
+            "max_connections": server.max_connections or "auto",
         },
         "upstreams": {name: _upstream_doc(u) for name, u in config.upstreams.items()},
         "models": [_model_doc(m) for m in config.models],

@@ -12,6 +12,7 @@ present), ``GET /health``, and ``HEAD /`` (Claude Code pre-warms the connection 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -38,8 +39,16 @@ from ..errors import (
 from ..routing import Router
 from ..upstreams import build_upstreams
 from ..upstreams.base import Upstream
+from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
-from .http import BytesResponse, StreamResponse, decode_json_object, plain_headers, read_body
+from .http import (
+    JSON_CT,
+    BytesResponse,
+    StreamResponse,
+    decode_json_object,
+    plain_headers,
+    read_body,
+)
 from .middleware import Front
 
 log = logging.getLogger("interlingua.server")
@@ -62,9 +71,10 @@ def _client_dialect(request: HTTPRequest) -> Dialect:
 class Handlers:
     """The endpoint functions, bound to one :class:`Gateway`."""
 
-    def __init__(self, gateway: Gateway, api_keys: tuple[str, ...]) -> None:
+    def __init__(self, gateway: Gateway, api_keys: tuple[str, ...], drain: Drain) -> None:
         self.gateway = gateway
         self.api_keys = frozenset(api_keys)
+        self.drain = drain
 
     def _check_auth(self, headers: Mapping[str, str]) -> None:
         if not self.api_keys:
@@ -83,18 +93,35 @@ class Handlers:
     async def _generate(
         self, request: HTTPRequest, dialect: Dialect
     ) -> BytesResponse | StreamResponse:
+        if self.drain.draining:
+            return self._shutting_down(request, dialect)
         try:
             headers = plain_headers(request)
             self._check_auth(headers)
             raw = await read_body(request, self.gateway.max_body, headers)
-            return await self.gateway.generate(
+            response = await self.gateway.generate(
                 dialect, decode_json_object(raw), headers, raw, request.receive
             )
         except InterlinguaError as err:
             return self.gateway.error_response(dialect, err, _request_id(request))
+        except asyncio.CancelledError:
+            # The drain's shutdown_timeout passed before the answer began (server/drain.py).
+            task = asyncio.current_task()
+            if not self.drain.expired or task is None:
+                raise
+            task.uncancel()
+            return self._shutting_down(request, dialect)
         except Exception as exc:
             log.exception("unexpected failure on %s", request.url.path)
             return self.gateway.error_response(dialect, internal_error(exc), _request_id(request))
+        if type(response) is StreamResponse:
+            response.drain = self.drain
+        return response
+
+    def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
+        response = self.gateway.error_response(dialect, shutting_down_error(), _request_id(request))
+        response.headers.append((b"connection", b"close"))
+        return response
 
     async def chat_completions(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
         return await self._generate(request, OPENAI)
@@ -126,6 +153,10 @@ class Handlers:
         return BytesResponse(orjson.dumps(dialect.render_model_list(names, _STARTED)))
 
     async def health(self, request: HTTPRequest) -> Any:
+        if self.drain.draining:
+            return BytesResponse(
+                b'{"status":"draining"}', 503, [JSON_CT, (b"connection", b"close")]
+            )
         return BytesResponse(b'{"status":"ok"}')
 
     async def root(self, request: HTTPRequest) -> Any:
@@ -166,17 +197,19 @@ def create_app(
     *,
     upstreams: dict[str, Upstream] | None = None,
     session: aiohttp.ClientSession | None = None,
+    drain: Drain | None = None,
 ) -> ASGIApp:
     """Build the gateway ASGI app.
 
     ``upstreams`` replaces building them from ``config.upstreams`` (tests pass fakes);
-    ``session`` replaces the app-owned aiohttp session.
+    ``session`` replaces the app-owned aiohttp session; ``drain`` is the shutdown state
+    the server's connection guard sets (server/serve.py; default: one never set).
     """
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
     # Without injected upstreams the router is rebuilt in the lifespan, once the pooled
     # session (which must be created inside the running event loop) exists.
     gateway = Gateway(config, Router(config, upstreams) if upstreams is not None else None, secrets)
-    handlers = Handlers(gateway, config.server.api_keys)
+    handlers = Handlers(gateway, config.server.api_keys, drain or Drain())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

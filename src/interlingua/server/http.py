@@ -17,6 +17,7 @@ from starlette.requests import Request as HTTPRequest
 from starlette.types import Receive, Scope, Send
 
 from ..errors import InterlinguaError, InvalidRequestError, RequestTooLargeError
+from .drain import Drain, shutting_down_error
 
 log = logging.getLogger("interlingua.server")
 
@@ -120,9 +121,13 @@ class StreamResponse:
     awaited in ``finally`` whatever happens -- normal end, error, or the client hanging up
     (which surfaces here as an OSError from ``send`` or a cancellation) -- so the upstream
     connection is always released.
+
+    ``drain`` (set by the handler) tells a cancellation by the drain's
+    ``shutdown_timeout`` from any other: that one ends the stream with the in-band
+    error and a proper end of the response (server/drain.py).
     """
 
-    __slots__ = ("aclose", "chunks", "headers", "on_error", "status")
+    __slots__ = ("aclose", "chunks", "drain", "headers", "on_error", "status")
 
     def __init__(
         self,
@@ -138,13 +143,14 @@ class StreamResponse:
         self.headers = headers if headers is not None else SSE_HEADERS
         self.on_error = on_error
         self.aclose = aclose
+        self.drain: Drain | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # uvicorn (ASGI spec 2.3) makes ``send`` a silent no-op once the client is gone,
         # so a hang-up is only seen on ``receive``: watch it, and cancel the relay then,
         # or the upstream would be read to its end for nobody.
         task = asyncio.current_task()
-        state = {"done": False, "gone": False}
+        state = {"done": False, "gone": False, "started": False}
 
         async def watch() -> None:
             try:
@@ -161,10 +167,14 @@ class StreamResponse:
         try:
             await self._relay(send, state)
         except asyncio.CancelledError:
-            if not state["gone"] or task is None:
+            shutdown = self.drain is not None and self.drain.expired
+            if not (state["gone"] or shutdown) or task is None:
                 raise
-            task.uncancel()  # our own cancel, consumed here; the server's still propagate
-            log.info("client disconnected mid-stream")
+            task.uncancel()  # our own cancel or the drain's, consumed here; others propagate
+            if state["gone"]:
+                log.info("client disconnected mid-stream")
+            else:
+                await self._end_for_shutdown(send, state)
         except OSError:
             log.info("client disconnected mid-stream")
         finally:
@@ -176,8 +186,23 @@ class StreamResponse:
             if self.aclose is not None:
                 await self.aclose()
 
+    async def _end_for_shutdown(self, send: Send, state: dict[str, bool]) -> None:
+        state["done"] = True
+        log.info("stream ended by the shutdown timeout")
+        try:
+            if not state["started"]:
+                start = {"type": "http.response.start", "status": self.status}
+                await send({**start, "headers": self.headers})
+            if self.on_error is not None:
+                body = self.on_error(shutting_down_error())
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            log.info("client disconnected mid-stream")
+
     async def _relay(self, send: Send, state: dict[str, bool]) -> None:
         await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        state["started"] = True
         try:
             async for chunk in self.chunks:
                 if chunk:
