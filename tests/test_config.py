@@ -145,8 +145,8 @@ def test_unknown_upstream_names_the_path_and_the_known_ones() -> None:
             "upstreams.u.timeout.read: expected a positive number, got -1",
         ),
         (
-            "{upstreams: {u: {kind: anthropic, timeout: {total: 1}}}, models: []}",
-            "upstreams.u.timeout: unknown key 'total'",
+            "{upstreams: {u: {kind: anthropic, timeout: {write: 1}}}, models: []}",
+            "upstreams.u.timeout: unknown key 'write'",
         ),
         (
             "{upstreams: {u: {kind: anthropic, headers: {X-A: [1]}}}, models: []}",
@@ -276,7 +276,7 @@ def test_fake_config_has_fake_default_and_a_wildcard() -> None:
                 kind: anthropic
                 api_key_env: ANTHROPIC_API_KEY
                 headers: {anthropic-beta: "a,b"}
-                timeout: {connect: 2.5, read: 30}
+                timeout: {connect: 2.5, read: 30, total: 90}
               smol: {kind: local, path: /m.gguf, n_ctx: 2048}
             models:
               - {name: c, upstream: claude, model: claude-sonnet-4-5, options: {text_tool_calls: true}}
@@ -296,7 +296,7 @@ def test_printed_config_shape() -> None:
         "kind": "openai",
         "base_url": "http://127.0.0.1:8000/v1",
         "api_key_env": "VLLM_API_KEY",
-        "timeout": {"connect": 10, "read": 600},
+        "timeout": {"connect": 10, "read": 600, "total": 3600},
     }
     assert doc["upstreams"]["smol"] == {"kind": "local", "bundled": "smollm2"}
     assert doc["models"][1] == {"name": "smollm2", "upstream": "smol"}
