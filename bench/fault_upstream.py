@@ -17,6 +17,8 @@ answer is ``echo:`` + the text of the last message, so a client can check that i
            body is not JSON
 ``hang``   reads the request and answers nothing (the gateway's read timeout ends it)
 ``stall``  stream: headers and two events, then silence; JSON: like ``hang``
+``bigstall`` :data:`BIG` bytes of the answer (a JSON body declared twice as long, or an
+           event with no text in it), then silence
 =========  ==========================================================================
 
 Connections are kept alive between answers (as vLLM and the real APIs do). A connection
@@ -37,7 +39,7 @@ import orjson
 PIECES = 4
 #: The longest a hanging or stalled answer holds its connection.
 HOLD_LIMIT = 60.0
-FAULTS = ("500", "big500", "429", "cut", "badjson", "hang", "stall")
+FAULTS = ("500", "big500", "429", "cut", "badjson", "hang", "stall", "bigstall")
 #: The length of the ``big500`` error message.
 BIG = 1_000_000
 
@@ -250,6 +252,11 @@ class Handler:
             return True
         if fault == "hang" or (fault == "stall" and not stream):
             return await self.hold()
+        if fault == "bigstall" and not stream:
+            headers = {"content-type": "application/json", "content-length": str(2 * BIG)}
+            w.write(head(200, "OK", headers) + b'{"pad": "' + b"x" * BIG)
+            await w.drain()
+            return await self.hold()
         if stream:
             return await self.stream(fault, anthropic, body, text)
         payload = (anthropic_json if anthropic else openai_json)(body.get("model", ""), text)
@@ -277,6 +284,14 @@ class Handler:
         }
         w = self.writer
         w.write(head(200, "OK", headers))
+        if fault == "bigstall":  # a long event that carries no text, then silence
+            if anthropic:
+                pad = _ant_event("ping", {"type": "ping", "pad": "x" * BIG})
+            else:
+                pad = b"data: " + orjson.dumps({"choices": [], "pad": "x" * BIG}) + b"\n\n"
+            w.write(chunk(b"".join(events[:2])) + chunk(pad))
+            await w.drain()
+            return await self.hold()
         for i, event in enumerate(events):
             if i == 2 and fault == "cut":
                 w.write(chunk(event)[: len(event) // 2])  # inside a chunk, inside an event
