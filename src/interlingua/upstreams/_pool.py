@@ -405,12 +405,24 @@ class PooledResponse:
         if self.at_eof() and self._keep_alive:
             conn.pool.put(conn)
         else:
+            self._drop_body()
             conn.abort()
 
     def close(self) -> None:
         """Close the connection (an answer abandoned halfway)."""
         self._stop_timer()
+        self._drop_body()
         self._conn.abort()
+
+    def _drop_body(self) -> None:
+        # What is left of an abandoned answer must go now, by reference counting: in a
+        # reference cycle it waits for a full gc pass, which a busy gateway runs rarely
+        # (issue 8: 1 MB error bodies, 256 KiB of each buffered, held 740 MB after 3,000
+        # requests). The unread bytes; and the error raised to the reader, whose traceback
+        # holds the reader's frames (and their last chunk) and, through them, us.
+        self._chunks.clear()
+        self._size = 0
+        self._error = None
 
 
 class _Connection(asyncio.Protocol):
