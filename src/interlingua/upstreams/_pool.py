@@ -377,6 +377,7 @@ class PooledResponse:
                 parts.append(self._take())
             await self._wait()
         if self._error is not None:
+            parts.clear()  # the traceback keeps this frame: it must not keep the bytes
             raise self._error
         if self._chunks:
             parts.append(self._take())
