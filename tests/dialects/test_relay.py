@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interlingua.dialects.relay import AnthropicRelayCheck, OpenAIChatRelayCheck, RelayCheck
+from interlingua.dialects.relay import (
+    MAX_EVENT_BYTES,
+    AnthropicRelayCheck,
+    OpenAIChatRelayCheck,
+    RelayCheck,
+)
 
 OPENAI = (
     b'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n'
@@ -141,3 +146,12 @@ def test_bytes_after_the_end_are_passed_on_unchecked() -> None:
     check = OpenAIChatRelayCheck()
     assert relay(check, OPENAI, b"whatever") == OPENAI + b"whatever"
     assert check.finish() is None
+
+
+def test_an_event_that_never_ends_is_not_buffered_without_bound() -> None:
+    check = OpenAIChatRelayCheck()
+    piece = b"data: " + b"x" * (MAX_EVENT_BYTES // 4)
+    outs = [check.feed(piece) for _ in range(5)]
+    assert outs == [b""] * 5
+    error = check.finish()
+    assert error is not None and "larger than" in error.message

@@ -74,14 +74,16 @@ async def test_a_quiet_upstream_gets_anthropic_pings(quick_pings: None) -> None:
 
 
 def test_real_clients_read_through_keepalives(quick_pings: None) -> None:
-    with live_server(create_app(CONFIG, upstreams={"slow": _Thinker(0.3)})) as url:
-        claude = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+    with (
+        live_server(create_app(CONFIG, upstreams={"slow": _Thinker(0.3)})) as url,
+        anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as claude,
+        openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0) as gpt,
+    ):
         with claude.messages.stream(
             model="m", max_tokens=20, messages=[{"role": "user", "content": "?"}]
         ) as stream:
             final = stream.get_final_message()
         assert final.content[0].type == "text" and final.content[0].text == "Done thinking."
-        gpt = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
         chunks = list(
             gpt.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "?"}], stream=True

@@ -29,7 +29,11 @@ import orjson
 
 from ..errors import UpstreamError
 
-__all__ = ["AnthropicRelayCheck", "OpenAIChatRelayCheck", "RelayCheck"]
+__all__ = ["MAX_EVENT_BYTES", "AnthropicRelayCheck", "OpenAIChatRelayCheck", "RelayCheck"]
+
+#: the largest partial event held back (a stream that never ends an event would
+#: otherwise be buffered without bound); far above any real event
+MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 
 class RelayCheck:
@@ -63,6 +67,13 @@ class RelayCheck:
             if self.ended:
                 self._held = b""
                 return data
+            if len(data) > MAX_EVENT_BYTES:
+                self._held = b""
+                self.error = UpstreamError(
+                    f"upstream sent a stream event larger than {MAX_EVENT_BYTES} bytes",
+                    status=502,
+                )
+                return b""
             self._held = data
             return b""
         self._held = data[end:]
@@ -76,6 +87,10 @@ class RelayCheck:
                 self._held = b""
                 return data  # the rest (normally nothing) goes out unchecked
         return whole
+
+    def drop(self) -> None:
+        """Forget a held partial event (the relay is over)."""
+        self._held = b""
 
     def finish(self) -> UpstreamError | None:
         """At the end of input: the error owed (a fault, or a stream cut short)."""

@@ -52,6 +52,9 @@ class _Pump(Generic[T]):
                 # read-ahead, so after an error item nothing more is asked of the source.
                 await self.queue.join()
         except Exception as exc:  # handed to the consumer, which raises it in its place
+            # The error's traceback keeps this frame: drop the last item (it may be
+            # large) so it does not live as long as the error.
+            item = None
             await self.queue.put(_Failed(exc))
             return
         await self.queue.put(_END)
@@ -75,7 +78,14 @@ async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIter
             if isinstance(item, _End):
                 return
             if isinstance(item, _Failed):
-                raise item.error
+                error = item.error
+                del item
+                try:
+                    raise error
+                finally:
+                    # Not kept by this frame, which its traceback keeps: no cycle, so
+                    # the error and what it holds are freed without a full gc pass.
+                    del error
             yield item
             pump.queue.task_done()
     finally:

@@ -326,6 +326,8 @@ class HttpUpstream(Upstream):
         """The upstream's whole, well-formed events; a fault or a cut raises (502/504)
         after the events before it, so the gateway's error event follows a whole one."""
         check = self.codec.relay_check()
+        chunk = data = b""
+        error: InterlinguaError | None
         try:
             async for chunk in resp.content.iter_any():
                 data = check.feed(chunk)
@@ -333,14 +335,21 @@ class HttpUpstream(Upstream):
                     yield data
                 if check.error is not None:
                     break
+            error = check.finish()
         except _TRANSPORT_ERRORS as exc:
-            if check.ended:  # the stream had ended (an in-band error, say): nothing is lost
-                return
-            raise self.transport_error(exc) from exc
-        error = check.finish()
-        if error is not None:
-            error.message = f"upstream '{self.name}' at {self.base_url}: {error.message}"
+            # The stream had ended (an in-band error, say): then nothing is lost.
+            error = None if check.ended else self.transport_error(exc)
+        if error is None:
+            return
+        # The error's traceback keeps this frame: it must not keep the stream's bytes
+        # too (freed now by reference counting, not at the next full gc pass).
+        check.drop()
+        chunk = data = b""
+        error.message = f"upstream '{self.name}' at {self.base_url}: {error.message}"
+        try:
             raise error
+        finally:
+            del error  # else error -> traceback -> this frame -> error: a cycle
 
     # --- HTTP plumbing --------------------------------------------------------------
 
