@@ -40,6 +40,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ..config import ServerConfig
 from .drain import RETRY_AFTER_SECONDS, Drain
+from .middleware import CLIENT_GONE, TASK
 
 log = logging.getLogger("interlingua.server")
 
@@ -285,8 +286,24 @@ class GuardedProtocol(HttpToolsProtocol):
             self.refusal = _refusal_for_cap()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        cycle = self.cycle
         super().connection_lost(exc)
         self.guard.connections.discard(self)
+        if cycle is not None and cycle.disconnected and not cycle.response_started:
+            self._cancel_abandoned(cycle.scope)
+
+    @staticmethod
+    def _cancel_abandoned(scope: dict[str, Any]) -> None:
+        # The client hung up before its answer began: uvicorn lets the handler run on, so
+        # a non-streaming request would keep its upstream generating to the end for
+        # nobody. Cancelling the task closes the upstream connection (or frees the local
+        # engine); the front layer (server/middleware.py) consumes the cancellation.
+        # Started answers are not touched: a stream watches the disconnect itself.
+        state = scope.get("state") or {}
+        task = state.get(TASK)
+        if task is not None and not task.done():
+            state[CLIENT_GONE] = True
+            task.cancel()
 
     def data_received(self, data: bytes) -> None:
         # uvicorn's data_received, with our refusals told apart from malformed requests.

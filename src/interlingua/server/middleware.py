@@ -15,6 +15,7 @@ to the Starlette app.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
@@ -27,6 +28,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .http import BytesResponse, StreamResponse
 
 access_log = logging.getLogger("interlingua.access")
+log = logging.getLogger("interlingua.server")
+
+#: ``scope["state"]`` keys shared with the connection (server/guard.py): the task running
+#: the request, and the flag the connection sets when it cancels that task because its
+#: client hung up before the answer began (uvicorn itself would let it run on for nobody)
+TASK = "task"
+CLIENT_GONE = "client_gone"
 
 FastHandler = Callable[[HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
 
@@ -53,7 +61,9 @@ class Front:
             await self.app(scope, receive, send)
             return
         request_id = new_request_id()
-        scope.setdefault("state", {})["request_id"] = request_id
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        state[TASK] = asyncio.current_task()
         id_headers = [(b"x-request-id", request_id.encode()), (b"request-id", request_id.encode())]
         started = time.perf_counter()
         status = 0
@@ -79,6 +89,13 @@ class Front:
                 await send(message)
 
             await self.app(scope, receive, send_with_id)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not state.get(CLIENT_GONE) or task is None:
+                raise
+            task.uncancel()  # the connection's cancel, consumed: nobody awaits the answer
+            status = 499
+            log.info("client disconnected before the answer; its request was cancelled")
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
