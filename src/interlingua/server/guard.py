@@ -293,7 +293,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self._cancel_abandoned(cycle.scope)
 
     @staticmethod
-    def _cancel_abandoned(scope: dict[str, Any]) -> None:
+    def _cancel_abandoned(scope: Any) -> None:
         # The client hung up before its answer began: uvicorn lets the handler run on, so
         # a non-streaming request would keep its upstream generating to the end for
         # nobody. Cancelling the task closes the upstream connection (or frees the local
