@@ -20,7 +20,7 @@ from interlingua.core import (
 )
 from interlingua.dialects._common import sanitize_tool_id
 from interlingua.dialects.anthropic import DIALECT
-from interlingua.errors import UpstreamError
+from interlingua.errors import OverloadedError, UpstreamError
 
 REQUEST = Request("claude-client-name", ())
 
@@ -239,3 +239,24 @@ def test_usage_counts_are_never_negative() -> None:
     usage = DIALECT.parse_response({**WIRE, "usage": wire_usage}).usage
     assert usage == Usage(input_tokens=3, output_tokens=0, cache_read_tokens=3)
     assert usage.estimated is False
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"hello": "world"},
+        {"type": "message", "content": None},
+        {"id": "msg_1", "role": "assistant"},
+    ],
+)
+def test_a_body_that_is_not_a_message_is_a_502_not_an_empty_answer(body: dict[str, Any]) -> None:
+    # Read as an empty message it would reach an OpenAI client as a normal, empty answer.
+    with pytest.raises(UpstreamError) as info:
+        DIALECT.parse_response(body)
+    assert info.value.status == 502
+
+
+def test_a_200_error_body_raises_that_error() -> None:
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+    with pytest.raises(OverloadedError, match="busy"):
+        DIALECT.parse_response(body)

@@ -29,6 +29,7 @@ from ...core import (
 )
 from ...errors import InvalidRequestError, UpstreamError
 from .._common import random_id, sanitize_tool_id
+from .errors import error_from_type
 from .render import parse_arguments, render_text_block
 from .request import NAME, parse_block
 
@@ -106,11 +107,21 @@ def message_id(response_id: str) -> str:
 def parse_response(body: Any) -> Response:
     """An Anthropic upstream's ``Message`` body -> neutral response.
 
-    A body that is not a message at all raises ``UpstreamError`` with status 502 (the
-    upstream broke the protocol, the caller did nothing wrong). A missing ``id`` gets a
+    A body with an ``error`` (a 200 some providers send) raises that error; a body that
+    is not a message at all (no ``content`` list) raises ``UpstreamError`` with status 502
+    (the upstream broke the protocol, the caller did nothing wrong): read as an empty
+    message it would reach the client as a normal, empty answer. A missing ``id`` gets a
     fresh ``msg_`` id, so no client ever sees ``"id": ""``.
     """
-    if not isinstance(body, dict) or not isinstance(body.get("content", []), list):
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        err = body["error"]
+        message = err.get("message")
+        raise error_from_type(
+            str(err.get("type") or ""),
+            message if isinstance(message, str) and message else "upstream error",
+            body=body,
+        )
+    if not isinstance(body, dict) or not isinstance(body.get("content"), list):
         raise UpstreamError("upstream returned a malformed Anthropic message", status=502)
     try:
         parts = tuple(
