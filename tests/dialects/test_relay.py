@@ -60,8 +60,109 @@ def test_a_stream_cut_inside_an_event_owes_an_error_and_relays_no_half_event() -
     check = OpenAIChatRelayCheck()
     out = relay(check, OPENAI[:70])
     assert out.endswith(b"\n\n") and out.count(b"data:") == 1
+    assert check.flush() == b""  # the half event is not JSON: never relayed
     error = check.finish()
-    assert error is not None and error.status == 502 and "middle of an event" in error.message
+    assert error is not None and error.status == 502
+
+
+@pytest.mark.parametrize(("cls", "stream"), CASES)
+def test_a_last_event_missing_only_its_blank_line_is_completed(
+    cls: type[RelayCheck], stream: bytes
+) -> None:
+    # As the SSE decoder's flush salvages it (the translated path accepts it too).
+    check = cls()
+    out = relay(check, stream[:-1])
+    assert out + check.flush() == stream
+    assert check.finish() is None
+
+
+@pytest.mark.parametrize(("cls", "stream"), CASES)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(ANTHROPIC)), max_size=6))
+def test_cr_only_framing_is_relayed_as_the_same_events(
+    cls: type[RelayCheck], stream: bytes, cuts: list[int]
+) -> None:
+    cr = stream.replace(b"\n", b"\r")
+    points = sorted({min(c, len(cr)) for c in cuts})
+    pieces = [cr[a:b] for a, b in zip([0, *points], [*points, len(cr)], strict=True)]
+    check = cls()
+    assert relay(check, *pieces) + check.flush() == stream
+    assert check.finish() is None
+
+
+def test_events_with_fields_but_no_data_are_not_relayed() -> None:
+    # WHATWG readers ignore them; the openai SDK parses their empty data as JSON and fails.
+    noise = b"event: ping\n\nid: 7\n\ndata:  \n\n: a comment stays\n\n"
+    check = OpenAIChatRelayCheck()
+    first = OPENAI[: OPENAI.index(b"\n\n") + 2]
+    assert (
+        relay(check, first, noise, OPENAI[len(first) :])
+        == first + (b": a comment stays\n\n") + OPENAI[len(first) :]
+    )
+
+
+def test_nothing_is_relayed_before_the_first_event_with_data() -> None:
+    # A stream that opens with comments and then fails still gets a real status.
+    check = OpenAIChatRelayCheck()
+    assert relay(check, b": processing\n\n", b": still\n\n") == b""
+    first = OPENAI[: OPENAI.index(b"\n\n") + 2]
+    assert relay(check, first) == b": processing\n\n: still\n\n" + first
+
+
+@pytest.mark.parametrize(
+    ("cls", "error"),
+    [
+        (OpenAIChatRelayCheck, b'data: {"error":{"message":"busy","code":"overloaded"}}\n\n'),
+        (AnthropicRelayCheck, b'event: error\ndata: {"type":"error","error":{"type":"x"}}\n\n'),
+    ],
+)
+def test_an_error_as_the_first_event_is_noted(cls: type[RelayCheck], error: bytes) -> None:
+    check = cls()
+    relay(check, b": hi\n\n", error)
+    assert check.first_error is not None and "error" in check.first_error[1]
+    started = cls()
+    relay(
+        started,
+        OPENAI[: OPENAI.index(b"\n\n") + 2]
+        if cls is OpenAIChatRelayCheck
+        else ANTHROPIC[: ANTHROPIC.index(b"\n\n") + 2],
+        error,
+    )
+    assert started.ended and started.first_error is None
+
+
+def test_with_several_choices_each_must_finish_before_the_marker_may_be_skipped() -> None:
+    check = OpenAIChatRelayCheck()
+    relay(
+        check,
+        b'data: {"choices":[{"index":0,"delta":{"content":"a"}},'
+        b'{"index":1,"delta":{"content":"b"}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    )
+    assert check.finish() is not None  # choice 1 was cut
+
+
+@pytest.mark.parametrize(
+    ("cls", "body", "wrong"),
+    [
+        (OpenAIChatRelayCheck, {"choices": []}, False),
+        (OpenAIChatRelayCheck, {"error": {"message": "provider error"}}, True),
+        (OpenAIChatRelayCheck, {"hello": "world"}, True),
+        (AnthropicRelayCheck, {"type": "message", "content": []}, False),
+        (AnthropicRelayCheck, {"type": "error", "error": {"type": "api_error"}}, True),
+        (AnthropicRelayCheck, {"hello": "world"}, True),
+    ],
+)
+def test_a_body_of_the_wrong_shape_is_told(
+    cls: type[RelayCheck], body: dict[str, object], wrong: bool
+) -> None:
+    assert (cls.check_body(body) is not None) is wrong
+
+
+def test_a_big_event_split_into_many_reads_is_relayed_whole() -> None:
+    event = b'data: {"choices":[{"delta":{"content":"' + b"x" * (2 << 20) + b'"}}]}\n\n'
+    check = OpenAIChatRelayCheck()
+    pieces = [event[i : i + 4096] for i in range(0, len(event), 4096)]
+    assert relay(check, *pieces) == event
 
 
 @pytest.mark.parametrize(("cls", "stream"), CASES)
@@ -108,9 +209,8 @@ def test_an_event_that_is_not_a_json_object_stops_the_relay_before_it(
 
 def test_an_html_page_is_never_relayed() -> None:
     check = OpenAIChatRelayCheck()
-    assert relay(check, b"<html>\n<body>\n\nBad gateway\n\n</body></html>") == (
-        b"<html>\n<body>\n\nBad gateway\n\n"  # no data lines: nothing any reader acts on
-    )
+    assert relay(check, b"<html>\n<body>\n\nBad gateway\n\n</body></html>") == b""
+    assert check.flush() == b""
     assert check.finish() is not None
 
 

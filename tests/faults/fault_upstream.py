@@ -350,6 +350,62 @@ async def _unknown(up: FaultUpstream, conn: Conn, call: Call) -> bool:
     return True
 
 
+def _error_200(up: FaultUpstream, conn: Conn, call: Call) -> Awaitable[bool]:
+    # Some providers (OpenRouter among them) answer 200 with an error body.
+    body = error_json(call.dialect, 500, "provider returned error")
+    return _fixed(200, "application/json", body)(up, conn, call)
+
+
+async def _stream_with(
+    conn: Conn, events: list[bytes], *, close: bool = False, framing: bytes = b"\n"
+) -> bool:
+    """A 200 event stream of ``events`` (LF lines rewritten to ``framing``), chunked, or
+    close-delimited and closed after the last byte when ``close``."""
+    frames = [event.replace(b"\n", framing) for event in events]
+    if close:
+        await conn.send(head(200, _EVENT_STREAM, ("connection", "close")), *frames)
+        return False
+    chunked = [chunk(frame) for frame in frames if frame]
+    await conn.send(head(200, _EVENT_STREAM, ("transfer-encoding", "chunked")), *chunked)
+    await conn.send(LAST_CHUNK)
+    return True
+
+
+async def _no_data_events(up: FaultUpstream, conn: Conn, call: Call) -> bool:
+    # WHATWG readers ignore events with no data; the openai SDK would parse "" as JSON.
+    if not call.stream:
+        return await _ok(up, conn, call)
+    events = full_events(call)
+    events[1:1] = [b"event: ping\n\n", b"id: 7\n\n", b"data:\n\n", b": comment\n\n"]
+    return await _stream_with(conn, events)
+
+
+async def _comments_only(up: FaultUpstream, conn: Conn, call: Call) -> bool:
+    return await _stream_with(conn, [b": processing\n\n", b": still\n\n"], close=True)
+
+
+async def _no_final_blank(up: FaultUpstream, conn: Conn, call: Call) -> bool:
+    # The last event lacks its blank line: SSE readers still dispatch it at the close.
+    events = full_events(call)
+    events[-1] = events[-1][:-1]
+    return await _stream_with(conn, events, close=True)
+
+
+async def _cr_only(up: FaultUpstream, conn: Conn, call: Call) -> bool:
+    return await _stream_with(conn, full_events(call), framing=b"\r")
+
+
+async def _first_error_event(up: FaultUpstream, conn: Conn, call: Call) -> bool:
+    # Overloaded, said in-band before anything else: a client can get a real status.
+    if call.dialect == ANTHROPIC:
+        event = b"event: error\ndata: " + overloaded_json("busy") + b"\n\n"
+    else:
+        event = (
+            b'data: {"error":{"message":"busy","type":"overloaded_error","code":"overloaded"}}\n\n'
+        )
+    return await _stream_with(conn, [b": opening\n\n", event])
+
+
 #: fault name -> behaviour (a model name picks one with :func:`parse_fault`)
 FAULTS: dict[str, Behaviour] = {
     "ok": _ok,
@@ -370,6 +426,14 @@ FAULTS: dict[str, Behaviour] = {
     "503": _status(503),
     "529": _status(529),
     "close-reused": _close_reused,
+    "error-200": _error_200,
+    "other-200": _fixed(200, "application/json", b'{"hello": "world"}'),
+    "no-data-events": _no_data_events,
+    "comments-only": _comments_only,
+    "no-final-blank": _no_final_blank,
+    "cr-only": _cr_only,
+    "first-error-event": _first_error_event,
+    "redirect-307": _fixed(307, "text/html", b"moved", ("location", "http://elsewhere/v1")),
 }
 
 

@@ -98,6 +98,15 @@ FAULTS = [
     Expect("500", (500,)),
     Expect("503", (503,), to_anthropic_statuses=(529,)),
     Expect("529", (529,), openai_statuses=(503,)),
+    # found by a fault hunt after the first round of fixes
+    Expect("error-200", (500, 502)),
+    Expect("other-200", GARBAGE),
+    Expect("no-data-events"),
+    Expect("comments-only", GARBAGE, modes=(True,)),
+    Expect("no-final-blank", modes=(True,)),
+    Expect("cr-only", modes=(True,)),
+    Expect("first-error-event", (529,), openai_statuses=(503,), modes=(True,)),
+    Expect("redirect-307", GARBAGE),
 ]
 DRIP = Expect("drip:0.02", (504,), inband=True, timeouts=True)
 

@@ -18,6 +18,7 @@ from interlingua.config import TimeoutConfig
 from interlingua.errors import TimeoutError_, UpstreamConnectionError
 from interlingua.upstreams._pool import (
     HIGH_WATER,
+    MAX_HEAD,
     ConnectFailed,
     ConnectionLost,
     ConnectTimeout,
@@ -510,3 +511,15 @@ def test_client_choice(
     else:
         monkeypatch.setenv(CLIENT_ENV, choice)
     assert OpenAICompatibleUpstream("u", base_url).uses_lean_client is lean
+
+
+async def test_endless_upstream_headers_are_cut_off() -> None:
+    def handler(t: FakeTransport, data: bytes) -> None:
+        t.reply(b"HTTP/1.1 200 OK\r\nx-big: ")
+        for _ in range(MAX_HEAD // 65536 + 2):
+            t.reply(b"a" * 65536)
+
+    pool, net, target = make(handler)
+    with pytest.raises(ConnectionLost, match="headers passed"):
+        await post(pool, target)
+    assert net.transports[0].closed

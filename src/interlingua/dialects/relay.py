@@ -1,24 +1,34 @@
-"""Checks on a stream relayed byte for byte (the passthrough path).
+"""Checks on an answer relayed byte for byte (the passthrough path).
 
-The passthrough path forwards an upstream's SSE bytes without translating them, but it
-must not relay a broken stream as a good one: the official SDKs return a stream cut
-before its end as if it were complete (no error, no finish reason), and raise a bare
-``JSONDecodeError`` on an event whose data is not JSON. A :class:`RelayCheck` sits on the
-relayed bytes and:
+The passthrough path forwards an upstream's bytes without translating them, but it must
+not relay a broken answer as a good one: the official SDKs return a stream cut before its
+end as if it were complete (no error, no finish reason), raise a bare ``JSONDecodeError``
+on an event whose data is not JSON, and a ``TypeError`` on a JSON body of the wrong shape.
+A :class:`RelayCheck` sits on the relayed stream and:
 
 * passes on only **whole events** (up to the last blank line), holding back a partial
   one until the rest arrives, so that an error event the gateway appends after a fault is
   never glued onto half an event (WHATWG HTML 9.2.6: an event ends at a blank line);
+  nothing at all is passed on before the first event with data (a stream that opens with
+  comments and then fails still gets a real status);
 * parses each event's data as JSON (what the SDK will do) and stops at the first that is
-  not, with ``error`` set to a 502 :class:`~interlingua.errors.UpstreamError`;
+  not, with ``error`` set to a 502 :class:`~interlingua.errors.UpstreamError`; drops events
+  that have fields but no data (``event: ping`` alone, a blank ``data:``), which WHATWG
+  readers ignore but the openai SDK parses as JSON and fails on; keeps comments;
 * knows the dialect's end (``[DONE]`` / ``message_stop``, or an in-band error event) and,
   at :meth:`finish`, says whether a stream that stopped without it was cut short; the
   lenient rule matches the translating decoders' ``flush``: a stream that already said
-  why it stopped (a ``finish_reason``, a ``message_delta``) may skip the final marker.
+  why it stopped (a ``finish_reason`` for every choice, a ``message_delta``) may skip the
+  final marker; a last event missing only its blank line is completed, as
+  :meth:`interlingua.sse.SSEDecoder.flush` salvages it;
+* notes an in-band error that is the stream's first event (``first_error``), so the
+  gateway can answer it with a real status instead of 200.
 
-Line endings: CR and CRLF are rewritten to LF (the same events to any SSE reader), so the
-framing rules only ever look for ``\\n``. Costs one ``split`` and one ``orjson.loads``
-per event; the bytes of whole events are relayed unchanged otherwise.
+Line endings: CR and CRLF become LF (the same events to any SSE reader), a CR at the end
+of a read is taken as a line end and a LF opening the next read then skipped, as the SSE
+decoder does. Cost: one ``split`` and one ``orjson.loads`` per event, linear in the bytes
+however an event is split across reads; the bytes of whole events are relayed unchanged
+otherwise. :meth:`RelayCheck.check_body` does the same for a non-streamed JSON answer.
 """
 
 from __future__ import annotations
@@ -35,89 +45,167 @@ __all__ = ["MAX_EVENT_BYTES", "AnthropicRelayCheck", "OpenAIChatRelayCheck", "Re
 #: otherwise be buffered without bound); far above any real event
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 
+_KEEP, _DROP, _BAD = 0, 1, 2
+
 
 class RelayCheck:
     """Whole, well-formed events of one relayed stream; see the module docstring.
 
     ``feed(chunk)`` returns the bytes that may be relayed now; once ``error`` is set it
-    returns nothing more. ``finish()`` at the end of input returns the error owed, if any.
+    returns nothing more. At the end of input ``flush()`` returns a salvaged last event,
+    then ``finish()`` the error owed, if any.
     """
 
-    __slots__ = ("_held", "ended", "error", "said_why")
+    __slots__ = (
+        "_held",
+        "_held_size",
+        "_pending",
+        "_skip_lf",
+        "ended",
+        "error",
+        "first_error",
+        "said_why",
+        "started",
+    )
 
     def __init__(self) -> None:
-        self._held = b""
+        self._held: list[bytes] = []  # the partial event, LF-normalized
+        self._held_size = 0
+        self._pending = b""  # comments before the first data event, held with it
+        self._skip_lf = False  # the last read ended in a CR: a LF opening the next is its pair
+        #: an event with data was seen
+        self.started = False
         #: the dialect's end (or an in-band error) was seen
         self.ended = False
         #: the stream said why it stops (finish reason / message_delta)
         self.said_why = False
         #: the fault that stopped the relay, if any
         self.error: UpstreamError | None = None
+        #: ``(event name, data)`` of an in-band error that was the first data event
+        self.first_error: tuple[str, str] | None = None
+
+    # -- streams ------------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> bytes:
         """The whole events among the bytes held so far plus ``chunk``."""
         if self.error is not None:
             return b""
-        data = self._held + chunk if self._held else chunk
-        if b"\r" in data:
-            data = _to_lf(data)
-        end = data.rfind(b"\n\n") + 2
-        if end < 2 or self.ended:
-            # Nothing whole yet; or past the end, where nothing is checked any more.
-            if self.ended:
-                self._held = b""
-                return data
-            if len(data) > MAX_EVENT_BYTES:
-                self._held = b""
-                self.error = UpstreamError(
-                    f"upstream sent a stream event larger than {MAX_EVENT_BYTES} bytes",
-                    status=502,
-                )
-                return b""
-            self._held = data
+        if self.ended:
+            return chunk  # past the end nothing is checked any more
+        chunk = self._lf(chunk)
+        cut = chunk.rfind(b"\n\n")
+        if cut >= 0:
+            end = cut + 2
+        elif chunk[:1] == b"\n" and self._held and self._held[-1][-1:] == b"\n":
+            end = 1  # the blank line straddles the two reads
+        else:
+            if chunk:
+                self._hold(chunk)
             return b""
-        self._held = data[end:]
-        whole = data[:end]
-        good = 0
-        for event in whole[:-2].split(b"\n\n"):
-            if not self._check(event):
-                return whole[:good]
-            good += len(event) + 2
-            if self.ended:
-                self._held = b""
-                return data  # the rest (normally nothing) goes out unchecked
-        return whole
+        data = b"".join((*self._held, chunk[:end])) if self._held else chunk[:end]
+        self._held.clear()
+        self._held_size = 0
+        out = self._events(data)
+        rest = chunk[end:]
+        if self.ended:
+            return out + rest
+        if rest and self.error is None:
+            self._hold(rest)
+        return out
 
-    def drop(self) -> None:
-        """Forget a held partial event (the relay is over)."""
-        self._held = b""
+    def flush(self) -> bytes:
+        """At the end of input: a last event that lacked only its blank line, checked."""
+        if self.error is not None or self.ended or not self._held:
+            return b""
+        tail = b"".join(self._held)
+        self._held.clear()
+        self._held_size = 0
+        if not tail.strip():
+            return b""
+        return self._events(tail.rstrip(b"\n") + b"\n\n")
 
     def finish(self) -> UpstreamError | None:
-        """At the end of input: the error owed (a fault, or a stream cut short)."""
-        if self.error is None and not self.ended:
-            if self._held.strip():
-                self.error = UpstreamError(
-                    "upstream stream ended in the middle of an event", status=502
-                )
-            elif not self.said_why:
-                self.error = UpstreamError("upstream closed the stream before it ended", status=502)
+        """At the end of input (after :meth:`flush`): the error owed, if any."""
+        if self.error is None and not self.ended and not self.said_why:
+            self.error = UpstreamError("upstream closed the stream before it ended", status=502)
         return self.error
 
-    def _check(self, event: bytes) -> bool:
+    def drop(self) -> None:
+        """Forget what is held (the relay is over)."""
+        self._held.clear()
+        self._held_size = 0
+        self._pending = b""
+
+    def _lf(self, chunk: bytes) -> bytes:
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        if b"\r" in chunk:
+            self._skip_lf = chunk[-1:] == b"\r"
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return chunk
+
+    def _hold(self, part: bytes) -> None:
+        self._held.append(part)
+        self._held_size += len(part)
+        if self._held_size > MAX_EVENT_BYTES:
+            self.drop()
+            self.error = UpstreamError(
+                f"upstream sent a stream event larger than {MAX_EVENT_BYTES} bytes", status=502
+            )
+
+    def _events(self, whole: bytes) -> bytes:
+        """The relayable part of ``whole`` (whole events ending in a blank line)."""
+        events = whole[:-2].split(b"\n\n")
+        kept: list[bytes] | None = None  # built only once an event is dropped
+        good = 0
+        for i, event in enumerate(events):
+            verdict = self._check(event)
+            if verdict == _BAD:
+                out = whole[:good] if kept is None else b"".join(kept)
+                return self._release(out)
+            if verdict == _DROP and kept is None:
+                kept = [whole[:good]]
+            elif verdict == _KEEP and kept is not None:
+                kept.append(event + b"\n\n")
+            good += len(event) + 2
+            if self.ended:
+                rest = b"\n\n".join(events[i + 1 :])
+                tail = rest + b"\n\n" if rest else b""
+                return self._release((whole[:good] if kept is None else b"".join(kept)) + tail)
+        return self._release(whole if kept is None else b"".join(kept))
+
+    def _release(self, out: bytes) -> bytes:
+        if self.started:
+            if self._pending:
+                out, self._pending = self._pending + out, b""
+            return out
+        self._pending += out  # comments only so far: wait for the first data event
+        if len(self._pending) > MAX_EVENT_BYTES:
+            self._pending = b""
+        return b""
+
+    def _check(self, event: bytes) -> int:
         name = b""
         data: bytes | None = None
+        fields = False
         for line in event.split(b"\n"):
             if line[:5] == b"data:":
                 value = line[6:] if line[5:6] == b" " else line[5:]
                 data = value if data is None else data + b"\n" + value
             elif line[:6] == b"event:":
                 name = line[6:].strip()
+                fields = True
+            elif line and line[:1] != b":":
+                fields = True  # id:, retry:, or a field nobody knows
         if data is None or not data.strip():
-            # A comment or an empty data line (keep-alives): nothing a reader acts on.
-            return True
+            # A comment is a keep-alive; an event with fields but no data is ignored by
+            # WHATWG readers but fails the openai SDK's JSON parse: it is not relayed.
+            return _DROP if fields or data is not None else _KEEP
         if self._end_marker(data):
-            self.ended = True
-            return True
+            self.ended = self.started = True
+            return _KEEP
         try:
             payload = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -126,9 +214,14 @@ class RelayCheck:
             self.error = UpstreamError(
                 "upstream sent a stream event that is not a JSON object", status=502
             )
-            return False
+            return _BAD
         self._inspect(name, payload)
-        return True
+        if self.ended and not self.started and not self.said_why:
+            self.first_error = (name.decode("latin-1"), data.decode("utf-8", "replace"))
+        self.started = True
+        return _KEEP
+
+    # -- the dialect's facts ------------------------------------------------------------
 
     def _end_marker(self, data: bytes) -> bool:
         """Whether ``data`` is the dialect's literal end of stream (not JSON)."""
@@ -138,11 +231,21 @@ class RelayCheck:
         """Note the dialect's end, in-band errors and stop reasons in one event."""
         raise NotImplementedError
 
+    @staticmethod
+    def check_body(payload: dict[str, Any]) -> str | None:
+        """What is wrong with a non-streamed 2xx JSON answer of this dialect, if anything
+        (the shape the SDK needs to read it; ``error`` bodies some providers send at 200)."""
+        raise NotImplementedError
+
 
 class OpenAIChatRelayCheck(RelayCheck):
     """Chat Completions chunks: ``data: [DONE]`` ends; an ``error`` payload ends too."""
 
-    __slots__ = ()
+    __slots__ = ("_open_choices",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open_choices: set[Any] = set()
 
     def _end_marker(self, data: bytes) -> bool:
         return data == b"[DONE]" or (data[:1] != b"{" and data.strip() == b"[DONE]")
@@ -152,10 +255,27 @@ class OpenAIChatRelayCheck(RelayCheck):
             self.ended = True
             return
         choices = payload.get("choices")
-        if not self.said_why and isinstance(choices, list):
-            self.said_why = any(
-                isinstance(choice, dict) and choice.get("finish_reason") for choice in choices
-            )
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            if choice.get("finish_reason"):
+                self._open_choices.discard(index)
+                self.said_why = not self._open_choices
+            elif index not in self._open_choices:
+                # (n > 1: every choice must have finished for the marker to be skipped)
+                self._open_choices.add(index)
+                self.said_why = False
+
+    @staticmethod
+    def check_body(payload: dict[str, Any]) -> str | None:
+        if payload.get("error"):
+            return "an error body"
+        if not isinstance(payload.get("choices"), list):
+            return "a JSON object without choices"
+        return None
 
 
 class AnthropicRelayCheck(RelayCheck):
@@ -172,13 +292,10 @@ class AnthropicRelayCheck(RelayCheck):
         elif kind == "message_delta":
             self.said_why = True
 
-
-def _to_lf(data: bytes) -> bytes:
-    # A CR at the very end may be the first half of a CRLF split across reads: it becomes
-    # LF now, and an LF starting the next read would then add a blank line. Hold it back
-    # instead, unless it already ends a blank line.
-    tail = b""
-    if data.endswith(b"\r"):
-        data, tail = data[:-1], b"\r"
-    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    return data + tail if tail else data
+    @staticmethod
+    def check_body(payload: dict[str, Any]) -> str | None:
+        if payload.get("type") == "error" or isinstance(payload.get("error"), dict):
+            return "an error body"
+        if not isinstance(payload.get("content"), list):
+            return "a JSON object that is not a message"
+        return None

@@ -60,6 +60,9 @@ __all__ = [
 
 #: buffered body bytes above which the connection stops reading until the consumer drains
 HIGH_WATER = 256 * 1024
+#: the most status line and header bytes taken from an upstream (aiohttp allows 8 KiB a
+#: line; this is generous, and stops an endless header held up only by the deadline)
+MAX_HEAD = 1024 * 1024
 #: seconds an idle connection may be reused: under gunicorn's 2 s keep-alive timeout
 IDLE_TTL = 1.5
 #: total timeout when the caller sets none
@@ -169,6 +172,7 @@ class PooledResponse:
         "_deadline",
         "_decoder",
         "_error",
+        "_head_size",
         "_headers_done",
         "_interim",
         "_keep_alive",
@@ -196,6 +200,7 @@ class PooledResponse:
         self.headers: dict[str, str] = {}
         self._chunks: list[bytes] = []
         self._size = 0
+        self._head_size = 0
         self._decoder: zlib._Decompress | None = None
         self._error: PoolError | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -273,6 +278,12 @@ class PooledResponse:
         """Feed bytes read from the socket to the parser."""
         self.got_bytes = True
         self._last_read = self._loop.time()
+        if not self._headers_done:
+            self._head_size += len(data)
+            if self._head_size > MAX_HEAD:
+                self.fail(ConnectionLost(f"the upstream's headers passed {MAX_HEAD} bytes"))
+                self._conn.abort()
+                return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:

@@ -291,16 +291,36 @@ class HttpUpstream(Upstream):
         finally:
             _finish(resp)
         if not ok:
+            if resp.status < 400:
+                raise self._unexpected_status(resp.status, resp.headers)
             data = self.scrub(data)
-            if not _is_json_object(data):
+            if _json_object(data) is None:
                 # Not an error body a client of this dialect can read (an HTML page from
                 # a proxy, say): answer with the dialect's own error, status kept.
                 raise self.codec.parse_error(resp.status, data, dict(resp.headers))
         elif stream:
             raise self._not_what_was_asked(resp.headers, data, "an event stream")
-        elif not _is_json_object(data):
-            raise self._not_what_was_asked(resp.headers, data, "a JSON object")
+        else:
+            payload = _json_object(data)
+            if payload is None:
+                raise self._not_what_was_asked(resp.headers, data, "a JSON object")
+            if self.codec.relay_check().check_body(payload) is not None:
+                # A 200 error body, or no choices / content: what the translated path
+                # would make of it (the error it carries, or a 502), not an SDK TypeError.
+                self.parse_body(data)
+                raise self._not_what_was_asked(resp.headers, data, "an answer")
         return RawResponse(resp.status, out_headers, body=data)
+
+    def _unexpected_status(self, status: int, headers: Mapping[str, str]) -> UpstreamError:
+        # 3xx: redirects are not followed (a POST must not be re-sent blindly); relayed,
+        # the client would see a redirect without a usable Location, or a "bad request".
+        where = headers.get("location")
+        hint = f" to {where}" if where else ""
+        return UpstreamError(
+            f"upstream '{self.name}' at {self.base_url} answered HTTP {status}{hint}, which "
+            "is not followed: check its base_url",
+            status=502,
+        )
 
     def _not_what_was_asked(
         self, headers: Mapping[str, str], data: bytes, wanted: str
@@ -327,15 +347,23 @@ class HttpUpstream(Upstream):
         after the events before it, so the gateway's error event follows a whole one."""
         check = self.codec.relay_check()
         chunk = data = b""
-        error: InterlinguaError | None
+        error: InterlinguaError | None = None
         try:
             async for chunk in resp.content.iter_any():
                 data = check.feed(chunk)
+                if check.first_error is not None:
+                    # Nothing sent yet: the error gets a real status, as translated.
+                    error = self._first_error(*check.first_error)
+                    break
                 if data:
                     yield data
                 if check.error is not None:
                     break
-            error = check.finish()
+            else:
+                data = check.flush()
+                if data:
+                    yield data
+            error = error or check.finish()
         except _TRANSPORT_ERRORS as exc:
             # The stream had ended (an in-band error, say): then nothing is lost.
             error = None if check.ended else self.transport_error(exc)
@@ -350,6 +378,14 @@ class HttpUpstream(Upstream):
             raise error
         finally:
             del error  # else error -> traceback -> this frame -> error: a cycle
+
+    def _first_error(self, name: str, data: str) -> InterlinguaError:
+        """An in-band error event, read as the translating decoder reads it."""
+        decoder = self.codec.stream_decoder(Request(model="", messages=()))
+        for event in decoder.feed(SSEEvent(name or "message", data)):
+            if isinstance(event, StreamError):
+                return event.error
+        return UpstreamError("upstream stream failed before its first event", status=502)
 
     # --- HTTP plumbing --------------------------------------------------------------
 
@@ -374,7 +410,9 @@ class HttpUpstream(Upstream):
             session = self._session = aiohttp.ClientSession()
             self._owns_session = True
         try:
-            return await session.post(url, data=body, headers=headers, timeout=self._timeout)
+            return await session.post(
+                url, data=body, headers=headers, timeout=self._timeout, allow_redirects=False
+            )
         except _TRANSPORT_ERRORS as exc:
             raise self.transport_error(exc) from exc
 
@@ -405,6 +443,8 @@ class HttpUpstream(Upstream):
             raise self.transport_error(exc) from exc
 
     async def _status_error(self, resp: _Answer) -> InterlinguaError:
+        if resp.status < 400:
+            return self._unexpected_status(resp.status, resp.headers)
         try:
             body = await resp.read()
         except _TRANSPORT_ERRORS:
@@ -454,16 +494,17 @@ def _is_event_stream(headers: Mapping[str, str]) -> bool:
     return kind is None or kind.lower().startswith("text/event-stream")
 
 
-def _is_json_object(data: bytes) -> bool:
-    """Whether ``data`` is one JSON object (what a client's SDK will parse it as)."""
+def _json_object(data: bytes) -> dict[str, Any] | None:
+    """``data`` as one JSON object (what a client's SDK will parse it as), else None."""
     if data[:1] != b"{":
         data = data.lstrip()
         if data[:1] != b"{":
-            return False
+            return None
     try:
-        return isinstance(orjson.loads(data), dict)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return False
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _until_error(events: list[StreamEvent]) -> list[StreamEvent]:

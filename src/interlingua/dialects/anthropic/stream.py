@@ -86,6 +86,8 @@ class AnthropicStreamDecoder:
         """One SSE event -> zero or more neutral events."""
         if self._ended:
             return []
+        if not event.data.strip():
+            return []  # an empty data line (dispatched per WHATWG): a keep-alive at most
         try:
             data = orjson.loads(event.data)
         except orjson.JSONDecodeError:
