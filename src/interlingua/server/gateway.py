@@ -26,7 +26,7 @@ from starlette.types import Receive
 from ..config import Config, ModelOptions
 from ..core import Request, StreamError, StreamEvent
 from ..core.tokens import estimate_request_tokens
-from ..dialects import Dialect
+from ..dialects import Dialect, check_duplicate_keys
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
@@ -210,11 +210,15 @@ class Gateway:
         headers: Mapping[str, str],
         body_bytes: bytes,
     ) -> BytesResponse | StreamResponse:
+        # Nothing else reads a passthrough body: give a malformed one the translated
+        # path's 400 here, not the upstream's judgement (issue 8).
+        dialect.validate_request(body)
         stream = body.get("stream") is True
         if route.upstream_model != body["model"] or not body_bytes:
             body["model"] = route.upstream_model
             raw_body = orjson.dumps(body)
         else:
+            check_duplicate_keys(body_bytes)  # the upstream must see the model we routed by
             raw_body = body_bytes  # same name upstream: forward the client's bytes untouched
         answer = await route.upstream.passthrough(raw_body, stream, headers)
         relayed = [JSON_CT, *_relayed(answer)]
