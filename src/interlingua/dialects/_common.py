@@ -9,6 +9,8 @@ import secrets
 import string
 from typing import Any
 
+import orjson
+
 from ..core.tokens import estimate_text as estimate_tokens  # noqa: F401 - re-exported for codecs
 from ..errors import InvalidRequestError
 
@@ -146,3 +148,19 @@ def check_duplicate_keys(raw: bytes) -> None:
                 f"Duplicate key '{key}' in the request body.", param=key, code="duplicate_key"
             )
         seen.add(key)
+
+
+def encode_body(body: Any) -> bytes:
+    """``orjson.dumps(body)``, or a 400 when it cannot be written back.
+
+    orjson reads JSON nested up to 1,024 levels but writes at most 254, so a body it
+    decoded may still fail to encode (a tool schema 300 levels deep): that is the
+    client's body being unreasonable, not a gateway failure. Call it before a body is
+    converted or re-serialized; it costs about 0.2 µs per KB.
+    """
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError; from a decoded body only depth can fail
+        raise InvalidRequestError(
+            "Request body is nested too deeply (at most 254 levels).", code="too_deeply_nested"
+        ) from None

@@ -26,7 +26,7 @@ from starlette.types import Receive
 from ..config import Config, ModelOptions
 from ..core import Request, StreamError, StreamEvent
 from ..core.tokens import estimate_request_tokens
-from ..dialects import Dialect, check_duplicate_keys
+from ..dialects import Dialect, check_duplicate_keys, encode_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
@@ -140,6 +140,7 @@ class Gateway:
         upstream = route.upstream
         if upstream.dialect == dialect.name and route.options == _DEFAULT_OPTIONS:
             return await self._passthrough(dialect, route, body, headers, body_bytes)
+        encode_body(body)  # 400, not a 500 later, if it is too deep to be written back
         request = dialect.parse_request(body)
         upstream_request = replace(request, model=route.upstream_model)
         if request.stream:
@@ -216,7 +217,7 @@ class Gateway:
         stream = body.get("stream") is True
         if route.upstream_model != body["model"] or not body_bytes:
             body["model"] = route.upstream_model
-            raw_body = orjson.dumps(body)
+            raw_body = encode_body(body)
         else:
             check_duplicate_keys(body_bytes)  # the upstream must see the model we routed by
             raw_body = body_bytes  # same name upstream: forward the client's bytes untouched

@@ -41,7 +41,7 @@ from ...core import (
 )
 from ...core.parts import Meta
 from ...errors import InvalidRequestError
-from .._common import SOURCE_INDEX, expect_type
+from .._common import SOURCE_INDEX, encode_body, expect_type
 
 NAME = "anthropic"
 EXTRA_META = "anthropic"
@@ -499,6 +499,7 @@ def parse_request(body: Any, *, count_tokens: bool = False) -> Request:
 
 def parse_count_tokens_request(body: Any) -> Request:
     """Validate and convert a ``POST /v1/messages/count_tokens`` body (§2.7)."""
+    encode_body(body)  # too deep to write back: a 400 here, not a 500 in the estimate
     return parse_request(body, count_tokens=True)
 
 

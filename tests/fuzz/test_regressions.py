@@ -1,0 +1,99 @@
+"""Every failure the fuzzer found, pinned as a plain test (issue 8).
+
+Each test names what the fuzzer sent and what went wrong before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from interlingua.config import parse_config
+from interlingua.dialects import check_duplicate_keys, encode_body
+from interlingua.errors import InvalidRequestError
+from interlingua.server import create_app
+from interlingua.upstreams.fake import FakeUpstream
+
+PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+
+
+def _deep(levels: int) -> Any:
+    value: Any = {"type": "string"}
+    for _ in range(levels):
+        value = {"type": "object", "properties": {"x": value}}
+    return value
+
+
+def _app(wire: str, upstream_model: str = "m") -> Any:
+    config = parse_config(
+        {
+            "upstreams": {"up": {"kind": "fake"}},
+            "models": [{"name": "m", "upstream": "up", "model": upstream_model}],
+        }
+    )
+    return create_app(config, upstreams={"up": FakeUpstream("up", wire=wire)})
+
+
+async def _post(app: Any, path: str, body: bytes) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        return await client.post(path, content=body)
+
+
+def _deep_tool_body(dialect: str, levels: int) -> bytes:
+    # orjson decodes up to 1,024 levels but encodes at most 254: a tool schema ~300 deep
+    # was read, then every re-encoding of it (token estimate, upstream body) raised
+    # TypeError("Recursion limit reached"): a 500 "unexpected failure".
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    if dialect == "openai":
+        fn = {"name": "f", "parameters": _deep(levels)}
+        body["tools"] = [{"type": "function", "function": fn}]
+    else:
+        body["max_tokens"] = 5
+        body["tools"] = [{"name": "f", "input_schema": _deep(levels)}]
+    return json.dumps(body).encode()  # orjson cannot write it either
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("route", ["translated", "renamed-passthrough"])
+async def test_a_body_too_deep_to_reencode_is_400(dialect: str, route: str) -> None:
+    other = {"openai": "anthropic", "anthropic": "openai"}[dialect]
+    app = _app(other) if route == "translated" else _app(dialect, upstream_model="real")
+    resp = await _post(app, PATHS[dialect], _deep_tool_body(dialect, 150))
+    assert resp.status_code == 400, resp.text
+    assert "nested too deeply" in resp.text
+    # Just inside the limit still works.
+    ok = await _post(app, PATHS[dialect], _deep_tool_body(dialect, 60))
+    assert ok.status_code == 200, ok.text
+
+
+async def test_count_tokens_with_a_body_too_deep_is_400() -> None:
+    app = _app("anthropic")
+    body = _deep_tool_body("anthropic", 150)
+    resp = await _post(app, "/v1/messages/count_tokens", body)
+    assert resp.status_code == 400, resp.text
+    assert "nested too deeply" in resp.text
+
+
+def test_encode_body() -> None:
+    assert encode_body({"a": [1]}) == b'{"a":[1]}'
+    deep: Any = []
+    for _ in range(300):
+        deep = [deep]
+    with pytest.raises(InvalidRequestError, match="nested too deeply"):
+        encode_body({"a": deep})
+
+
+def test_check_duplicate_keys() -> None:
+    check_duplicate_keys(b'{"model":"a","messages":[{"role":"model","content":"model"}]}')
+    check_duplicate_keys(b'{"model":"a","x":{"model":1,"model":2}}')  # nested: not ours
+    for raw in (b'{"model":"a","model":"b"}', b'{"model":"a","\\u006dodel":"b"}'):
+        with pytest.raises(InvalidRequestError) as caught:
+            check_duplicate_keys(raw)
+        assert caught.value.param == "model"
+    # Once the careful parse runs, any repeated top-level key is named.
+    with pytest.raises(InvalidRequestError, match="'stream'"):
+        check_duplicate_keys(b'{"model":"a","stream":true,"stream":false,"x":"model"}')
