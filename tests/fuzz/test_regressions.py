@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from interlingua.config import parse_config
-from interlingua.dialects import check_duplicate_keys, encode_body
+from interlingua.dialects import encode_body
 from interlingua.errors import InvalidRequestError
 from interlingua.server import create_app
 from interlingua.upstreams.fake import FakeUpstream
@@ -85,15 +85,3 @@ def test_encode_body() -> None:
         deep = [deep]
     with pytest.raises(InvalidRequestError, match="nested too deeply"):
         encode_body({"a": deep})
-
-
-def test_check_duplicate_keys() -> None:
-    check_duplicate_keys(b'{"model":"a","messages":[{"role":"model","content":"model"}]}')
-    check_duplicate_keys(b'{"model":"a","x":{"model":1,"model":2}}')  # nested: not ours
-    for raw in (b'{"model":"a","model":"b"}', b'{"model":"a","\\u006dodel":"b"}'):
-        with pytest.raises(InvalidRequestError) as caught:
-            check_duplicate_keys(raw)
-        assert caught.value.param == "model"
-    # Once the careful parse runs, any repeated top-level key is named.
-    with pytest.raises(InvalidRequestError, match="'stream'"):
-        check_duplicate_keys(b'{"model":"a","stream":true,"stream":false,"x":"model"}')

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ._common import check_duplicate_keys, encode_body
+from ._common import encode_body
 from .base import Dialect, StreamDecoder, StreamEncoder
 
 _MODULES = {"openai": "openai_chat", "anthropic": "anthropic"}
@@ -28,7 +28,6 @@ __all__ = [
     "Dialect",
     "StreamDecoder",
     "StreamEncoder",
-    "check_duplicate_keys",
     "encode_body",
     "get_dialect",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import secrets
 import string
@@ -103,51 +102,6 @@ def missing(param: str) -> InvalidRequestError:
     return InvalidRequestError(
         f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter"
     )
-
-
-# A second `"model"`, or a key spelled with an escape that decodes to one of its letters
-# (`"mod\u0065l"`; m o d e l are U+006D U+006F U+0064 U+0065 U+006C): only then can the
-# raw bytes hold a `model` other than the one the decoded body (last key wins) was routed by.
-_MODEL_KEY = b'"model"'
-_ESCAPED_MODEL_LETTER = b"\\u006"
-
-
-def check_duplicate_keys(raw: bytes) -> None:
-    """Raise a 400 naming the key if the JSON object ``raw`` repeats a top-level key.
-
-    For bodies forwarded byte for byte: the gateway routes by the last ``model`` (orjson
-    keeps the last), an upstream's parser might take the first, and the client would
-    reach a model it was not routed (or allowed) to. Cheap on the hot path: two byte
-    scans, and a careful parse only when they find a second possible ``model`` key.
-
-    >>> check_duplicate_keys(b'{"model": "a", "messages": [{"content": "model"}]}')
-    >>> check_duplicate_keys(b'{"model": "a", "model": "b"}')
-    Traceback (most recent call last):
-    interlingua.errors.InvalidRequestError: Duplicate key 'model' in the request body.
-    """
-    if raw.count(_MODEL_KEY) < 2 and _ESCAPED_MODEL_LETTER not in raw:
-        return
-    top: list[tuple[str, Any]] = []
-
-    def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        # Objects close innermost first: the last call is the top-level object.
-        nonlocal top
-        top = pairs
-        return {}  # values are not needed, only the top-level keys
-
-    try:
-        json.loads(raw, object_pairs_hook=keep)
-    except RecursionError:
-        raise InvalidRequestError("Request body is nested too deeply.") from None
-    except ValueError:  # orjson read it; the stdlib is more lenient still, but be safe
-        raise InvalidRequestError("Request body is not valid JSON.") from None
-    seen: set[str] = set()
-    for key, _ in top:
-        if key in seen:
-            raise InvalidRequestError(
-                f"Duplicate key '{key}' in the request body.", param=key, code="duplicate_key"
-            )
-        seen.add(key)
 
 
 def encode_body(body: Any) -> bytes:
