@@ -139,7 +139,7 @@ def _tool_turns(dialect: str) -> list[dict[str, Any]]:
 
 # Well-formed bodies with what only this dialect (or only this upstream) understands:
 # passthrough must relay them, even where translation would refuse.
-SAME_DIALECT_ONLY = {
+SAME_DIALECT_ONLY: dict[str, dict[str, Any]] = {
     "openai": {
         "n": 2,
         "logit_bias": {"50256": -100},
