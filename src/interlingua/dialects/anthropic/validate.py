@@ -46,22 +46,15 @@ def looks_valid(body: Any) -> bool:
     for key, value in body.items():
         if value is None:
             continue  # null means absent to the parser
+        kinds = _SCALARS.get(key)
+        if kinds is not None:
+            if type(value) not in kinds:
+                return False
+            continue
         check = _FIELDS.get(key)
         if check is not None and not check(value):
             return False
     return _messages_ok(body.get("messages"))
-
-
-def _is_int(v: Any) -> bool:
-    return type(v) is int
-
-
-def _is_number(v: Any) -> bool:
-    return type(v) in _NUMBER
-
-
-def _is_bool(v: Any) -> bool:
-    return type(v) is bool
 
 
 def _opt_str(v: Any) -> bool:
@@ -140,11 +133,14 @@ def _output_config_ok(v: Any) -> bool:
 
 
 # Top-level keys the parser type-checks (max_tokens is checked above); others are relayed.
+# Plain types are looked up inline: a function call per key costs more than the check.
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "stream": (bool,),
+    "temperature": _NUMBER,
+    "top_p": _NUMBER,
+    "top_k": (int,),
+}
 _FIELDS = {
-    "stream": _is_bool,
-    "temperature": _is_number,
-    "top_p": _is_number,
-    "top_k": _is_int,
     "stop_sequences": _stop_ok,
     "metadata": _metadata_ok,
     "system": _system_ok,

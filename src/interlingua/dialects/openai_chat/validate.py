@@ -32,6 +32,9 @@ __all__ = ["looks_valid", "validate_request"]
 _NUMBER = (int, float)
 _TOOL_CHOICE_WORDS = ("auto", "none", "required")
 _FUNCTION_CALL_WORDS = ("auto", "none")
+# Roles whose message is complete with a string content (a tuple: `in` compares with ==,
+# so a role that is a list or an object cannot raise the TypeError a set lookup would).
+_PLAIN_ROLES = ("user", "system", "developer", "assistant")
 
 
 def validate_request(body: dict[str, Any]) -> None:
@@ -53,30 +56,15 @@ def looks_valid(body: Any) -> bool:
     for key, value in body.items():
         if value is None:
             continue  # null means absent to the parser
+        kinds = _SCALARS.get(key)
+        if kinds is not None:
+            if type(value) not in kinds:
+                return False
+            continue
         check = _FIELDS.get(key)
         if check is not None and not check(value):
             return False
     return _messages_ok(body.get("messages"))
-
-
-def _is_str(v: Any) -> bool:
-    return type(v) is str
-
-
-def _is_int(v: Any) -> bool:
-    return type(v) is int
-
-
-def _is_number(v: Any) -> bool:
-    return type(v) in _NUMBER
-
-
-def _is_bool(v: Any) -> bool:
-    return type(v) is bool
-
-
-def _is_dict(v: Any) -> bool:
-    return type(v) is dict
 
 
 def _opt_str(v: Any) -> bool:
@@ -158,20 +146,26 @@ def _response_format_ok(v: Any) -> bool:
     )
 
 
-# Top-level keys the parser type-checks; any other key is relayed unread.
+# Top-level keys the parser type-checks; any other key is relayed unread. Plain types are
+# looked up inline (a function call per key costs more than the check itself).
+_INT = (int,)
+_BOOL = (bool,)
+_STR = (str,)
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "max_completion_tokens": _INT,
+    "max_tokens": _INT,
+    "seed": _INT,
+    "temperature": _NUMBER,
+    "top_p": _NUMBER,
+    "stream": _BOOL,
+    "parallel_tool_calls": _BOOL,
+    "user": _STR,
+    "safety_identifier": _STR,
+    "reasoning_effort": _STR,
+    "stream_options": (dict,),
+    "metadata": (dict,),
+}
 _FIELDS = {
-    "max_completion_tokens": _is_int,
-    "max_tokens": _is_int,
-    "stream": _is_bool,
-    "user": _is_str,
-    "safety_identifier": _is_str,
-    "stream_options": _is_dict,
-    "temperature": _is_number,
-    "top_p": _is_number,
-    "seed": _is_int,
-    "metadata": _is_dict,
-    "parallel_tool_calls": _is_bool,
-    "reasoning_effort": _is_str,
     "stop": _stop_ok,
     "tools": _tools_ok,
     "tool_choice": _tool_choice_ok,
@@ -188,10 +182,14 @@ def _messages_ok(msgs: Any) -> bool:
     if type(msgs) is not list or not msgs:
         return False
     for m in msgs:
-        if type(m) is not dict or not _opt_str(m.get("name")):
+        if type(m) is not dict:
             return False
         role = m.get("role")
         content = m.get("content")
+        if len(m) == 2 and type(content) is str and role in _PLAIN_ROLES:
+            continue  # {"role": ..., "content": "text"}: most messages, nothing else to check
+        if not _opt_str(m.get("name")):
+            return False
         if role == "user":
             ok = type(content) is str or _user_parts_ok(content)
         elif role == "assistant":
