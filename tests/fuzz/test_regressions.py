@@ -85,3 +85,19 @@ def test_encode_body() -> None:
         deep = [deep]
     with pytest.raises(InvalidRequestError, match="nested too deeply"):
         encode_body({"a": deep})
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai"])
+async def test_output_config_effort_must_be_a_string(wire: str) -> None:
+    # An object here was carried into OpenAI's reasoning_effort, and the 400 (from the
+    # upstream) named a field the Anthropic client never sent.
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "hi"}],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": {"level": "high"}},
+    }
+    resp = await _post(_app(wire), PATHS["anthropic"], json.dumps(body).encode())
+    assert resp.status_code == 400, resp.text
+    assert "output_config.effort" in resp.json()["error"]["message"]

@@ -403,6 +403,11 @@ def _parse_thinking_config(raw: Any, effort: str | None) -> Reasoning:
 def _parse_output_config(raw: Any, extra: dict[str, Any]) -> ResponseFormat | None:
     """``output_config.format`` -> ResponseFormat; the rest (effort...) stays in extra."""
     config = _dict(raw, "output_config")
+    effort = config.get("effort")
+    if effort is not None:
+        # Becomes OpenAI's reasoning_effort: unchecked, an object here was reported by an
+        # OpenAI upstream as a bad 'reasoning_effort', a field this client never sent.
+        expect_type(effort, str, "output_config.effort", "a string")
     rest = {k: v for k, v in config.items() if k != "format"}
     if rest:
         extra["output_config"] = rest

@@ -122,7 +122,7 @@ def _thinking_ok(v: Any) -> bool:
 
 
 def _output_config_ok(v: Any) -> bool:
-    if type(v) is not dict:
+    if type(v) is not dict or not _opt_str(v.get("effort")):
         return False
     fmt = v.get("format")
     if fmt is None:
