@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from interlingua.config import parse_config
-from interlingua.dialects import encode_body
+from interlingua.dialects import encode_body, get_dialect
 from interlingua.errors import InvalidRequestError
 from interlingua.server import create_app
 from interlingua.upstreams.fake import FakeUpstream
@@ -101,3 +101,52 @@ async def test_output_config_effort_must_be_a_string(wire: str) -> None:
     resp = await _post(_app(wire), PATHS["anthropic"], json.dumps(body).encode())
     assert resp.status_code == 400, resp.text
     assert "output_config.effort" in resp.json()["error"]["message"]
+
+
+def _deep_list(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _deep_call_body(dialect: str) -> dict[str, Any]:
+    """A deep tool call followed by a malformed message, as the slow fuzz run sent."""
+    if dialect == "openai":
+        fn = {"name": "f", "arguments": {"a": _deep_list(300)}}
+        call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": fn}]}
+        return {"model": "m", "messages": [call, {"role": None, "content": "x"}]}
+    use = {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": _deep_list(300)}}
+    return {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [{"role": "assistant", "content": [use]}, {"role": "user", "content": None}],
+    }
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_parse_request_names_a_tool_call_too_deep_to_reencode(dialect: str) -> None:
+    # parse_request re-encodes object arguments / tool_use input as JSON text; a value
+    # 300 levels deep raised TypeError there: a 500 on the passthrough path, whose walk
+    # hands a malformed body to parse_request for the error.
+    body = _deep_call_body(dialect)
+    with pytest.raises(InvalidRequestError, match="nested too deeply") as caught:
+        get_dialect(dialect).parse_request(body)
+    expected = (
+        "messages[0].tool_calls[0].function.arguments"
+        if dialect == "openai"
+        else "messages[0].content[0].input"
+    )
+    assert caught.value.param == expected
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("wire", ["same", "other"])
+async def test_deep_tool_call_with_a_bad_message_is_400_on_both_paths(
+    dialect: str, wire: str
+) -> None:
+    other = {"openai": "anthropic", "anthropic": "openai"}[dialect]
+    app = _app(dialect if wire == "same" else other)
+    resp = await _post(app, PATHS[dialect], json.dumps(_deep_call_body(dialect)).encode())
+    assert resp.status_code == 400, resp.text
+    assert "nested too deeply" in resp.text

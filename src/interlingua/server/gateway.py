@@ -210,15 +210,15 @@ class Gateway:
         body: dict[str, Any],
         headers: Mapping[str, str],
     ) -> BytesResponse | StreamResponse:
-        # Nothing else reads a passthrough body: give a malformed one the translated
-        # path's 400 here, not the upstream's judgement (issue 8).
-        dialect.validate_request(body)
         stream = body.get("stream") is True
         body["model"] = route.upstream_model
         # The body as parsed, never the client's bytes: with a key given twice (`model`,
         # `messages`) the upstream's parser might take the copy we did not route by or
         # validate. orjson writes it back faster than the bytes could be searched.
         raw_body = encode_body(body)
+        # Nothing else reads a passthrough body: give a malformed one the translated
+        # path's 400 (same checks, same order) here, not the upstream's judgement.
+        dialect.validate_request(body)
         answer = await route.upstream.passthrough(raw_body, stream, headers)
         relayed = [JSON_CT, *_relayed(answer)]
         if answer.status >= 400 or answer.chunks is None:

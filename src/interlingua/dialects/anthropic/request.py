@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from ...core import (
     DocumentPart,
     ImagePart,
@@ -200,7 +198,7 @@ def _parse_tool_use(block: dict[str, Any], param: str) -> ToolCallPart:
     return ToolCallPart(
         id=_str(block, "id", f"{param}.id"),
         name=_str(block, "name", f"{param}.name"),
-        arguments=orjson.dumps(tool_input).decode(),
+        arguments=encode_body(tool_input, f"{param}.input").decode(),
         meta=_meta(block, _TOOL_USE_KEYS),
     )
 
