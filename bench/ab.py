@@ -7,7 +7,9 @@ each), and wrk alternating between them round by round, the order flipped every 
 50 connections. On a shared 2-core machine single runs swing by 20-30 %; pairs taken
 seconds apart see the same background load, so the median of the per-round ratios is the
 figure to quote. The gateway's CPU time per request (``/proc/<pid>/stat``) is reported
-beside it: it moves less with load than requests/s do.
+beside it. The scheduler tends to keep each process on one core: when something else
+busies one core, ``--cpu N`` pins both gateways to the same one, or the comparison
+measures the placement rather than the code.
 
 Make BASE_SRC with e.g. ``git archive <commit> | tar -x -C /tmp/base`` (then
 ``/tmp/base/src``).
@@ -36,12 +38,15 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def _start(name: str, src: str, nginx_base: str, tmp: Path) -> tuple[str, Process]:
+def _start(name: str, src: str, nginx_base: str, tmp: Path, cpu: int | None) -> tuple[str, Process]:
     port = free_port()
     config = tmp / f"{name}.yaml"
     config.write_text(gateway_config_yaml(nginx_base, port))
     env = {**os.environ, "PYTHONPATH": src}
-    proc = start(serve_command(config, port, 1, False), tmp / f"{name}.log", env=env)
+    command = serve_command(config, port, 1, False)
+    if cpu is not None:  # taskset execs the server: same pid, every thread pinned
+        command = ["taskset", "-c", str(cpu), *command]
+    proc = start(command, tmp / f"{name}.log", env=env)
     base = f"http://127.0.0.1:{port}"
     wait_ready(f"{base}/health", proc.proc, 60, name)
     return base, proc
@@ -97,6 +102,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--duration", type=float, default=3, help="seconds per wrk run")
     parser.add_argument("--scenarios", default="passthrough,passthrough-stream")
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        help="pin both gateways to this CPU, so neither sits on a busier core than the other",
+    )
     args = parser.parse_args(argv)
     tools = ensure_tools()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ab-"))
@@ -104,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         servers: dict[str, tuple[str, Process]] = {}
         try:
             for name, src in (("base", args.base_src), ("new", args.new_src)):
-                servers[name] = _start(name, src, nginx.base, tmp)
+                servers[name] = _start(name, src, nginx.base, tmp, args.cpu)
             for scenario_name in args.scenarios.split(","):
                 print(_compare(tools, servers, scenario_name, args.rounds, args.duration, tmp))
         finally:
