@@ -7,7 +7,9 @@ calls the gateway makes (``server/gateway.py``, ``upstreams/http.py``):
   stream decoder -> the client dialect's stream encoder -> bytes (both directions);
 * request: body bytes -> ``orjson.loads`` -> ``parse_request`` -> ``render_request``
   (+ ``finalize_wire``) -> ``orjson.dumps``, for the small and the 80 KB body;
-* response: upstream body -> ``parse_response`` -> client ``render_response`` -> bytes.
+* response: upstream body -> ``parse_response`` -> client ``render_response`` -> bytes;
+* passthrough request: body bytes -> ``orjson.loads`` -> ``validate_request`` ->
+  ``encode_body`` (what the passthrough path does to a body before forwarding it).
 
 Each figure is the best of several repeats (the least disturbed by other load on the
 machine), in microseconds.
@@ -21,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from interlingua.dialects import get_dialect
+from interlingua.dialects import encode_body, get_dialect
 from interlingua.sse import SSEDecoder
 from interlingua.upstreams.http import finalize_wire
 
@@ -99,6 +101,18 @@ def _request_translation(scenario: str) -> Callable[[], None]:
     return run
 
 
+def _passthrough_request(scenario: str) -> Callable[[], None]:
+    dialect = get_dialect(BY_NAME[scenario].client)
+    raw = request_body(BY_NAME[scenario])
+
+    def run() -> None:
+        body = orjson.loads(raw)
+        dialect.validate_request(body)
+        encode_body(body)
+
+    return run
+
+
 def _response_translation() -> Callable[[], None]:
     client, upstream = get_dialect("anthropic"), get_dialect("openai")
     request = client.parse_request(orjson.loads(request_body(BY_NAME["a2o"])))
@@ -124,6 +138,18 @@ def run_all(*, repeats: int = 5, budget_s: float = 0.2) -> list[MicroResult]:
         ("request Anthropic→OpenAI, small body", _request_translation("a2o"), 1, "request"),
         ("request Anthropic→OpenAI, 80 KB body", _request_translation("a2o-80k"), 1, "request"),
         ("response OpenAI→Anthropic, non-stream", _response_translation(), 1, "response"),
+        (
+            "request passthrough OpenAI, small body",
+            _passthrough_request("passthrough"),
+            1,
+            "request",
+        ),
+        (
+            "request passthrough Anthropic, 80 KB body",
+            _passthrough_request("a2o-80k"),
+            1,
+            "request",
+        ),
     ]
     out = []
     for name, fn, per, unit in cases:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from ._common import encode_body
 from .base import Dialect, StreamDecoder, StreamEncoder
 
 _MODULES = {"openai": "openai_chat", "anthropic": "anthropic"}
@@ -23,4 +24,10 @@ def get_dialect(name: str) -> Dialect:
     return dialect
 
 
-__all__ = ["Dialect", "StreamDecoder", "StreamEncoder", "get_dialect"]
+__all__ = [
+    "Dialect",
+    "StreamDecoder",
+    "StreamEncoder",
+    "encode_body",
+    "get_dialect",
+]

@@ -8,6 +8,8 @@ import secrets
 import string
 from typing import Any
 
+import orjson
+
 from ..core.tokens import estimate_text as estimate_tokens  # noqa: F401 - re-exported for codecs
 from ..errors import InvalidRequestError
 
@@ -100,3 +102,23 @@ def missing(param: str) -> InvalidRequestError:
     return InvalidRequestError(
         f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter"
     )
+
+
+def encode_body(body: Any, param: str | None = None) -> bytes:
+    """``orjson.dumps(body)``, or a 400 when it cannot be written back.
+
+    orjson reads JSON nested up to 1,024 levels but writes at most 254, so a body it
+    decoded may still fail to encode (a tool schema 300 levels deep): that is the
+    client's body being unreasonable, not a gateway failure. Call it before a body is
+    converted or re-serialized; it costs about 0.2 µs per KB. ``param`` names the field
+    when ``body`` is one value inside a request (a tool call's arguments).
+    """
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError; from a decoded body only depth can fail
+        where = "Request body" if param is None else f"'{param}'"
+        raise InvalidRequestError(
+            f"{where} is nested too deeply (at most 254 levels).",
+            param=param,
+            code="too_deeply_nested",
+        ) from None

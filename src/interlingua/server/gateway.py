@@ -26,7 +26,7 @@ from starlette.types import Receive
 from ..config import Config, ModelOptions
 from ..core import Request, StreamError, StreamEvent
 from ..core.tokens import estimate_request_tokens
-from ..dialects import Dialect
+from ..dialects import Dialect, encode_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
@@ -134,12 +134,13 @@ class Gateway:
         body_bytes: bytes = b"",
         receive: Receive | None = None,
     ) -> BytesResponse | StreamResponse:
-        """Answer a generation request body of ``dialect`` (``body_bytes``: its raw form,
-        forwarded as is on the passthrough path when no rewrite is needed)."""
+        """Answer a generation request body of ``dialect``. (``body_bytes``, its raw form, is
+        no longer forwarded: the passthrough path sends the body as parsed.)"""
         route = self.router.resolve(_model_of(body))
         upstream = route.upstream
         if upstream.dialect == dialect.name and route.options == _DEFAULT_OPTIONS:
-            return await self._passthrough(dialect, route, body, headers, body_bytes)
+            return await self._passthrough(dialect, route, body, headers)
+        encode_body(body)  # 400, not a 500 later, if it is too deep to be written back
         request = dialect.parse_request(body)
         upstream_request = replace(request, model=route.upstream_model)
         if request.stream:
@@ -213,14 +214,16 @@ class Gateway:
         route: Route,
         body: dict[str, Any],
         headers: Mapping[str, str],
-        body_bytes: bytes,
     ) -> BytesResponse | StreamResponse:
         stream = body.get("stream") is True
-        if route.upstream_model != body["model"] or not body_bytes:
-            body["model"] = route.upstream_model
-            raw_body = orjson.dumps(body)
-        else:
-            raw_body = body_bytes  # same name upstream: forward the client's bytes untouched
+        body["model"] = route.upstream_model
+        # The body as parsed, never the client's bytes: with a key given twice (`model`,
+        # `messages`) the upstream's parser might take the copy we did not route by or
+        # validate. orjson writes it back faster than the bytes could be searched.
+        raw_body = encode_body(body)
+        # Nothing else reads a passthrough body: give a malformed one the translated
+        # path's 400 (same checks, same order) here, not the upstream's judgement.
+        dialect.validate_request(body)
         answer = await route.upstream.passthrough(raw_body, stream, headers)
         relayed = [JSON_CT, *_relayed(answer)]
         if answer.status >= 400 or answer.chunks is None:

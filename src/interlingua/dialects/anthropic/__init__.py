@@ -22,6 +22,7 @@ from .render import render_count_tokens_request, render_request
 from .request import parse_count_tokens_request, parse_request
 from .response import parse_response, render_model_list, render_response
 from .stream import AnthropicStreamDecoder, AnthropicStreamEncoder
+from .validate import validate_request
 
 
 class AnthropicDialect:
@@ -36,6 +37,10 @@ class AnthropicDialect:
     def parse_count_tokens_request(self, body: Any) -> Request:
         """A ``/v1/messages/count_tokens`` body (no ``max_tokens``/``stream``) -> request."""
         return parse_count_tokens_request(body)
+
+    def validate_request(self, body: dict[str, Any]) -> None:
+        """The 400 ``parse_request`` would raise, without converting (passthrough)."""
+        validate_request(body)
 
     def render_request(self, request: Request) -> dict[str, Any]:
         """Neutral request -> the body for an Anthropic upstream."""
@@ -85,4 +90,10 @@ class AnthropicDialect:
 DIALECT = AnthropicDialect()
 """The shared Anthropic codec instance."""
 
-__all__ = ["DIALECT", "AnthropicDialect", "AnthropicStreamDecoder", "AnthropicStreamEncoder"]
+__all__ = [
+    "DIALECT",
+    "AnthropicDialect",
+    "AnthropicStreamDecoder",
+    "AnthropicStreamEncoder",
+    "validate_request",
+]

@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from ...core import (
     DocumentPart,
     ImagePart,
@@ -41,7 +39,7 @@ from ...core import (
 )
 from ...core.parts import Meta
 from ...errors import InvalidRequestError
-from .._common import SOURCE_INDEX, expect_type
+from .._common import SOURCE_INDEX, encode_body, expect_type
 
 NAME = "anthropic"
 EXTRA_META = "anthropic"
@@ -200,7 +198,7 @@ def _parse_tool_use(block: dict[str, Any], param: str) -> ToolCallPart:
     return ToolCallPart(
         id=_str(block, "id", f"{param}.id"),
         name=_str(block, "name", f"{param}.name"),
-        arguments=orjson.dumps(tool_input).decode(),
+        arguments=encode_body(tool_input, f"{param}.input").decode(),
         meta=_meta(block, _TOOL_USE_KEYS),
     )
 
@@ -403,6 +401,11 @@ def _parse_thinking_config(raw: Any, effort: str | None) -> Reasoning:
 def _parse_output_config(raw: Any, extra: dict[str, Any]) -> ResponseFormat | None:
     """``output_config.format`` -> ResponseFormat; the rest (effort...) stays in extra."""
     config = _dict(raw, "output_config")
+    effort = config.get("effort")
+    if effort is not None:
+        # Becomes OpenAI's reasoning_effort: unchecked, an object here was reported by an
+        # OpenAI upstream as a bad 'reasoning_effort', a field this client never sent.
+        expect_type(effort, str, "output_config.effort", "a string")
     rest = {k: v for k, v in config.items() if k != "format"}
     if rest:
         extra["output_config"] = rest
@@ -499,6 +502,7 @@ def parse_request(body: Any, *, count_tokens: bool = False) -> Request:
 
 def parse_count_tokens_request(body: Any) -> Request:
     """Validate and convert a ``POST /v1/messages/count_tokens`` body (§2.7)."""
+    encode_body(body)  # too deep to write back: a 400 here, not a 500 in the estimate
     return parse_request(body, count_tokens=True)
 
 

@@ -18,6 +18,7 @@ from .errors import parse_error, render_error, render_stream_error
 from .request import parse_request, render_request
 from .response import parse_response, render_model_list, render_response
 from .stream import OpenAIChatStreamDecoder, OpenAIChatStreamEncoder
+from .validate import validate_request
 
 
 class OpenAIChatDialect:
@@ -28,6 +29,10 @@ class OpenAIChatDialect:
     def parse_request(self, body: Any) -> Request:
         """Validate and convert a client's request body (400 naming the field)."""
         return parse_request(body)
+
+    def validate_request(self, body: dict[str, Any]) -> None:
+        """The 400 ``parse_request`` would raise, without converting (passthrough)."""
+        validate_request(body)
 
     def render_request(self, request: Request) -> dict[str, Any]:
         """The body for an OpenAI-compatible upstream."""
@@ -81,4 +86,5 @@ __all__ = [
     "render_request",
     "render_response",
     "render_stream_error",
+    "validate_request",
 ]

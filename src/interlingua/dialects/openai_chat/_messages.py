@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from ...core import (
     DocumentPart,
     ImagePart,
@@ -35,7 +33,14 @@ from ...core import (
     UnknownPart,
 )
 from ...errors import InvalidRequestError
-from .._common import SOURCE_INDEX, SOURCE_PARAM, expect_type, missing, parse_data_uri
+from .._common import (
+    SOURCE_INDEX,
+    SOURCE_PARAM,
+    encode_body,
+    expect_type,
+    missing,
+    parse_data_uri,
+)
 
 __all__ = ["DIALECT_NAME", "bad_value", "parse_messages", "render_messages", "required_str"]
 
@@ -297,7 +302,7 @@ def _arguments(fn: dict[str, Any], p: str) -> str:
     if args is None:
         return ""
     if isinstance(args, dict):  # some clients send an object; the wire form is JSON text
-        return orjson.dumps(args).decode()
+        return encode_body(args, p).decode()
     result: str = expect_type(args, str, p, "a string")
     return result
 

@@ -1,0 +1,126 @@
+"""Paired A/B of two source trees of interlingua on the same scenarios, in one sitting.
+
+    python -m bench.ab BASE_SRC NEW_SRC [--rounds 10] [--duration 3] [--scenarios passthrough]
+
+One nginx, both gateways up at once (``PYTHONPATH=BASE_SRC`` and ``NEW_SRC``, one worker
+each), and wrk alternating between them round by round, the order flipped every round, at
+50 connections. On a shared 2-core machine single runs swing by 20-30 %; pairs taken
+seconds apart see the same background load, so the median of the per-round ratios is the
+figure to quote. The gateway's CPU time per request (``/proc/<pid>/stat``) is reported
+beside it. The scheduler tends to keep each process on one core: when something else
+busies one core, ``--cpu N`` pins both gateways to the same one, or the comparison
+measures the placement rather than the code.
+
+Make BASE_SRC with e.g. ``git archive <commit> | tar -x -C /tmp/base`` (then
+``/tmp/base/src``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from . import wrk
+from .nginx import Nginx
+from .procs import Process, ensure_tools, free_port, start, wait_ready
+from .scenarios import BY_NAME, gateway_config_yaml, request_body
+from .servers import serve_command
+
+CONNECTIONS = 50
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` and its waited-for children, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _start(name: str, src: str, nginx_base: str, tmp: Path, cpu: int | None) -> tuple[str, Process]:
+    port = free_port()
+    config = tmp / f"{name}.yaml"
+    config.write_text(gateway_config_yaml(nginx_base, port))
+    env = {**os.environ, "PYTHONPATH": src}
+    command = serve_command(config, port, 1, False)
+    if cpu is not None:  # taskset execs the server: same pid, every thread pinned
+        command = ["taskset", "-c", str(cpu), *command]
+    proc = start(command, tmp / f"{name}.log", env=env)
+    base = f"http://127.0.0.1:{port}"
+    wait_ready(f"{base}/health", proc.proc, 60, name)
+    return base, proc
+
+
+def _compare(
+    tools: dict[str, str],
+    servers: dict[str, tuple[str, Process]],
+    scenario_name: str,
+    rounds: int,
+    duration: float,
+    tmp: Path,
+) -> str:
+    scenario = BY_NAME[scenario_name]
+    body = tmp / f"{scenario_name}.json"
+    body.write_bytes(request_body(scenario))
+    for base, _ in servers.values():  # warm-up
+        wrk.run(tools["wrk"], base + scenario.path, body, CONNECTIONS, 1, scenario.headers)
+    rps: dict[str, list[float]] = {"base": [], "new": []}
+    cpu: dict[str, list[float]] = {"base": [], "new": []}
+    for r in range(rounds):
+        for name in ("base", "new") if r % 2 == 0 else ("new", "base"):
+            base, proc = servers[name]
+            before = cpu_seconds(proc.proc.pid)
+            result = wrk.run(
+                tools["wrk"], base + scenario.path, body, CONNECTIONS, duration, scenario.headers
+            )
+            if result.errors or not result.requests:
+                raise RuntimeError(f"{name}: {result}")
+            cpu[name].append((cpu_seconds(proc.proc.pid) - before) / result.requests * 1e6)
+            rps[name].append(result.rps)
+    paired = statistics.median(n / b for n, b in zip(rps["new"], rps["base"], strict=True))
+    median = {k: statistics.median(v) for k, v in rps.items()}
+    cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
+    return "\n".join(
+        [
+            f"{scenario_name}: base {median['base']:,.0f} req/s, new {median['new']:,.0f} req/s, "
+            f"median paired ratio {paired:.3f} (ratio of medians "
+            f"{median['new'] / median['base']:.3f})",
+            f"  gateway CPU per request: base {cpu_median['base']:.1f} µs, "
+            f"new {cpu_median['new']:.1f} µs ({cpu_median['new'] / cpu_median['base']:.3f})",
+            f"  base req/s: {[round(x) for x in rps['base']]}",
+            f"  new req/s:  {[round(x) for x in rps['new']]}",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line, run every pair, print one summary per scenario."""
+    parser = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.split("\n")[0])
+    parser.add_argument("base_src", help="the src/ folder of the tree to compare against")
+    parser.add_argument("new_src", help="the src/ folder of the tree under test")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--duration", type=float, default=3, help="seconds per wrk run")
+    parser.add_argument("--scenarios", default="passthrough,passthrough-stream")
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        help="pin both gateways to this CPU, so neither sits on a busier core than the other",
+    )
+    args = parser.parse_args(argv)
+    tools = ensure_tools()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ab-"))
+    with Nginx(tools["nginx"], tmp) as nginx:
+        servers: dict[str, tuple[str, Process]] = {}
+        try:
+            for name, src in (("base", args.base_src), ("new", args.new_src)):
+                servers[name] = _start(name, src, nginx.base, tmp, args.cpu)
+            for scenario_name in args.scenarios.split(","):
+                print(_compare(tools, servers, scenario_name, args.rounds, args.duration, tmp))
+        finally:
+            for _, proc in servers.values():
+                proc.stop()
+
+
+if __name__ == "__main__":
+    main()
