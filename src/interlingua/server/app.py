@@ -100,7 +100,7 @@ class Handlers:
             self._check_auth(headers)
             raw = await read_body(request, self.gateway.max_body, headers)
             response = await self.gateway.generate(
-                dialect, decode_json_object(raw), headers, raw, request.receive
+                dialect, decode_json_object(raw), headers, request.receive
             )
         except InterlinguaError as err:
             return self.gateway.error_response(dialect, err, _request_id(request))

@@ -131,11 +131,10 @@ class Gateway:
         dialect: Dialect,
         body: dict[str, Any],
         headers: Mapping[str, str],
-        body_bytes: bytes = b"",
         receive: Receive | None = None,
     ) -> BytesResponse | StreamResponse:
-        """Answer a generation request body of ``dialect``. (``body_bytes``, its raw form, is
-        no longer forwarded: the passthrough path sends the body as parsed.)"""
+        """Answer a generation request body of ``dialect`` (the passthrough path sends it
+        upstream as parsed, never as the client's bytes)."""
         route = self.router.resolve(_model_of(body))
         upstream = route.upstream
         if upstream.dialect == dialect.name and route.options == _DEFAULT_OPTIONS:
