@@ -24,7 +24,7 @@ from interlingua.core import (
     Usage,
 )
 from interlingua.server import create_app, keepalive
-from interlingua.server.keepalive import with_keepalive
+from interlingua.server.keepalive import Ticker
 from interlingua.upstreams.base import Upstream
 
 from ..live_server import live_server
@@ -98,35 +98,20 @@ def test_real_clients_read_through_keepalives(quick_pings: None) -> None:
         assert ": ping" in raw  # OpenAI clients get SSE comments, which they ignore
 
 
-async def test_with_keepalive_ticks_and_passes_items_and_errors_through() -> None:
-    async def source() -> AsyncIterator[int]:
-        yield 1
-        await asyncio.sleep(0.12)
-        yield 2
-        raise ValueError("boom")
+async def test_the_ticker_pings_only_during_silences_and_stops() -> None:
+    sent: list[bytes] = []
 
-    seen: list[int | None] = []
-    with pytest.raises(ValueError, match="boom"):
-        async for item in with_keepalive(source(), 0.05):
-            seen.append(item)
-    assert seen[0] == 1 and seen[-1] == 2
-    assert seen.count(None) >= 1
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message["body"])  # type: ignore[arg-type]
 
-
-async def test_closing_early_closes_the_source_without_reading_ahead() -> None:
-    asked: list[int] = []
-    closed = asyncio.Event()
-
-    async def source() -> AsyncIterator[int]:
-        try:
-            for i in range(10):
-                asked.append(i)
-                yield i
-        finally:
-            closed.set()
-
-    ticking = with_keepalive(source(), 10)
-    assert await anext(ticking) == 0
-    await ticking.aclose()  # type: ignore[attr-defined]
-    assert closed.is_set()
-    assert asked == [0]  # nothing was read beyond what the consumer took
+    ticker = Ticker(send, b": ping\n\n", 0.25)  # type: ignore[arg-type]
+    for _ in range(10):  # busy: a write every 10 ms, far inside the interval
+        await asyncio.sleep(0.01)
+        ticker.wrote()
+    assert sent == []
+    await asyncio.sleep(0.6)  # quiet: a ping per interval
+    assert len(sent) >= 1 and set(sent) == {b": ping\n\n"}
+    await ticker.stop()
+    count = len(sent)
+    await asyncio.sleep(0.5)
+    assert len(sent) == count

@@ -26,7 +26,7 @@ A :class:`RelayCheck` sits on the relayed stream and:
 
 Line endings: CR and CRLF become LF (the same events to any SSE reader), a CR at the end
 of a read is taken as a line end and a LF opening the next read then skipped, as the SSE
-decoder does. Cost: one ``split`` and one ``orjson.loads`` per event, linear in the bytes
+decoder does. Cost: one msgspec decode of the few fields it needs per event, linear in the bytes
 however an event is split across reads; the bytes of whole events are relayed unchanged
 otherwise. :meth:`RelayCheck.check_body` does the same for a non-streamed JSON answer.
 """
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
 
 from ..errors import UpstreamError
@@ -160,20 +161,22 @@ class RelayCheck:
         events = whole[:-2].split(b"\n\n")
         kept: list[bytes] | None = None  # built only once an event is dropped
         good = 0
-        for i, event in enumerate(events):
-            verdict = self._check(event)
-            if verdict == _BAD:
-                out = whole[:good] if kept is None else b"".join(kept)
-                return self._release(out)
-            if verdict == _DROP and kept is None:
-                kept = [whole[:good]]
-            elif verdict == _KEEP and kept is not None:
-                kept.append(event + b"\n\n")
+        check = self._check
+        for event in events:
+            verdict = check(event)
             good += len(event) + 2
+            if verdict:  # (_KEEP is 0)
+                if verdict == _BAD:
+                    good -= len(event) + 2
+                    return self._release(whole[:good] if kept is None else b"".join(kept))
+                if kept is None:  # _DROP
+                    kept = [whole[: good - len(event) - 2]]
+            elif kept is not None:
+                kept.append(event + b"\n\n")
             if self.ended:
-                rest = b"\n\n".join(events[i + 1 :])
-                tail = rest + b"\n\n" if rest else b""
-                return self._release((whole[:good] if kept is None else b"".join(kept)) + tail)
+                # past the end nothing is checked: the rest goes out as it came
+                out = whole if kept is None else b"".join(kept) + whole[good:]
+                return self._release(out)
         return self._release(whole if kept is None else b"".join(kept))
 
     def _release(self, out: bytes) -> bytes:
@@ -187,45 +190,62 @@ class RelayCheck:
         return b""
 
     def _check(self, event: bytes) -> int:
+        # Hot paths: a lone ``data:`` line (OpenAI), ``event:`` then ``data:`` (Anthropic).
         name = b""
-        data: bytes | None = None
-        fields = False
-        for line in event.split(b"\n"):
-            if line[:5] == b"data:":
-                value = line[6:] if line[5:6] == b" " else line[5:]
-                data = value if data is None else data + b"\n" + value
-            elif line[:6] == b"event:":
-                name = line[6:].strip()
-                fields = True
-            elif line and line[:1] != b":":
-                fields = True  # id:, retry:, or a field nobody knows
-        if data is None or not data.strip():
+        if event[:6] == b"data: " and b"\n" not in event:
+            data: bytes | None = event[6:]
+            fields = False
+        else:
+            head, _, rest = event.partition(b"\n")
+            if head[:6] == b"event:" and rest[:6] == b"data: " and b"\n" not in rest:
+                name, data, fields = head[6:].strip(), rest[6:], True
+            else:
+                name, data, fields = _fields(event)
+        if data is None:
             # A comment is a keep-alive; an event with fields but no data is ignored by
             # WHATWG readers but fails the openai SDK's JSON parse: it is not relayed.
-            return _DROP if fields or data is not None else _KEEP
-        if self._end_marker(data):
-            self.ended = self.started = True
-            return _KEEP
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            payload = None
-        if not isinstance(payload, dict):
+            return _DROP if fields else _KEEP
+        if data[:1] != b"{":
+            if not data or data.isspace():
+                return _DROP
+            if self._end_marker(data):
+                self.ended = self.started = True
+                return _KEEP
+        if not self._read(name, data):
             self.error = UpstreamError(
                 "upstream sent a stream event that is not a JSON object", status=502
             )
             return _BAD
-        self._inspect(name, payload)
-        if self.ended and not self.started and not self.said_why:
-            self.first_error = (name.decode("latin-1"), data.decode("utf-8", "replace"))
-        self.started = True
+        if not self.started:
+            if self.ended and not self.said_why:
+                self.first_error = (name.decode("latin-1"), data.decode("utf-8", "replace"))
+            self.started = True
         return _KEEP
+
+    def _read_loose(self, name: bytes, data: bytes) -> bool:
+        """Any JSON object (a shape the typed decoder refuses); False if it is not one."""
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(payload, dict):
+            return False
+        self._inspect(name, payload)
+        return True
 
     # -- the dialect's facts ------------------------------------------------------------
 
     def _end_marker(self, data: bytes) -> bool:
         """Whether ``data`` is the dialect's literal end of stream (not JSON)."""
         return False
+
+    def _read(self, name: bytes, data: bytes) -> bool:
+        """Parse one event's data (False: not a JSON object) and note what it says.
+
+        Subclasses decode only the fields they need with msgspec (it skips the rest
+        while still validating it: ~3× faster than building the whole object), and fall
+        back to :meth:`_read_loose` for shapes that decoder refuses."""
+        return self._read_loose(name, data)
 
     def _inspect(self, name: bytes, payload: dict[str, Any]) -> None:
         """Note the dialect's end, in-band errors and stop reasons in one event."""
@@ -236,6 +256,19 @@ class RelayCheck:
         """What is wrong with a non-streamed 2xx JSON answer of this dialect, if anything
         (the shape the SDK needs to read it; ``error`` bodies some providers send at 200)."""
         raise NotImplementedError
+
+
+class _Choice(msgspec.Struct):
+    index: Any = 0
+    finish_reason: Any = None
+
+
+class _Chunk(msgspec.Struct):
+    choices: list[_Choice] | None = None
+    error: Any = None
+
+
+_CHUNK = msgspec.json.Decoder(_Chunk)
 
 
 class OpenAIChatRelayCheck(RelayCheck):
@@ -250,24 +283,42 @@ class OpenAIChatRelayCheck(RelayCheck):
     def _end_marker(self, data: bytes) -> bool:
         return data == b"[DONE]" or (data[:1] != b"{" and data.strip() == b"[DONE]")
 
+    def _read(self, name: bytes, data: bytes) -> bool:
+        try:
+            chunk = _CHUNK.decode(data)
+        except msgspec.ValidationError:
+            return self._read_loose(name, data)
+        except msgspec.DecodeError:
+            return False
+        if chunk.error:
+            self.ended = True
+        elif chunk.choices:
+            open_choices = self._open_choices
+            for choice in chunk.choices:
+                if choice.finish_reason or choice.index not in open_choices:
+                    self._choice(choice.index, choice.finish_reason)
+        return True
+
     def _inspect(self, name: bytes, payload: dict[str, Any]) -> None:
         if payload.get("error"):
             self.ended = True
             return
         choices = payload.get("choices")
-        if not isinstance(choices, list):
-            return
-        for choice in choices:
-            if not isinstance(choice, dict):
-                continue
-            index = choice.get("index", 0)
-            if choice.get("finish_reason"):
-                self._open_choices.discard(index)
-                self.said_why = not self._open_choices
-            elif index not in self._open_choices:
-                # (n > 1: every choice must have finished for the marker to be skipped)
-                self._open_choices.add(index)
-                self.said_why = False
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict):
+                    self._choice(choice.get("index", 0), choice.get("finish_reason"))
+
+    def _choice(self, index: Any, finish: Any) -> None:
+        if not isinstance(index, int | str):
+            index = 0
+        if finish:
+            self._open_choices.discard(index)
+            self.said_why = not self._open_choices
+        elif index not in self._open_choices:
+            # (n > 1: every choice must have finished for the marker to be skipped)
+            self._open_choices.add(index)
+            self.said_why = False
 
     @staticmethod
     def check_body(payload: dict[str, Any]) -> str | None:
@@ -278,15 +329,33 @@ class OpenAIChatRelayCheck(RelayCheck):
         return None
 
 
+class _Typed(msgspec.Struct):
+    type: Any = None
+
+
+_TYPED = msgspec.json.Decoder(_Typed)
+
+
 class AnthropicRelayCheck(RelayCheck):
     """Messages events: ``message_stop`` or ``error`` ends; ``message_delta`` says why."""
 
     __slots__ = ()
 
+    def _read(self, name: bytes, data: bytes) -> bool:
+        try:
+            kind = _TYPED.decode(data).type
+        except msgspec.ValidationError:
+            return self._read_loose(name, data)
+        except msgspec.DecodeError:
+            return False
+        self._kind(kind if kind is not None else name.decode("latin-1"))
+        return True
+
     def _inspect(self, name: bytes, payload: dict[str, Any]) -> None:
         kind = payload.get("type")
-        if kind is None:
-            kind = name.decode("latin-1")
+        self._kind(kind if kind is not None else name.decode("latin-1"))
+
+    def _kind(self, kind: Any) -> None:
         if kind in ("message_stop", "error"):
             self.ended = True
         elif kind == "message_delta":
@@ -299,3 +368,21 @@ class AnthropicRelayCheck(RelayCheck):
         if not isinstance(payload.get("content"), list):
             return "a JSON object that is not a message"
         return None
+
+
+def _fields(event: bytes) -> tuple[bytes, bytes | None, bool]:
+    """(event name, data or None, whether a field other than data was set) of an event
+    in general form: several data lines, ``id:``, ``retry:``, comments (WHATWG 9.2.6)."""
+    name = b""
+    data: bytes | None = None
+    fields = False
+    for line in event.split(b"\n"):
+        if line[:5] == b"data:":
+            value = line[6:] if line[5:6] == b" " else line[5:]
+            data = value if data is None else data + b"\n" + value
+        elif line[:6] == b"event:":
+            name = line[6:].strip()
+            fields = True
+        elif line and line[:1] != b":":
+            fields = True  # id:, retry:, or a field nobody knows
+    return name, data, fields

@@ -30,9 +30,7 @@ from ..dialects import Dialect, encode_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
-from . import keepalive
 from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
-from .keepalive import with_keepalive
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -43,6 +41,8 @@ _RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
 # Relayed error statuses the client's dialect does not have: OpenAI has no 529
 # (Anthropic's "overloaded"), and its SDK treats 503 as "overloaded, retry later".
 _STATUS_FOR_CLIENT = {("openai", 529): 503}
+# The keep-alive bytes of each client dialect (constant; built once, not per stream).
+_PINGS: dict[str, bytes] = {}
 
 
 class Gateway:
@@ -183,17 +183,12 @@ class Gateway:
                 out.append(encoder.encode(event))
             return b"".join(out), False
 
-        ticking = with_keepalive(batches, keepalive.KEEPALIVE_SECONDS)
-
         async def chunks() -> AsyncIterator[bytes]:
             data, failed = encode(first)
             yield data
             if failed:
                 return
-            async for batch in ticking:
-                if batch is None:  # the upstream has been quiet: keep the stream alive
-                    yield encoder.ping()
-                    continue
+            async for batch in batches:
                 data, failed = encode(batch)
                 yield data
                 if failed:
@@ -204,7 +199,8 @@ class Gateway:
         return StreamResponse(
             self._scrub_stream(chunks()) if self.secrets else chunks(),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
-            aclose=lambda: _aclose(ticking),
+            aclose=lambda: _aclose(batches),
+            ping=encoder.ping(),
         )
 
     async def _passthrough(
@@ -239,12 +235,15 @@ class Gateway:
             await _aclose(chunks)
             await answer.aclose()
             raise
-        ping = dialect.stream_encoder(request).ping()
+        ping = _PINGS.get(dialect.name)
+        if ping is None:
+            ping = _PINGS[dialect.name] = dialect.stream_encoder(request).ping()
         return StreamResponse(
-            _relay_with_keepalive(first, chunks, ping),
+            _after(first, chunks),
             headers=SSE_HEADERS + _relayed(answer),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
             aclose=answer.aclose,
+            ping=ping,
         )
 
     # -- other endpoints ----------------------------------------------------------------
@@ -256,22 +255,11 @@ class Gateway:
         return counted if counted is not None else estimate_request_tokens(request)
 
 
-async def _relay_with_keepalive(
-    first: bytes, chunks: AsyncIterator[bytes], ping: bytes
-) -> AsyncIterator[bytes]:
-    """``first``, then ``chunks``, with the dialect's keep-alive during long silences.
-
-    The relayed chunks are whole events (dialects/relay.py), so a ping never lands inside
-    one. An upstream quiet for minutes (a reasoning model) would otherwise see its stream
-    dropped by a proxy or client idle timeout.
-    """
+async def _after(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``first``, then the rest of ``chunks``."""
     yield first
-    ticking = with_keepalive(chunks, keepalive.KEEPALIVE_SECONDS)
-    try:
-        async for chunk in ticking:
-            yield ping if chunk is None else chunk
-    finally:
-        await _aclose(ticking)
+    async for chunk in chunks:
+        yield chunk
 
 
 async def _unless_disconnected(work: Awaitable[T], receive: Receive) -> T:

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import InterlinguaError, InvalidRequestError, RequestTooLargeError
 from .drain import Drain, shutting_down_error
+from .keepalive import Ticker
 
 log = logging.getLogger("interlingua.server")
 
@@ -124,10 +125,12 @@ class StreamResponse:
 
     ``drain`` (set by the handler) tells a cancellation by the drain's
     ``shutdown_timeout`` from any other: that one ends the stream with the in-band
-    error and a proper end of the response (server/drain.py).
+    error and a proper end of the response (server/drain.py). ``ping``, when set, is
+    written after every :data:`~.keepalive.KEEPALIVE_SECONDS` of silence
+    (:class:`~.keepalive.Ticker`); ``chunks`` must then be whole events.
     """
 
-    __slots__ = ("aclose", "chunks", "drain", "headers", "on_error", "status")
+    __slots__ = ("aclose", "chunks", "drain", "headers", "on_error", "ping", "status")
 
     def __init__(
         self,
@@ -137,8 +140,10 @@ class StreamResponse:
         headers: list[tuple[bytes, bytes]] | None = None,
         on_error: Callable[[BaseException], bytes] | None = None,
         aclose: Callable[[], Awaitable[None]] | None = None,
+        ping: bytes | None = None,
     ) -> None:
         self.chunks = chunks
+        self.ping = ping
         self.status = status
         self.headers = headers if headers is not None else SSE_HEADERS
         self.on_error = on_error
@@ -203,9 +208,12 @@ class StreamResponse:
     async def _relay(self, send: Send, state: dict[str, bool]) -> None:
         await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
         state["started"] = True
+        ticker = Ticker(send, self.ping) if self.ping is not None else None
         try:
             async for chunk in self.chunks:
                 if chunk:
+                    if ticker is not None:
+                        ticker.wrote()
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except OSError:
             raise  # the client hung up (uvicorn's ClientDisconnected is an OSError)
@@ -218,6 +226,9 @@ class StreamResponse:
             else:
                 log.exception("stream failed after the first byte")
             await send({"type": "http.response.body", "body": body, "more_body": True})
+        finally:
+            if ticker is not None:
+                await ticker.stop()
         # Done before the last send: the server may report the finished response as a
         # disconnect on ``receive``, which must not cancel the cleanup that follows.
         state["done"] = True

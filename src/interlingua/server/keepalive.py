@@ -1,97 +1,78 @@
-"""Keep-alive ticks for translated streams whose upstream goes quiet.
+"""Keep-alive writes on streams whose upstream goes quiet.
 
 A reasoning model may think for minutes before its next event, and proxies, load
 balancers and some clients drop an HTTP stream that stays silent for long. The Anthropic
-API itself sends ``event: ping`` during such silences; :func:`with_keepalive` lets the
-gateway do the same for every translated stream: it yields the source's items and
-``None`` whenever ``interval`` seconds pass without one, and the caller writes the
-dialect's keep-alive (Anthropic ``ping``, an SSE comment for OpenAI) for each ``None``.
+API itself sends ``event: ping`` during such silences; every stream the gateway sends
+does the same in the client's dialect (Anthropic ``ping``, an SSE comment for OpenAI),
+on both paths: :class:`Ticker` writes it after ``interval`` seconds without a write.
 
-The source is read by a pump task: a timeout on the read itself would cancel the
-upstream's generator mid-await and break it. The pump asks for the next item only after
-the consumer is done with the previous one, exactly as a plain ``async for`` would.
+It is one timer per stream, re-armed only when it fires (a write just records the time,
+so a busy stream pays a float store per chunk), and the ping is written by a task of its
+own only when due. That task may send while the relay waits on its upstream: uvicorn
+writes each body message in one go, and the relay only ever sends whole events (the
+translating encoders, and the passthrough check of ``dialects/relay.py``), so a ping can
+never land inside an event. (It replaces a pump task that read the upstream for the
+relay: two tasks and a queue hand-off per chunk, ~30 µs per streamed request.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Generic, TypeVar
+import logging
 
-T = TypeVar("T")
+from starlette.types import Send
 
-#: seconds of upstream silence before a keep-alive is sent
+log = logging.getLogger("interlingua.server")
+
+#: seconds of silence before a keep-alive is sent
 KEEPALIVE_SECONDS = 15.0
 
 
-class _Failed:
-    __slots__ = ("error",)
+class Ticker:
+    """Send ``ping`` on ``send`` whenever ``interval`` seconds pass without :meth:`wrote`."""
 
-    def __init__(self, error: Exception) -> None:
-        self.error = error
+    __slots__ = ("_handle", "_interval", "_loop", "_ping", "_send", "_task", "last")
 
+    def __init__(self, send: Send, ping: bytes, interval: float | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._send = send
+        self._ping = ping
+        self._interval = KEEPALIVE_SECONDS if interval is None else interval
+        self._task: asyncio.Task[None] | None = None
+        #: when something was last written (loop time)
+        self.last = self._loop.time()
+        self._handle: asyncio.TimerHandle | None = self._loop.call_at(
+            self.last + self._interval, self._fire
+        )
 
-class _End:
-    __slots__ = ()
+    def wrote(self) -> None:
+        """Something was just written: the silence starts again."""
+        self.last = self._loop.time()
 
+    def _fire(self) -> None:
+        due = self.last + self._interval
+        now = self._loop.time()
+        if now >= due:
+            if self._task is None or self._task.done():
+                self._task = self._loop.create_task(self._write())
+            self.last = now
+            due = now + self._interval
+        self._handle = self._loop.call_at(due, self._fire)
 
-_END = _End()
-
-
-class _Pump(Generic[T]):
-    def __init__(self, source: AsyncIterator[T]) -> None:
-        self.source = source
-        self.queue: asyncio.Queue[T | _Failed | _End] = asyncio.Queue(maxsize=1)
-
-    async def run(self) -> None:
+    async def _write(self) -> None:
         try:
-            async for item in self.source:
-                await self.queue.put(item)
-                # Read the next item only once the consumer is done with this one: no
-                # read-ahead, so after an error item nothing more is asked of the source.
-                await self.queue.join()
-        except Exception as exc:  # handed to the consumer, which raises it in its place
-            # The error's traceback keeps this frame: drop the last item (it may be
-            # large) so it does not live as long as the error.
-            item = None
-            await self.queue.put(_Failed(exc))
-            return
-        await self.queue.put(_END)
+            await self._send({"type": "http.response.body", "body": self._ping, "more_body": True})
+        except OSError:
+            log.debug("keep-alive not sent: the client is gone")
 
-
-async def with_keepalive(source: AsyncIterator[T], interval: float) -> AsyncIterator[T | None]:
-    """``source``'s items, and ``None`` after every ``interval`` seconds without one.
-
-    Closing this generator cancels the pump and closes ``source``.
-    """
-    pump = _Pump(source)
-    task = asyncio.create_task(pump.run())
-    try:
-        while True:
-            try:
-                async with asyncio.timeout(interval):
-                    item = await pump.queue.get()
-            except TimeoutError:
-                yield None
-                continue
-            if isinstance(item, _End):
-                return
-            if isinstance(item, _Failed):
-                error = item.error
-                del item
-                try:
-                    raise error
-                finally:
-                    # Not kept by this frame, which its traceback keeps: no cycle, so
-                    # the error and what it holds are freed without a full gc pass.
-                    del error
-            yield item
-            pump.queue.task_done()
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            await aclose()
+    async def stop(self) -> None:
+        """No more pings (call before the response's last message, and in ``finally``)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
