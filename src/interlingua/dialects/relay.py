@@ -257,6 +257,14 @@ class RelayCheck:
         (the shape the SDK needs to read it; ``error`` bodies some providers send at 200)."""
         raise NotImplementedError
 
+    @classmethod
+    def body_looks_right(cls, data: bytes) -> bool:
+        """Whether ``data`` is a JSON object that :meth:`check_body` would pass, decided
+        by a typed decoder that builds only the fields in question (the hot path: ~1 µs
+        where building the whole object costs several); False sends the caller to the
+        slow path that says what is wrong."""
+        return False
+
 
 class _Choice(msgspec.Struct):
     index: Any = 0
@@ -269,6 +277,14 @@ class _Chunk(msgspec.Struct):
 
 
 _CHUNK = msgspec.json.Decoder(_Chunk)
+
+
+class _Completion(msgspec.Struct):
+    choices: list[msgspec.Raw]
+    error: Any = None
+
+
+_COMPLETION = msgspec.json.Decoder(_Completion)
 
 
 class OpenAIChatRelayCheck(RelayCheck):
@@ -328,12 +344,28 @@ class OpenAIChatRelayCheck(RelayCheck):
             return "a JSON object without choices"
         return None
 
+    @classmethod
+    def body_looks_right(cls, data: bytes) -> bool:
+        try:
+            return not _COMPLETION.decode(data).error
+        except msgspec.DecodeError:  # (ValidationError included: a shape to look at)
+            return False
+
 
 class _Typed(msgspec.Struct):
     type: Any = None
 
 
 _TYPED = msgspec.json.Decoder(_Typed)
+
+
+class _Message(msgspec.Struct):
+    content: list[msgspec.Raw]
+    type: Any = None
+    error: Any = None
+
+
+_MESSAGE = msgspec.json.Decoder(_Message)
 
 
 class AnthropicRelayCheck(RelayCheck):
@@ -368,6 +400,14 @@ class AnthropicRelayCheck(RelayCheck):
         if not isinstance(payload.get("content"), list):
             return "a JSON object that is not a message"
         return None
+
+    @classmethod
+    def body_looks_right(cls, data: bytes) -> bool:
+        try:
+            body = _MESSAGE.decode(data)
+        except msgspec.DecodeError:  # (ValidationError included: a shape to look at)
+            return False
+        return body.type != "error" and body.error is None
 
 
 def _fields(event: bytes) -> tuple[bytes, bytes | None, bool]:

@@ -30,7 +30,7 @@ are parsed or relayed (upstreams have been known to echo it back).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
@@ -154,6 +154,8 @@ class HttpUpstream(Upstream):
         self._session = session
         self._owns_session = session is None
         self._codec: Dialect | None = None
+        #: the codec's fast check of a 2xx JSON answer (set with the codec)
+        self._body_looks_right: Callable[[bytes], bool] | None = None
         # https stays on aiohttp (TLS, certificates); see _pool's module docstring.
         lean = os.environ.get(CLIENT_ENV, "lean").strip().lower() != "aiohttp"
         self._lean = lean and url.startswith("http://")
@@ -300,7 +302,7 @@ class HttpUpstream(Upstream):
                 raise self.codec.parse_error(resp.status, data, dict(resp.headers))
         elif stream:
             raise self._not_what_was_asked(resp.headers, data, "an event stream")
-        else:
+        elif not self._looks_right(data):
             payload = _json_object(data)
             if payload is None:
                 raise self._not_what_was_asked(resp.headers, data, "a JSON object")
@@ -310,6 +312,12 @@ class HttpUpstream(Upstream):
                 self.parse_body(data)
                 raise self._not_what_was_asked(resp.headers, data, "an answer")
         return RawResponse(resp.status, out_headers, body=data)
+
+    def _looks_right(self, data: bytes) -> bool:
+        check = self._body_looks_right
+        if check is None:
+            check = self._body_looks_right = self.codec.relay_check().body_looks_right
+        return check(data)
 
     def _unexpected_status(self, status: int, headers: Mapping[str, str]) -> UpstreamError:
         # 3xx: redirects are not followed (a POST must not be re-sent blindly); relayed,
