@@ -6,6 +6,7 @@ import hashlib
 import re
 import secrets
 import string
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -122,3 +123,30 @@ def encode_body(body: Any, param: str | None = None) -> bytes:
             param=param,
             code="too_deeply_nested",
         ) from None
+
+
+def opt_str(v: Any) -> bool:
+    """Absent (None) or a string: the passthrough validators' commonest check."""
+    return v is None or type(v) is str
+
+
+def top_level_ok(
+    body: dict[str, Any],
+    scalars: Mapping[str, tuple[type, ...]],
+    checks: Mapping[str, Callable[[Any], bool]],
+) -> bool:
+    """Whether every top-level value of ``body`` has an allowed exact type (``scalars``)
+    or passes its check (``checks``); unknown keys and nulls pass. For the passthrough
+    validators' allocation-free walk (``dialects/*/validate.py``)."""
+    for key, value in body.items():
+        if value is None:
+            continue  # null means absent to the parsers
+        kinds = scalars.get(key)
+        if kinds is not None:
+            if type(value) not in kinds:
+                return False
+            continue
+        check = checks.get(key)
+        if check is not None and not check(value):
+            return False
+    return True

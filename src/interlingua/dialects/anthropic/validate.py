@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._common import opt_str, top_level_ok
 from .request import parse_request
 
 __all__ = ["looks_valid", "validate_request"]
@@ -43,22 +44,7 @@ def looks_valid(body: Any) -> bool:
     max_tokens = body.get("max_tokens")
     if type(max_tokens) is not int or max_tokens < 0:
         return False
-    for key, value in body.items():
-        if value is None:
-            continue  # null means absent to the parser
-        kinds = _SCALARS.get(key)
-        if kinds is not None:
-            if type(value) not in kinds:
-                return False
-            continue
-        check = _FIELDS.get(key)
-        if check is not None and not check(value):
-            return False
-    return _messages_ok(body.get("messages"))
-
-
-def _opt_str(v: Any) -> bool:
-    return v is None or type(v) is str
+    return top_level_ok(body, _SCALARS, _FIELDS) and _messages_ok(body.get("messages"))
 
 
 def _stop_ok(v: Any) -> bool:
@@ -66,7 +52,7 @@ def _stop_ok(v: Any) -> bool:
 
 
 def _metadata_ok(v: Any) -> bool:
-    return type(v) is dict and _opt_str(v.get("user_id"))
+    return type(v) is dict and opt_str(v.get("user_id"))
 
 
 def _system_ok(v: Any) -> bool:
@@ -92,7 +78,7 @@ def _tools_ok(v: Any) -> bool:
         if kind is not None and kind != "custom":
             continue  # server tools (web_search_..., bash_...) are relayed as they are
         strict = tool.get("strict")
-        if not _opt_str(tool.get("description")) or not (strict is None or type(strict) is bool):
+        if not opt_str(tool.get("description")) or not (strict is None or type(strict) is bool):
             return False
         if type(tool.get("input_schema")) is not dict or type(tool.get("name")) is not str:
             return False
@@ -122,7 +108,7 @@ def _thinking_ok(v: Any) -> bool:
 
 
 def _output_config_ok(v: Any) -> bool:
-    if type(v) is not dict or not _opt_str(v.get("effort")):
+    if type(v) is not dict or not opt_str(v.get("effort")):
         return False
     fmt = v.get("format")
     if fmt is None:
@@ -207,7 +193,7 @@ def _image_ok(block: dict[str, Any]) -> bool:
 
 
 def _document_ok(block: dict[str, Any]) -> bool:
-    return _opt_str(block.get("title")) and _source_ok(block.get("source"), document=True)
+    return opt_str(block.get("title")) and _source_ok(block.get("source"), document=True)
 
 
 def _tool_use_ok(block: dict[str, Any]) -> bool:
@@ -242,7 +228,7 @@ def _tool_result_ok(block: dict[str, Any]) -> bool:
 
 
 def _thinking_block_ok(block: dict[str, Any]) -> bool:
-    return _opt_str(block.get("signature")) and type(block.get("thinking")) is str
+    return opt_str(block.get("signature")) and type(block.get("thinking")) is str
 
 
 def _redacted_ok(block: dict[str, Any]) -> bool:

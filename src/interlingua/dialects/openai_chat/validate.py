@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._common import opt_str, top_level_ok
 from .request import parse_request
 
 __all__ = ["looks_valid", "validate_request"]
@@ -53,22 +54,7 @@ def looks_valid(body: Any) -> bool:
     """True only if :func:`parse_request` would accept ``body`` (False: ask it)."""
     if type(body) is not dict or type(body.get("model")) is not str:
         return False
-    for key, value in body.items():
-        if value is None:
-            continue  # null means absent to the parser
-        kinds = _SCALARS.get(key)
-        if kinds is not None:
-            if type(value) not in kinds:
-                return False
-            continue
-        check = _FIELDS.get(key)
-        if check is not None and not check(value):
-            return False
-    return _messages_ok(body.get("messages"))
-
-
-def _opt_str(v: Any) -> bool:
-    return v is None or type(v) is str
+    return top_level_ok(body, _SCALARS, _FIELDS) and _messages_ok(body.get("messages"))
 
 
 def _stop_ok(v: Any) -> bool:
@@ -87,7 +73,7 @@ def _function_ok(fn: Any) -> bool:
     return (
         type(name) is str
         and name != ""
-        and _opt_str(fn.get("description"))
+        and opt_str(fn.get("description"))
         and (params is None or type(params) is dict)
         and (strict is None or type(strict) is bool)
     )
@@ -139,8 +125,8 @@ def _response_format_ok(v: Any) -> bool:
     schema = spec.get("schema")
     strict = spec.get("strict")
     return (
-        _opt_str(spec.get("name"))
-        and _opt_str(spec.get("description"))
+        opt_str(spec.get("name"))
+        and opt_str(spec.get("description"))
         and (schema is None or type(schema) is dict)
         and (strict is None or type(strict) is bool)
     )
@@ -188,7 +174,7 @@ def _messages_ok(msgs: Any) -> bool:
         content = m.get("content")
         if len(m) == 2 and type(content) is str and role in _PLAIN_ROLES:
             continue  # {"role": ..., "content": "text"}: most messages, nothing else to check
-        if not _opt_str(m.get("name")):
+        if not opt_str(m.get("name")):
             return False
         if role == "user":
             ok = type(content) is str or _user_parts_ok(content)
@@ -241,7 +227,7 @@ def _user_parts_ok(content: Any) -> bool:
 def _image_ok(spec: Any) -> bool:
     if type(spec) is str:
         return True
-    return type(spec) is dict and type(spec.get("url")) is str and _opt_str(spec.get("detail"))
+    return type(spec) is dict and type(spec.get("url")) is str and opt_str(spec.get("detail"))
 
 
 def _file_ok(spec: Any) -> bool:
@@ -250,9 +236,9 @@ def _file_ok(spec: Any) -> bool:
     file_id = spec.get("file_id")
     data = spec.get("file_data")
     return (
-        _opt_str(spec.get("filename"))
-        and _opt_str(file_id)
-        and _opt_str(data)
+        opt_str(spec.get("filename"))
+        and opt_str(file_id)
+        and opt_str(data)
         and (data is not None or file_id is not None)
     )
 
@@ -261,7 +247,7 @@ def _assistant_ok(m: dict[str, Any], content: Any) -> bool:
     reasoning = m.get("reasoning_content")
     if reasoning is None:
         reasoning = m.get("reasoning")
-    if not _opt_str(reasoning) or not _opt_str(m.get("refusal")):
+    if not opt_str(reasoning) or not opt_str(m.get("refusal")):
         return False
     if content is not None and type(content) is not str and not _assistant_parts_ok(content):
         return False
