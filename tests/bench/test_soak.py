@@ -140,7 +140,7 @@ def test_a_few_seconds_of_soak_report_fields_that_add_up(tmp_path: Path) -> None
     assert code == (1 if "**NO**" in text else 0)
     for field in (
         "0 unexpected outcomes",
-        "fds flat after warm-up",
+        "fds flat: idle",
         "RSS growth after warm-up < 5%",
         "## RSS and fds",
         "rate: max measured",
