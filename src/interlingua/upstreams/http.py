@@ -275,9 +275,13 @@ class HttpUpstream(Upstream):
     ) -> RawResponse:
         """POST ``body`` unchanged; relay status, selected headers and bytes.
 
-        A non-2xx answer is returned, not raised (the client speaks the same dialect, so
-        the body can be relayed as is), with the API key scrubbed from it. Of the client's
-        ``headers`` only :attr:`forward_headers` are sent on; never its credentials.
+        A 4xx/5xx answer with a JSON body is returned, not raised (the client speaks the
+        same dialect, so the body can be relayed as is), with the API key scrubbed from it;
+        one the client could not read (an HTML page), a 3xx, a 2xx that is not the
+        dialect's answer, and any transport failure raise (module docstring). A stream is
+        relayed through the dialect's :class:`~..dialects.relay.RelayCheck`. Of the
+        client's ``headers`` only :attr:`forward_headers` are sent on; never its
+        credentials.
         """
         resp = await self._post(self.url, body, self._forwarding(headers))
         out_headers = relayed_headers(resp.headers)
