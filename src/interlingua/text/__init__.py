@@ -7,9 +7,9 @@ stop sequence:
 
 - :class:`ThinkSplitter` -- ``<think>...</think>`` spans -> reasoning segments;
 - :class:`StopMatcher` -- stop sequences across chunk boundaries, reporting the match;
-- :class:`ToolCallTextParser` -- ``<tool_call>`` tags and bare JSON calls -> tool calls,
-  with :func:`render_tools_prompt` / :func:`render_tool_history` /
-  :func:`apply_text_tools` for the prompt side;
+- :class:`ToolCallTextParser` -- ``<tool_call>`` tags and bare JSON calls -> tool calls;
+  :mod:`.tool_prompt` (:func:`render_tools_prompt`, :func:`render_tool_history`,
+  :func:`apply_text_tools`) is the prompt side that teaches a model that format;
 - :class:`TextProcessingStream` / :func:`process_response` -- all of the above applied
   to neutral events or whole responses (per-model options ``think_tags`` and
   ``text_tool_calls``).
@@ -27,8 +27,10 @@ from .tool_calls import (
     TextSegment,
     ToolCallSegment,
     ToolCallTextParser,
-    apply_text_tools,
     parse_tool_calls,
+)
+from .tool_prompt import (
+    apply_text_tools,
     render_tool_call,
     render_tool_history,
     render_tool_result,

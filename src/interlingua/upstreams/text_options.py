@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from ..config import ModelOptions
 from ..core import Request, Response, StreamEvent
 from ..text.events import TextProcessingStream, process_response
-from ..text.tool_calls import apply_text_tools
+from ..text.tool_prompt import apply_text_tools
 from .base import Upstream
 
 
