@@ -9,6 +9,7 @@ from interlingua.config import ConfigError, ModelOptions, fake_config, parse_con
 from interlingua.errors import NotFoundError
 from interlingua.routing import Route, Router
 from interlingua.upstreams import Upstream
+from interlingua.upstreams.text_options import TextOptionsUpstream
 
 CONFIG = parse_config(
     yaml.safe_load(
@@ -65,6 +66,22 @@ def test_wildcard_with_model_set_rewrites_every_name() -> None:
     )
     route = Router(config, {"f": Upstream("f")}).resolve("gpt-4o")
     assert (route.model_name, route.upstream_model) == ("gpt-4o", "m")
+
+
+def test_wildcard_with_options_wraps_its_upstream_once() -> None:
+    config = parse_config(
+        {
+            "upstreams": {"f": {"kind": "fake"}},
+            "models": [{"name": "*", "upstream": "f", "options": {"think_tags": True}}],
+        }
+    )
+    inner = Upstream("f")
+    router = Router(config, {"f": inner})
+    first, second = router.resolve("a"), router.resolve("b")
+    assert isinstance(first.upstream, TextOptionsUpstream) and first.upstream.inner is inner
+    assert second.upstream is first.upstream  # not a new wrapper per request
+    assert router.deployments("c")[0].upstream is first.upstream
+    assert (second.model_name, second.upstream_model) == ("b", "b")
 
 
 def test_unknown_name_without_wildcard_is_a_404(upstreams: dict[str, Upstream]) -> None:

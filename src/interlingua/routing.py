@@ -46,8 +46,10 @@ class Router:
 
     def __init__(self, config: Config, upstreams: Mapping[str, Upstream]) -> None:
         self._exact: dict[str, tuple[Route, ...]] = {}
-        self._wildcard: tuple[ModelConfig, ...] = ()
-        wildcard: list[ModelConfig] = []
+        # Each wildcard entry with its upstream already wrapped for its options: built
+        # once here, not on every request that falls through to the wildcard.
+        self._wildcard: tuple[tuple[ModelConfig, Upstream], ...] = ()
+        wildcard: list[tuple[ModelConfig, Upstream]] = []
         exact: dict[str, list[Route]] = {}
         for i, model in enumerate(config.models):
             upstream = upstreams.get(model.upstream)
@@ -57,7 +59,7 @@ class Router:
                     f"(built: {', '.join(upstreams) or 'none'})"
                 )
             if model.name == WILDCARD:
-                wildcard.append(model)
+                wildcard.append((model, with_options(upstream, model.options)))
             else:
                 route = Route(
                     model.name, with_options(upstream, model.options), model.model, model.options
@@ -65,7 +67,6 @@ class Router:
                 exact.setdefault(model.name, []).append(route)
         self._exact = {name: tuple(routes) for name, routes in exact.items()}
         self._wildcard = tuple(wildcard)
-        self._upstreams = dict(upstreams)
 
     def resolve(self, name: str) -> Route:
         """The route for ``name``: its first deployment, else the wildcard's.
@@ -85,13 +86,13 @@ class Router:
         routes = self._exact.get(name)
         if routes is not None:
             return routes
-        return tuple(self._wildcard_route(m, name) for m in self._wildcard)
+        return tuple(self._wildcard_route(entry, name) for entry in self._wildcard)
 
     def model_names(self) -> list[str]:
         """The configured model names, in config order, without duplicates or ``"*"``."""
         return list(self._exact)
 
-    def _wildcard_route(self, model: ModelConfig, name: str) -> Route:
+    def _wildcard_route(self, entry: tuple[ModelConfig, Upstream], name: str) -> Route:
+        model, upstream = entry
         upstream_model = name if model.model == WILDCARD else model.model
-        upstream = with_options(self._upstreams[model.upstream], model.options)
         return Route(name, upstream, upstream_model, model.options)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +31,7 @@ from interlingua.core import (
     unfold,
 )
 from interlingua.errors import UpstreamError
-from interlingua.text import TextProcessingStream, new_call_id, process_response
+from interlingua.text import TextProcessing, TextProcessingStream, new_call_id, process_response
 from tests.text import chunks
 
 NAMES = {"f", "get_weather"}
@@ -50,9 +52,21 @@ def text_stream(
     return events
 
 
-def run(events: Iterable[StreamEvent], **options: object) -> list[StreamEvent]:
-    options.setdefault("id_factory", counter_ids())
-    stream = TextProcessingStream(**options)  # type: ignore[arg-type]
+def run(
+    events: Iterable[StreamEvent],
+    id_factory: Callable[[], str] | None = None,
+    **options: Any,
+) -> list[StreamEvent]:
+    """``events`` through a stream with the TextProcessing ``options``."""
+    return feed_all(events, TextProcessing(**options), id_factory)
+
+
+def feed_all(
+    events: Iterable[StreamEvent],
+    processing: TextProcessing,
+    id_factory: Callable[[], str] | None = None,
+) -> list[StreamEvent]:
+    stream = TextProcessingStream(processing, id_factory=id_factory or counter_ids())
     out: list[StreamEvent] = []
     for event in events:
         out.extend(stream.feed(event))
@@ -228,6 +242,19 @@ def test_inactive_stream_is_identity() -> None:
     assert process_response(r) is r
 
 
+def test_text_processing_value() -> None:
+    value = TextProcessing(text_tool_calls=True, tool_names=["f", "f"], stops=["", "X"])
+    assert value.tool_names == frozenset({"f"}) and value.stops == ("X",)
+    assert value == TextProcessing(text_tool_calls=True, tool_names={"f"}, stops=("X",))
+    assert hash(value) == hash(TextProcessing(text_tool_calls=True, tool_names={"f"}, stops=("X",)))
+    assert not TextProcessing().active and not TextProcessing(stops=[""]).active
+    assert TextProcessing(stops=["X"]).active and TextProcessing(think_tags=True).active
+    with pytest.raises(ValueError, match="unknown tool-call formats"):
+        TextProcessing(formats={"tags", "xml"})
+    with pytest.raises(AttributeError):
+        value.think_tags = True  # type: ignore[misc]
+
+
 def test_stream_error_releases_held_text_first() -> None:
     error = StreamError(UpstreamError("boom"))
     events: list[StreamEvent] = [
@@ -279,7 +306,7 @@ def test_process_response_keeps_metadata() -> None:
         created=123,
         meta={"k": 1},
     )
-    out = process_response(r, think_tags=True)
+    out = process_response(r, TextProcessing(think_tags=True))
     assert out == Response(
         "msg_9", "model-x", (ReasoningPart("r"), TextPart("t")), usage=USAGE, created=123
     )
@@ -288,10 +315,11 @@ def test_process_response_keeps_metadata() -> None:
 
 def test_bare_json_answer_in_a_response() -> None:
     r = response('```json\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n```')
-    out = process_response(r, text_tool_calls=True, tool_names=NAMES, id_factory=counter_ids())
+    tools = TextProcessing(text_tool_calls=True, tool_names=NAMES)
+    out = process_response(r, tools, id_factory=counter_ids())
     assert out.parts == (ToolCallPart("call_0", "get_weather", '{"city":"Oslo"}'),)
     assert out.stop_reason is StopReason.TOOL_USE
-    plain = process_response(response('{"answer": 1}'), text_tool_calls=True, tool_names=NAMES)
+    plain = process_response(response('{"answer": 1}'), tools)
     assert plain.parts == (TextPart('{"answer": 1}'),)
     assert plain.stop_reason is StopReason.END_TURN
 
@@ -334,16 +362,16 @@ def test_stream_fold_equals_process_response(
     use_stops: bool,
     reason: StopReason,
 ) -> None:
-    options: dict[str, object] = {
-        "think_tags": think,
-        "text_tool_calls": tools,
-        "tool_names": NAMES,
-        "stops": ["STOP"] if use_stops else [],
-    }
-    streamed = run(text_stream(chunks(text, cuts), reason), **options)
+    options = TextProcessing(
+        think_tags=think,
+        text_tool_calls=tools,
+        tool_names=NAMES,
+        stops=["STOP"] if use_stops else [],
+    )
+    streamed = feed_all(text_stream(chunks(text, cuts), reason), options)
     check_well_formed(streamed)
-    expected = process_response(response(text, reason), **options, id_factory=counter_ids())  # type: ignore[arg-type]
+    expected = process_response(response(text, reason), options, id_factory=counter_ids())
     assert fold(streamed) == expected
     # And the same via unfold with a small chunk size.
-    again = run(unfold(response(text, reason), chunk_size=3), **options)
+    again = feed_all(unfold(response(text, reason), chunk_size=3), options)
     assert fold(again) == expected

@@ -7,18 +7,18 @@ stop sequence:
 
 - :class:`ThinkSplitter` -- ``<think>...</think>`` spans -> reasoning segments;
 - :class:`StopMatcher` -- stop sequences across chunk boundaries, reporting the match;
-- :class:`ToolCallTextParser` -- ``<tool_call>`` tags and bare JSON calls -> tool calls,
-  with :func:`render_tools_prompt` / :func:`render_tool_history` /
-  :func:`apply_text_tools` for the prompt side;
+- :class:`ToolCallTextParser` -- ``<tool_call>`` tags and bare JSON calls -> tool calls;
+  :mod:`.tool_prompt` (:func:`render_tools_prompt`, :func:`render_tool_history`,
+  :func:`apply_text_tools`) is the prompt side that teaches a model that format;
 - :class:`TextProcessingStream` / :func:`process_response` -- all of the above applied
-  to neutral events or whole responses (per-model options ``think_tags`` and
-  ``text_tool_calls``).
+  to neutral events or whole responses, as one :class:`TextProcessing` value says
+  (per-model options ``think_tags`` and ``text_tool_calls``, the request's tools and stops).
 
 Every processor has ``feed()`` / ``flush()`` and gives the same result for any chunking
 of its input.
 """
 
-from .events import TextProcessingStream, new_call_id, process_response
+from .events import TextProcessing, TextProcessingStream, new_call_id, process_response
 from .stop import StopMatcher, partial_suffix_len
 from .think import ThinkKind, ThinkSegment, ThinkSplitter
 from .tool_calls import (
@@ -27,8 +27,10 @@ from .tool_calls import (
     TextSegment,
     ToolCallSegment,
     ToolCallTextParser,
-    apply_text_tools,
     parse_tool_calls,
+)
+from .tool_prompt import (
+    apply_text_tools,
     render_tool_call,
     render_tool_history,
     render_tool_result,
@@ -39,6 +41,7 @@ __all__ = [
     "DEFAULT_FORMATS",
     "Segment",
     "StopMatcher",
+    "TextProcessing",
     "TextProcessingStream",
     "TextSegment",
     "ThinkKind",

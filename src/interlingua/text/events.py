@@ -1,7 +1,8 @@
 """Apply the text processors to a neutral event stream (and to whole responses).
 
 An upstream's stream may carry think tags, stop sequences and text-written tool calls
-inside its text blocks. :class:`TextProcessingStream` rewrites it: every upstream text
+inside its text blocks. A :class:`TextProcessing` value says which of them to look for,
+and :class:`TextProcessingStream` rewrites the stream accordingly: every upstream text
 block's content goes through, in order, a :class:`~.stop.StopMatcher` (on the raw text,
 as a server would apply ``stop``), a :class:`~.think.ThinkSplitter` and a
 :class:`~.tool_calls.ToolCallTextParser` (on the non-reasoning text only: a model
@@ -28,8 +29,8 @@ events and folding them back, so streaming and non-streaming agree by constructi
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 
 from ..core import (
     ArgumentsDelta,
@@ -53,12 +54,58 @@ from .stop import StopMatcher
 from .think import ThinkSplitter
 from .tool_calls import DEFAULT_FORMATS, Segment, ToolCallTextParser
 
-__all__ = ["TextProcessingStream", "new_call_id", "process_response"]
+__all__ = ["TextProcessing", "TextProcessingStream", "new_call_id", "process_response"]
 
 
 def new_call_id() -> str:
     """A fresh tool call id, ``call_`` + 24 hex digits (valid for every dialect)."""
     return "call_" + secrets.token_hex(12)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextProcessing:
+    """Which text processors to run over an answer: one value per request or upstream.
+
+    - ``think_tags``: ``<think>...</think>`` spans become reasoning blocks;
+      ``think_start_inside``: the answer starts inside such a span (a chat template that
+      opened ``<think>`` in the prompt);
+    - ``text_tool_calls``: tool calls written as text become tool call blocks, in the
+      ``formats`` given (:data:`~.tool_calls.DEFAULT_FORMATS`); ``tool_names`` are the
+      offered tools, which the bare-JSON format needs to tell a call from a JSON answer;
+    - ``stops``: stop sequences matched on the raw text (empty strings are ignored).
+
+    The collections are normalized once here (frozensets, a tuple), so every stream built
+    from the value shares them and the value is hashable.
+
+    >>> TextProcessing(text_tool_calls=True, tool_names=["f"]).tool_names
+    frozenset({'f'})
+    >>> TextProcessing(stops=["", "END"]).stops
+    ('END',)
+    """
+
+    think_tags: bool = False
+    think_start_inside: bool = False
+    text_tool_calls: bool = False
+    tool_names: Collection[str] = frozenset()
+    formats: Collection[str] = DEFAULT_FORMATS
+    stops: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        formats = frozenset(self.formats)
+        if not formats <= DEFAULT_FORMATS:  # fail when the value is built, not mid-stream
+            raise ValueError(f"unknown tool-call formats: {sorted(formats - DEFAULT_FORMATS)}")
+        # Frozen: dataclasses' own way to set a field in __post_init__.
+        object.__setattr__(self, "tool_names", frozenset(self.tool_names))
+        object.__setattr__(self, "formats", formats)
+        object.__setattr__(self, "stops", tuple(s for s in self.stops if s))
+
+    @property
+    def active(self) -> bool:
+        """False when every option is off: a stream passes through untouched."""
+        return self.think_tags or self.text_tool_calls or bool(self.stops)
+
+
+_NO_PROCESSING = TextProcessing()
 
 
 class _Channel:
@@ -87,10 +134,11 @@ class TextProcessingStream:
 
     ``feed(event)`` returns the events to emit now; ``flush()`` ends an input that
     stopped without a :class:`StreamEnd` (it closes every open block). With every
-    option off the stream is passed through unchanged. ``id_factory`` makes tool call
-    ids (``call_...`` random ids by default; tests inject a deterministic one).
+    option of ``processing`` off the stream is passed through unchanged. ``id_factory``
+    makes tool call ids (``call_...`` random ids by default; tests inject a deterministic
+    one).
 
-    >>> s = TextProcessingStream(think_tags=True)
+    >>> s = TextProcessingStream(TextProcessing(think_tags=True))
     >>> s.feed(BlockStart(0, TextPart("")))
     []
     >>> s.feed(TextDelta(0, "<think>hm</think>Hi"))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
@@ -101,39 +149,24 @@ class TextProcessingStream:
     __slots__ = (
         "_channels",
         "_ended",
-        "_formats",
         "_id_factory",
         "_map",
         "_matched",
         "_next",
-        "_stops",
-        "_think",
-        "_think_inside",
+        "_options",
         "_tool_calls",
-        "_tool_names",
-        "_tools",
         "active",
     )
 
     def __init__(
         self,
-        think_tags: bool = False,
-        text_tool_calls: bool = False,
-        tool_names: Collection[str] | None = None,
-        stops: Sequence[str] = (),
+        processing: TextProcessing = _NO_PROCESSING,
         *,
-        think_start_inside: bool = False,
-        formats: Iterable[str] = DEFAULT_FORMATS,
         id_factory: Callable[[], str] = new_call_id,
     ) -> None:
-        self._think = think_tags
-        self._think_inside = think_start_inside
-        self._tools = text_tool_calls
-        self._tool_names = frozenset(tool_names or ())
-        self._formats = frozenset(formats)
-        self._stops = tuple(s for s in stops if s)
+        self._options = processing
         self._id_factory = id_factory
-        self.active = bool(think_tags or text_tool_calls or self._stops)
+        self.active = processing.active
         """False when every option is off: events pass through untouched."""
         self._next = 0  # next output block index
         self._map: dict[int, int] = {}  # upstream index -> output index (pass-through)
@@ -196,11 +229,12 @@ class TextProcessingStream:
             return  # generation already ended at a stop sequence
         part = event.part
         if isinstance(part, TextPart):
+            o = self._options
             self._channels[event.index] = _Channel(
                 part,
-                StopMatcher(self._stops) if self._stops else None,
-                ThinkSplitter(start_inside=self._think_inside) if self._think else None,
-                ToolCallTextParser(self._tool_names, self._formats) if self._tools else None,
+                StopMatcher(o.stops) if o.stops else None,
+                ThinkSplitter(start_inside=o.think_start_inside) if o.think_tags else None,
+                ToolCallTextParser(o.tool_names, o.formats) if o.text_tool_calls else None,
             )
         else:
             index = self._map[event.index] = self._alloc()
@@ -313,30 +347,17 @@ class TextProcessingStream:
 
 def process_response(
     response: Response,
-    think_tags: bool = False,
-    text_tool_calls: bool = False,
-    tool_names: Collection[str] | None = None,
-    stops: Sequence[str] = (),
+    processing: TextProcessing = _NO_PROCESSING,
     *,
-    think_start_inside: bool = False,
-    formats: Iterable[str] = DEFAULT_FORMATS,
     id_factory: Callable[[], str] = new_call_id,
 ) -> Response:
     """The non-streaming twin of :class:`TextProcessingStream`: unfold, feed, fold.
 
-    Returns ``response`` itself when every option is off.
+    Returns ``response`` itself when every option of ``processing`` is off.
     """
-    stream = TextProcessingStream(
-        think_tags,
-        text_tool_calls,
-        tool_names,
-        stops,
-        think_start_inside=think_start_inside,
-        formats=formats,
-        id_factory=id_factory,
-    )
-    if not stream.active:
+    if not processing.active:
         return response
+    stream = TextProcessingStream(processing, id_factory=id_factory)
     events: list[StreamEvent] = []
     for event in unfold(response):
         events.extend(stream.feed(event))

@@ -1,10 +1,8 @@
 """Tool calls written as text, for models without native tool calling.
 
 A model with no tool-calling support in its server (a local GGUF, a raw completion
-endpoint) can still call tools if the prompt tells it how: :func:`render_tools_prompt`
-writes that prompt (the Hermes / Qwen2.5 wording, which many open models were trained
-on), :func:`render_tool_history` shows earlier calls and results as text, and
-:class:`ToolCallTextParser` reads the calls back out of the streamed answer.
+endpoint) can still call tools if the prompt tells it how (:mod:`.tool_prompt` writes that
+prompt); :class:`ToolCallTextParser` reads the calls back out of the streamed answer.
 
 Formats understood by the parser:
 
@@ -34,36 +32,23 @@ JSON *string* holding an object is accepted too (some models double-encode).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Collection, Iterable
+from enum import IntEnum
 from typing import Any, Literal, TypeAlias
 
 import orjson
 
-from ..core import (
-    Message,
-    Part,
-    Request,
-    TextPart,
-    ToolCallPart,
-    ToolChoice,
-    ToolResultPart,
-    ToolSpec,
-)
 from .stop import partial_suffix_len
 
 __all__ = [
+    "CLOSE_TAG",
     "DEFAULT_FORMATS",
+    "OPEN_TAG",
     "Segment",
     "TextSegment",
     "ToolCallSegment",
     "ToolCallTextParser",
-    "apply_text_tools",
     "parse_tool_calls",
-    "render_tool_call",
-    "render_tool_history",
-    "render_tool_result",
-    "render_tools_prompt",
 ]
 
 TextSegment: TypeAlias = tuple[Literal["text"], str]
@@ -88,7 +73,18 @@ _ARGS_KEYS = ("arguments", "parameters", "args")
 # A bare JSON answer counts as a call only if it has no other keys than these.
 _CALL_KEYS = frozenset({*_NAME_KEYS, *_ARGS_KEYS, "function", "type", "id"})
 
-_WAIT, _JSON, _NO = 0, 1, 2  # verdicts on the start of an answer, see _bare_verdict
+
+class _Verdict(IntEnum):
+    """What the start of an answer says about a bare JSON call, see _bare_verdict."""
+
+    WAIT = 0  # undecided: it could still become either
+    JSON = 1  # a call candidate: buffer the answer until flush
+    NO = 2  # not a call: stream normally
+
+
+# Module names for the members: an enum attribute lookup costs a descriptor call on
+# Python 3.11, which showed in the parser's per-chunk benchmark; a global does not.
+_WAIT, _JSON, _NO = _Verdict.WAIT, _Verdict.JSON, _Verdict.NO
 
 
 def _arguments_json(args: Any) -> str | None:
@@ -140,11 +136,6 @@ def _unfence(text: str) -> str:
     return text
 
 
-def _load(text: str) -> Any:
-    """JSON value of ``text``; raises orjson.JSONDecodeError."""
-    return orjson.loads(text)
-
-
 def parse_tool_calls(
     text: str, names: Collection[str] | None = None, *, strict: bool = False
 ) -> list[tuple[str, str]] | None:
@@ -163,7 +154,7 @@ def parse_tool_calls(
             body = body[len(prefix) :].lstrip()
     body = _unfence(body)
     try:
-        return _calls(_load(body), strict, names)
+        return _calls(orjson.loads(body), strict, names)
     except orjson.JSONDecodeError:
         pass
     lines = [line for line in body.splitlines() if line.strip()]
@@ -172,7 +163,7 @@ def parse_tool_calls(
     calls: list[tuple[str, str]] = []
     for line in lines:  # Hermes-style models sometimes put several objects in one tag
         try:
-            more = _calls(_load(line), strict, names)
+            more = _calls(orjson.loads(line), strict, names)
         except orjson.JSONDecodeError:
             return None
         if more is None:
@@ -181,10 +172,10 @@ def parse_tool_calls(
     return calls
 
 
-def _bare_verdict(text: str) -> int:
-    """Could an answer starting with ``text`` be a bare JSON call? _WAIT, _JSON or _NO.
+def _bare_verdict(text: str) -> _Verdict:
+    """Could an answer starting with ``text`` be a bare JSON call? WAIT, JSON or NO.
 
-    Monotone by construction: once _JSON or _NO, every extension of ``text`` gets the
+    Monotone by construction: once JSON or NO, every extension of ``text`` gets the
     same verdict, which is what makes the parser independent of chunking.
     """
     s = text.lstrip()
@@ -343,161 +334,3 @@ class ToolCallTextParser:
             out[-1] = ("text", last[1] + text)
         else:
             out.append(("text", text))
-
-
-# --- prompting: how a model without native tools learns about them -----------------
-
-_TOOLS_INTRO = (
-    "# Tools\n\n"
-    "You may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-)
-_TOOLS_FORMAT = (
-    "\n</tools>\n\n"
-    "For each function call, return a json object with function name and arguments "
-    "within <tool_call></tool_call> XML tags:\n"
-    '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n'
-    "To call several functions at once, write one <tool_call></tool_call> block per call, "
-    "one after another."
-)
-_CHOICE_AUTO = "If no function is needed, answer the user directly, without any <tool_call> tag."
-_CHOICE_REQUIRED = (
-    "You must call at least one function now: answer only with <tool_call></tool_call> blocks."
-)
-_CHOICE_NONE = "Do not call any function now: answer the user directly in plain text."
-_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-def _tool_json(tool: ToolSpec) -> str:
-    function: dict[str, Any] = {"name": tool.name}
-    if tool.description:
-        function["description"] = tool.description
-    function["parameters"] = tool.parameters if tool.parameters is not None else _EMPTY_SCHEMA
-    return orjson.dumps({"type": "function", "function": function}).decode()
-
-
-def render_tools_prompt(tools: Sequence[ToolSpec], tool_choice: ToolChoice | None = None) -> str:
-    """The system-prompt text that describes ``tools`` and the ``<tool_call>`` format.
-
-    The wording is the Hermes / Qwen2.5 chat template's, which open models trained on
-    tool use recognize best; a sentence for ``tool_choice`` follows. A named choice lists
-    only that tool (small models follow a one-tool prompt far more reliably). Returns
-    ``""`` when there are no tools.
-    """
-    if not tools:
-        return ""
-    choice = tool_choice.mode if tool_choice is not None else "auto"
-    if choice == "tool" and tool_choice is not None and tool_choice.name:
-        named = [t for t in tools if t.name == tool_choice.name]
-        tools = named or tools
-        sentence = (
-            f'You must call the function "{tool_choice.name}" now: answer only with a '
-            "<tool_call></tool_call> block calling it."
-        )
-    elif choice == "required":
-        sentence = _CHOICE_REQUIRED
-    elif choice == "none":
-        sentence = _CHOICE_NONE
-    else:
-        sentence = _CHOICE_AUTO
-    listing = "\n".join(_tool_json(t) for t in tools)
-    return f"{_TOOLS_INTRO}{listing}{_TOOLS_FORMAT}\n{sentence}"
-
-
-def render_tool_call(name: str, arguments: str) -> str:
-    """A previous call as the model would have written it (``<tool_call>`` block).
-
-    ``arguments`` is JSON text; if it is not a JSON object it is embedded as a string.
-    """
-    try:
-        args: Any = orjson.loads(arguments) if arguments.strip() else {}
-    except orjson.JSONDecodeError:
-        args = arguments
-    body = orjson.dumps({"name": name, "arguments": args}).decode()
-    return f"{OPEN_TAG}\n{body}\n{CLOSE_TAG}"
-
-
-def render_tool_result(result: ToolResultPart) -> str:
-    """A tool result as text, in the Hermes / Qwen ``<tool_response>`` block.
-
-    Only the text content can be shown; an error result is prefixed with ``Error:``.
-    """
-    text = result.text
-    if result.is_error:
-        text = f"Error: {text}"
-    return f"<tool_response>\n{text}\n</tool_response>"
-
-
-def _render_parts(parts: tuple[Part, ...]) -> tuple[Part, ...]:
-    """Replace tool calls/results by text; merge each run of text into one part."""
-    out: list[Part] = []
-    run: list[str] = []
-    rendered_last = False
-
-    def end_run() -> None:
-        if run:
-            out.append(TextPart("".join(run)))
-            run.clear()
-
-    for part in parts:
-        if isinstance(part, ToolCallPart | ToolResultPart):
-            if run:
-                run.append("\n")
-            if isinstance(part, ToolCallPart):
-                run.append(render_tool_call(part.name, part.arguments))
-            else:
-                run.append(render_tool_result(part))
-                extras = [p for p in part.content if not isinstance(p, TextPart)]
-                if extras:
-                    # Images and documents cannot be inlined in text: they follow the
-                    # result's text so a vision-capable renderer can still place them.
-                    end_run()
-                    out.extend(extras)
-            rendered_last = True
-        elif isinstance(part, TextPart):
-            if rendered_last and run and part.text:
-                run.append("\n")
-            run.append(part.text)
-            rendered_last = False
-        else:
-            end_run()
-            out.append(part)
-            rendered_last = False
-    end_run()
-    return tuple(out)
-
-
-def render_tool_history(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """Rewrite tool calls and tool results in ``messages`` as text.
-
-    Assistant :class:`ToolCallPart` values become ``<tool_call>`` blocks, user
-    :class:`ToolResultPart` values become ``<tool_response>`` blocks, each joined to the
-    surrounding text by a newline. Messages without tool parts are returned unchanged.
-    """
-    out: list[Message] = []
-    for message in messages:
-        if any(isinstance(p, ToolCallPart | ToolResultPart) for p in message.parts):
-            out.append(replace(message, parts=_render_parts(message.parts)))
-        else:
-            out.append(message)
-    return tuple(out)
-
-
-def apply_text_tools(request: Request) -> Request:
-    """Turn a request with tools into one for a model without native tool support.
-
-    The tools prompt is appended to the first system message (or becomes one), the tool
-    history is rendered as text, and ``tools``/``tool_choice`` are removed. Take the tool
-    names for :class:`ToolCallTextParser` from the original request.
-    """
-    messages = render_tool_history(request.messages)
-    prompt = render_tools_prompt(request.tools, request.tool_choice)
-    if prompt:
-        if messages and messages[0].role == "system":
-            first = messages[0]
-            sep = "\n\n" if any(isinstance(p, TextPart) and p.text for p in first.parts) else ""
-            first = replace(first, parts=(*first.parts, TextPart(sep + prompt)))
-            messages = (first, *messages[1:])
-        else:
-            messages = (Message("system", (TextPart(prompt),)), *messages)
-    return replace(request, messages=messages, tools=(), tool_choice=None, parallel_tool_calls=None)

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 
 from ..config import ModelOptions
 from ..core import Request, Response, StreamEvent
-from ..text.events import TextProcessingStream, process_response
-from ..text.tool_calls import apply_text_tools
+from ..text.events import TextProcessing, TextProcessingStream, process_response
+from ..text.tool_prompt import apply_text_tools
 from .base import Upstream
 
 
@@ -32,33 +32,28 @@ class TextOptionsUpstream(Upstream):
         self.inner = inner
         self.options = options
         self.cancel_on_disconnect = inner.cancel_on_disconnect
+        # Built once: a request without text tool calls needs nothing request-specific.
+        self._plain = TextProcessing(think_tags=options.think_tags)
 
-    def _prepare(self, request: Request) -> tuple[Request, list[str]]:
-        names = [tool.name for tool in request.tools]
-        if self.options.text_tool_calls and request.tools:
-            request = apply_text_tools(request)
-        return request, names
-
-    def _processor(self, names: list[str]) -> TextProcessingStream:
-        return TextProcessingStream(
+    def _prepare(self, request: Request) -> tuple[Request, TextProcessing]:
+        """The request to send on, and how to process its answer."""
+        if not (self.options.text_tool_calls and request.tools):
+            return request, self._plain
+        processing = TextProcessing(
             think_tags=self.options.think_tags,
-            text_tool_calls=self.options.text_tool_calls and bool(names),
-            tool_names=names,
+            text_tool_calls=True,
+            tool_names=[tool.name for tool in request.tools],
         )
+        return apply_text_tools(request), processing
 
     async def complete(self, request: Request) -> Response:
-        sent, names = self._prepare(request)
+        sent, processing = self._prepare(request)
         response = await self.inner.complete(sent)
-        return process_response(
-            response,
-            think_tags=self.options.think_tags,
-            text_tool_calls=self.options.text_tool_calls and bool(names),
-            tool_names=names,
-        )
+        return process_response(response, processing)
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        sent, names = self._prepare(request)
-        processor = self._processor(names)
+        sent, processing = self._prepare(request)
+        processor = TextProcessingStream(processing)
         events = self.inner.stream(sent)
         try:
             async for event in events:

@@ -5,7 +5,7 @@ chat template. What a small text-only model cannot take is refused with a 400 ra
 than silently dropped (the drop policy of ``core/request.py``: dropping it would change
 the answer): images and binary documents. Tool calls and results in the history become
 text in the Hermes ``<tool_call>`` / ``<tool_response>`` format of
-:mod:`interlingua.text.tool_calls`, the format the tools prompt teaches.
+:mod:`interlingua.text.tool_prompt`, the format the tools prompt teaches.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ...core import (
     ToolResultPart,
 )
 from ...errors import InvalidRequestError
-from ...text.tool_calls import (
+from ...text.tool_prompt import (
     apply_text_tools,
     render_tool_call,
     render_tool_history,

@@ -46,6 +46,7 @@ from ...core import (
 )
 from ...dialects._common import random_id
 from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
+from ...text import TextProcessing, TextProcessingStream
 from ..base import Upstream
 from .engine import Finish, Job, LlamaEngine, Sampling, bundled_model_path
 from .prompt import chat_messages, check_supported, for_text_model, grammar_for, sampling_for
@@ -66,8 +67,9 @@ class _Prepared:
     tokens: list[int]
     max_tokens: int
     sampling: Sampling
-    #: parse tool calls out of the text (tools offered and not tool_choice "none")
-    tool_names: tuple[str, ...] | None
+    #: how to process the text: think tags (the upstream's option), and tool calls
+    #: parsed out of it when tools are offered and tool_choice is not "none"
+    text: TextProcessing
 
 
 class LocalUpstream(Upstream):
@@ -95,6 +97,8 @@ class LocalUpstream(Upstream):
         self.slot = Slot(max_queue)
         self.think_tags = think_tags
         self.text_tool_calls = text_tool_calls
+        # What a request without tools to parse gets: built once, not per request.
+        self._plain_text = TextProcessing(think_tags=think_tags)
         self._running: dict[threading.Thread, Job] = {}
 
     @classmethod
@@ -180,11 +184,18 @@ class LocalUpstream(Upstream):
             and bool(request.tools)
             and (choice is None or choice.mode != "none")
         )
+        text = self._plain_text
+        if parse_tools:
+            text = TextProcessing(
+                think_tags=self.think_tags,
+                text_tool_calls=True,
+                tool_names=[t.name for t in request.tools],
+            )
         return _Prepared(
             tokens=tokens,
             max_tokens=max(1, max_tokens),
             sampling=sampling_for(request, grammar),
-            tool_names=tuple(t.name for t in request.tools) if parse_tools else None,
+            text=text,
         )
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
@@ -207,7 +218,7 @@ class LocalUpstream(Upstream):
             self.slot.release()
             raise
         try:
-            async for event in _events(job, request.model, prepared, self.think_tags):
+            async for event in _events(job, request.model, prepared):
                 yield event
         finally:
             job.cancel.set()
@@ -247,11 +258,9 @@ class LocalUpstream(Upstream):
         return len(self._prompt_tokens(request))
 
 
-async def _events(
-    job: Job, model: str, prepared: _Prepared, think_tags: bool
-) -> AsyncIterator[StreamEvent]:
+async def _events(job: Job, model: str, prepared: _Prepared) -> AsyncIterator[StreamEvent]:
     """The job's items as neutral events, through the text processors when asked."""
-    process = _processor(prepared, think_tags)
+    process = _processor(prepared.text)
     n_input = len(prepared.tokens)
     start = StreamStart(random_id("local-"), model, int(time.time()), Usage(input_tokens=n_input))
     for event in process((start, BlockStart(0, TextPart("")))):
@@ -284,17 +293,11 @@ class _Passthrough:
         return events
 
 
-def _processor(prepared: _Prepared, think_tags: bool) -> Any:
+def _processor(text: TextProcessing) -> Any:
     """A callable ``(events, final=False) -> events`` for this request's text processing."""
-    if prepared.tool_names is None and not think_tags:
+    if not text.active:
         return _Passthrough()
-    from ...text import TextProcessingStream
-
-    stream = TextProcessingStream(
-        think_tags=think_tags,
-        text_tool_calls=prepared.tool_names is not None,
-        tool_names=prepared.tool_names or (),
-    )
+    stream = TextProcessingStream(text)
 
     def process(events: tuple[StreamEvent, ...], final: bool = False) -> list[StreamEvent]:
         out: list[StreamEvent] = []
