@@ -6,8 +6,9 @@ no I/O. It exposes a module-level object named ``DIALECT`` that satisfies
 
 * toward a **client** that speaks the dialect: ``parse_request`` the incoming body,
   ``render_response`` / ``StreamEncoder`` the answer, ``render_error`` failures;
-* toward an **upstream** that speaks it: ``render_request`` the outgoing body,
-  ``parse_response`` / ``StreamDecoder`` its answer, ``parse_error`` its failures.
+* toward an **upstream** that speaks it: ``endpoint`` the URL and headers,
+  ``render_request`` the outgoing body, ``parse_response`` / ``StreamDecoder`` its answer,
+  ``parse_error`` its failures.
 
 Round trips through the same dialect keep everything (``Request.extra`` and ``meta``
 slots); translation across dialects follows the drop policy in docs/mapping.md.
@@ -97,6 +98,16 @@ class Dialect(Protocol):
 
     def render_error(self, error: InterlinguaError, request_id: str) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body) to send a client of this dialect."""
+        ...
+
+    def client_status(self, status: int) -> int:
+        """The HTTP status to show a client of this dialect for an error of ``status``
+        (the one ``render_error`` uses; also for relayed upstream error bodies)."""
+        ...
+
+    def endpoint(self, base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+        """The generation URL under ``base_url`` and the request headers: content type,
+        authentication when ``api_key`` is set, and whatever else the API requires."""
         ...
 
     def render_model_list(self, names: list[str], created: int) -> dict[str, Any]:
