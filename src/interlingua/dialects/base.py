@@ -109,8 +109,9 @@ class Dialect(Protocol):
         ...
 
     def client_status(self, status: int) -> int:
-        """The HTTP status to show a client of this dialect for an error of ``status``
-        (the one ``render_error`` uses; also for relayed upstream error bodies)."""
+        """The HTTP status to show a client of this dialect for an upstream error answer
+        of ``status`` relayed as it is (OpenAI: 529 -> 503; Anthropic: unchanged).
+        ``render_error`` goes by the error's kind as well, and may choose otherwise."""
         ...
 
     def endpoint(self, base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
