@@ -3,8 +3,9 @@
 What a translated request costs in pure Python, per piece of work, using exactly the
 calls the gateway makes (``server/gateway.py``, ``upstreams/http.py``):
 
-* stream, per chunk: upstream SSE bytes -> ``SSEDecoder`` -> the upstream dialect's
-  stream decoder -> the client dialect's stream encoder -> bytes (both directions);
+* stream, per chunk: upstream SSE bytes -> ``EventDecoder`` (``SSEDecoder``, then the
+  upstream dialect's stream decoder) -> the client dialect's stream encoder -> bytes
+  (both directions);
 * request: body bytes -> ``orjson.loads`` -> ``parse_request`` -> ``render_request``
   (+ ``finalize_wire``) -> ``orjson.dumps``, for the small and the 80 KB body;
 * response: upstream body -> ``parse_response`` -> client ``render_response`` -> bytes;
@@ -23,8 +24,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from interlingua.dialects import encode_body, get_dialect
-from interlingua.sse import SSEDecoder
+from interlingua.dialects import EventDecoder, encode_body, get_dialect
 from interlingua.upstreams.http import finalize_wire
 
 from . import mock
@@ -67,17 +67,12 @@ def _stream_translation(
     upstream_request = replace(client_request, model="upstream-model", stream=True)
 
     def run() -> None:
-        sse = SSEDecoder()
-        decoder = up.stream_decoder(upstream_request)
+        events = EventDecoder(up, upstream_request)
         encoder = down.stream_encoder(client_request)
         for chunk in wire:
-            for event in sse.decode(chunk):
-                for neutral in decoder.feed(event):
-                    encoder.encode(neutral)
-        for event in sse.flush():
-            for neutral in decoder.feed(event):
+            for neutral in events.decode(chunk):
                 encoder.encode(neutral)
-        for neutral in decoder.flush():
+        for neutral in events.flush():
             encoder.encode(neutral)
 
     return run

@@ -19,6 +19,7 @@ from interlingua.core import (
     ToolSpec,
     fold,
 )
+from interlingua.dialects.anthropic import DIALECT
 from interlingua.errors import (
     AuthenticationError,
     OverloadedError,
@@ -227,6 +228,35 @@ async def test_count_tokens_uses_the_count_endpoint(
     assert seen.path == "/v1/messages/count_tokens"
     assert seen.headers["x-api-key"] == SECRET
     assert set(seen.json) == {"model", "messages", "system", "tools"}
+
+
+async def test_count_tokens_sends_what_the_count_endpoint_accepts(
+    stub: Stub, session: aiohttp.ClientSession
+) -> None:
+    # An Anthropic client's count_tokens body: its cache_control and fields this codec does
+    # not know travel on; what count_tokens rejects (max_tokens, stream) does not.
+    async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
+        return json_response({"input_tokens": 7})
+
+    stub.handler = handler
+    request = DIALECT.parse_count_tokens_request(
+        {
+            "model": "claude-sonnet-4-5",
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 10,
+            "stream": True,
+            "temperature": 0.5,
+            "cache_control": {"type": "ephemeral"},
+            "speed": "fast",
+        }
+    )
+    assert await upstream(stub, session).count_tokens(request) == 7
+    assert stub.seen[0].json == {
+        "model": "claude-sonnet-4-5",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "cache_control": {"type": "ephemeral"},
+        "speed": "fast",
+    }
 
 
 async def test_count_tokens_relays_upstream_errors(

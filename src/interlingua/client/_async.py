@@ -51,7 +51,6 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = (10.0, 600.0)
 """(connect, read) seconds; read bounds the silence between two reads, not the whole call."""
 DEFAULT_CONNECTIONS = 256
-ANTHROPIC_VERSION = "2023-06-01"
 _DEFAULT_BASE = {"openai": "http://127.0.0.1:8400/v1", "anthropic": "http://127.0.0.1:8400"}
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
 
@@ -153,18 +152,9 @@ class AsyncClient:
     def _endpoint(
         self, api_key: str | None, extra: Mapping[str, str] | None
     ) -> tuple[str, dict[str, str]]:
-        headers = {"content-type": "application/json", "accept": "application/json"}
-        if self.dialect == "anthropic":
-            # PROTOCOLS.md 2.1; the base URL is accepted with or without a trailing /v1.
-            root = self.base_url.removesuffix("/v1")
-            url = f"{root}/v1/messages"
-            headers["anthropic-version"] = ANTHROPIC_VERSION
-            if api_key:
-                headers["x-api-key"] = api_key
-        else:
-            url = f"{self.base_url}/chat/completions"
-            if api_key:
-                headers["authorization"] = f"Bearer {api_key}"
+        # The dialect knows its URL and auth headers (Anthropic: with or without /v1).
+        url, headers = self._codec.endpoint(self.base_url, api_key)
+        headers["accept"] = "application/json"
         for key, value in (extra or {}).items():
             headers[key.lower()] = value
         return url, headers

@@ -38,7 +38,7 @@ from ..core import (
     TextDelta,
 )
 from ..core.fold import Folder
-from ..sse import SSEDecoder
+from ..dialects import EventDecoder
 from ._errors import APIConnectionError, APIError, error_from_stream
 from ._outputs import ChatResult, validate_structured
 
@@ -70,7 +70,6 @@ class ChatStream:
         self._folder = Folder()
         self._events: AsyncIterator[StreamEvent] | None = None
         self._count = 0
-        self._ended = False
         self._closed = False
         #: the folded answer, once the stream has ended
         self.result: ChatResult | None = None
@@ -142,23 +141,19 @@ class ChatStream:
     async def _read(self) -> AsyncIterator[StreamEvent]:
         assert self._resp is not None and self._request is not None
         resp, client = self._resp, self._client
-        sse = SSEDecoder()
-        decoder = client._codec.stream_decoder(self._request)
+        events = EventDecoder(client._codec, self._request)
         chunk = self._first
         try:
             while chunk:
-                for sse_event in sse.decode(chunk):
-                    for event in decoder.feed(sse_event):
-                        yield self._accept(event)
+                for event in events.decode(chunk):
+                    yield self._accept(event)
                 try:
                     chunk = await resp.content.readany()
                 except _TRANSPORT_ERRORS as exc:
                     raise self._interrupted(exc) from exc
-            tail = [e for s in sse.flush() for e in decoder.feed(s)]
-            tail.extend(decoder.flush())
-            for event in tail:
+            for event in events.flush():
                 yield self._accept(event)
-            if not self._ended:
+            if not events.ended:
                 raise APIConnectionError(
                     f"the stream from {client.base_url} ended before the answer was complete "
                     f"(after {self._count} events); not retried because part of the answer "
@@ -175,7 +170,6 @@ class ChatStream:
         self._count += 1
         self._folder.feed(event)
         if isinstance(event, StreamEnd):
-            self._ended = True
             self.result = self._finish_result()
             if self._slot is not None:
                 self._slot.settle(self.result.usage.total_tokens)

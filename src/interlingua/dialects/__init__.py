@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from ._common import encode_body
-from .base import Dialect, StreamDecoder, StreamEncoder
+from .base import Dialect, EventDecoder, StreamDecoder, StreamEncoder
 
 _MODULES = {"openai": "openai_chat", "anthropic": "anthropic"}
 
@@ -26,6 +26,7 @@ def get_dialect(name: str) -> Dialect:
 
 __all__ = [
     "Dialect",
+    "EventDecoder",
     "StreamDecoder",
     "StreamEncoder",
     "encode_body",

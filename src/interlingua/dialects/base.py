@@ -6,8 +6,12 @@ no I/O. It exposes a module-level object named ``DIALECT`` that satisfies
 
 * toward a **client** that speaks the dialect: ``parse_request`` the incoming body,
   ``render_response`` / ``StreamEncoder`` the answer, ``render_error`` failures;
-* toward an **upstream** that speaks it: ``render_request`` the outgoing body,
-  ``parse_response`` / ``StreamDecoder`` its answer, ``parse_error`` its failures.
+* toward an **upstream** that speaks it: ``endpoint`` the URL and headers,
+  ``render_request`` the outgoing body, ``parse_response`` / ``StreamDecoder`` its answer,
+  ``parse_error`` its failures.
+
+An upstream's stream bytes are read through :class:`EventDecoder`, which puts the SSE
+decoder and the dialect's ``StreamDecoder`` together once for every caller.
 
 Round trips through the same dialect keep everything (``Request.extra`` and ``meta``
 slots); translation across dialects follows the drop policy in docs/mapping.md.
@@ -17,10 +21,15 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..core import Request, Response, StreamEvent
+from ..core import Request, Response, StreamEnd, StreamError, StreamEvent
 from ..errors import InterlinguaError
-from ..sse import SSEEvent
+from ..sse import SSEDecoder, SSEEvent
 from .relay import RelayCheck
+
+__all__ = ["Dialect", "EventDecoder", "StreamDecoder", "StreamEncoder"]
+
+# The events after which a stream has nothing more to say (EventDecoder._passed).
+_LAST = (StreamEnd, StreamError)
 
 
 class StreamDecoder(Protocol):
@@ -99,6 +108,85 @@ class Dialect(Protocol):
         """(HTTP status, JSON body) to send a client of this dialect."""
         ...
 
+    def client_status(self, status: int) -> int:
+        """The HTTP status to show a client of this dialect for an upstream error answer
+        of ``status`` relayed as it is (OpenAI: 529 -> 503; Anthropic: unchanged).
+        ``render_error`` goes by the error's kind as well, and may choose otherwise."""
+        ...
+
+    def endpoint(self, base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+        """The generation URL under ``base_url`` and the request headers: content type,
+        authentication when ``api_key`` is set, and whatever else the API requires."""
+        ...
+
     def render_model_list(self, names: list[str], created: int) -> dict[str, Any]:
         """The body of ``GET /v1/models`` in this dialect's shape."""
         ...
+
+
+class EventDecoder:
+    """An upstream's stream bytes -> neutral events: SSE, then the dialect's decoder.
+
+    The one place the two stages are put together (the gateway's HTTP upstreams, the
+    client and the fake upstream all read through it), so the end-of-stream rules live
+    here once. Pure: no I/O, bytes in, events out.
+
+    ``decode`` takes each chunk as read and returns the events it completed, one list
+    per chunk (callers write a list as one batch). ``flush`` at end of input returns
+    the rest, in this order: the event left pending in the SSE decoder (salvaged even
+    without its blank line, see :meth:`~interlingua.sse.SSEDecoder.flush`), then what
+    the dialect decoder still owes (OpenAI's held-back ``StreamEnd``). An error ends a
+    stream: a list stops at its first ``StreamError``.
+
+    >>> from interlingua.dialects import get_dialect
+    >>> events = EventDecoder(get_dialect("openai"), Request(model="m", messages=()))
+    >>> chunk = b'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}\\n\\n'
+    >>> [type(event).__name__ for event in events.decode(chunk)]
+    ['StreamStart', 'BlockStart', 'TextDelta']
+    >>> events.decode(b"data: [DONE]\\n\\n")[-1].stop_reason, events.ended
+    (<StopReason.END_TURN: 'end_turn'>, True)
+    """
+
+    __slots__ = ("_decoder", "_feed", "_sse", "ended", "started")
+
+    def __init__(self, dialect: Dialect, request: Request) -> None:
+        self._sse = SSEDecoder()
+        self._decoder = dialect.stream_decoder(request)
+        self._feed = self._decoder.feed  # bound once: called per SSE event
+        #: a ``StreamEnd`` has come out: the stream is complete
+        self.ended = False
+        #: some event has come out (a stream cut after this has delivered a part)
+        self.started = False
+
+    def decode(self, chunk: bytes) -> list[StreamEvent]:
+        """The events ``chunk`` completes (often none: an event may span reads)."""
+        sse_events = self._sse.decode(chunk)
+        if not sse_events:
+            return []
+        feed = self._feed
+        if len(sse_events) == 1:
+            return self._passed(feed(sse_events[0]))
+        out: list[StreamEvent] = []
+        for sse_event in sse_events:
+            out.extend(feed(sse_event))
+        return self._passed(out)
+
+    def flush(self) -> list[StreamEvent]:
+        """End of input: the last SSE event's events, then the dialect decoder's own."""
+        out: list[StreamEvent] = []
+        for sse_event in self._sse.flush():
+            out.extend(self._feed(sse_event))
+        out.extend(self._decoder.flush())
+        return self._passed(out)
+
+    def _passed(self, events: list[StreamEvent]) -> list[StreamEvent]:
+        """``events`` cut after a ``StreamError``; notes whether it started and ended."""
+        if events:
+            self.started = True
+            for i, event in enumerate(events):
+                if isinstance(event, _LAST):
+                    if isinstance(event, StreamEnd):
+                        self.ended = True
+                    else:
+                        return events[: i + 1]
+        return events

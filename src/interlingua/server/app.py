@@ -30,6 +30,7 @@ from starlette.types import ASGIApp
 
 from ..config import Config
 from ..dialects import Dialect, get_dialect
+from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..errors import (
     AuthenticationError,
     InterlinguaError,
@@ -54,7 +55,6 @@ from .middleware import Front
 log = logging.getLogger("interlingua.server")
 
 OPENAI = get_dialect("openai")
-ANTHROPIC = get_dialect("anthropic")
 
 
 def _request_id(request: HTTPRequest) -> str:
@@ -134,7 +134,7 @@ class Handlers:
             headers = plain_headers(request)
             self._check_auth(headers)
             body = decode_json_object(await read_body(request, self.gateway.max_body, headers))
-            parsed = ANTHROPIC.parse_count_tokens_request(body)  # type: ignore[attr-defined]
+            parsed = ANTHROPIC.parse_count_tokens_request(body)
             count = await self.gateway.count_tokens(parsed)
             return BytesResponse(orjson.dumps({"input_tokens": count}))
         except InterlinguaError as err:

@@ -38,9 +38,6 @@ T = TypeVar("T")
 _DEFAULT_OPTIONS = ModelOptions()
 # Upstream response headers a client may act on (retry policy, tracing) and so are relayed.
 _RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
-# Relayed error statuses the client's dialect does not have: OpenAI has no 529
-# (Anthropic's "overloaded"), and its SDK treats 503 as "overloaded, retry later".
-_STATUS_FOR_CLIENT = {("openai", 529): 503}
 # The keep-alive bytes of each client dialect (constant; built once, not per stream).
 _PINGS: dict[str, bytes] = {}
 
@@ -223,7 +220,8 @@ class Gateway:
         relayed = [JSON_CT, *_relayed(answer)]
         if answer.status >= 400 or answer.chunks is None:
             await answer.aclose()
-            status = _STATUS_FOR_CLIENT.get((dialect.name, answer.status), answer.status)
+            # A relayed error status the client's dialect lacks (OpenAI has no 529).
+            status = dialect.client_status(answer.status)
             return BytesResponse(self.scrub_bytes(answer.body), status, relayed)
         request = Request(model=str(body.get("model")), messages=(), stream=True)
         chunks = self._scrub_stream(answer.chunks) if self.secrets else answer.chunks

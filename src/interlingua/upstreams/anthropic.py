@@ -1,42 +1,28 @@
 """The Anthropic Messages API (or anything that speaks it).
 
-Requests go to ``{base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version:
-2023-06-01`` (PROTOCOLS.md 2.1). ``base_url`` defaults to ``https://api.anthropic.com``
-and is accepted with or without a trailing ``/v1`` (the Anthropic SDK takes it without,
-OpenAI-style configs tend to add it). Token counts come from
-``/v1/messages/count_tokens`` (PROTOCOLS.md 2.7).
+Requests go to ``{base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``
+(PROTOCOLS.md 2.1; the dialect's :func:`~..dialects.anthropic.endpoint.endpoint` says
+how). ``base_url`` defaults to ``https://api.anthropic.com`` and is accepted with or
+without a trailing ``/v1`` (the Anthropic SDK takes it without, OpenAI-style configs tend
+to add it). Token counts come from ``/v1/messages/count_tokens`` (PROTOCOLS.md 2.7).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import aiohttp
 import orjson
 
 from ..config import TimeoutConfig, UpstreamConfig
 from ..core import Request
+from ..dialects.anthropic import DIALECT, api_root
 from ..errors import UpstreamError
 from .http import HttpUpstream, merge_headers
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicUpstream"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-ANTHROPIC_VERSION = "2023-06-01"
-# The body fields count_tokens accepts (PROTOCOLS.md 2.7); it rejects max_tokens/stream.
-_COUNT_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "system",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "output_config",
-        "cache_control",
-    }
-)
 
 
 class AnthropicUpstream(HttpUpstream):
@@ -59,22 +45,19 @@ class AnthropicUpstream(HttpUpstream):
         timeout: TimeoutConfig | None = None,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
-        root = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        root = root.removesuffix("/v1")
-        ours = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
-        if api_key:
-            ours["x-api-key"] = api_key
+        root = api_root(base_url or DEFAULT_BASE_URL)
+        url, ours = DIALECT.endpoint(root, api_key)
         super().__init__(
             name,
             dialect="anthropic",
             base_url=root,
-            url=f"{root}/v1/messages",
+            url=url,
             headers=merge_headers(ours, headers),
             api_key=api_key,
             timeout=timeout,
             session=session,
         )
-        self.count_url = f"{root}/v1/messages/count_tokens"
+        self.count_url = DIALECT.count_tokens_url(root)
 
     @classmethod
     def from_config(
@@ -92,8 +75,7 @@ class AnthropicUpstream(HttpUpstream):
 
     async def count_tokens(self, request: Request) -> int | None:
         """Input tokens by Anthropic's own count; raises the upstream's error on failure."""
-        wire = self.codec.render_request(replace(request, stream=False))
-        body = orjson.dumps({k: v for k, v in wire.items() if k in _COUNT_FIELDS})
+        body = orjson.dumps(DIALECT.render_count_tokens_request(request))
         data = await self.post_json(self.count_url, body)
         try:
             count = orjson.loads(data).get("input_tokens")

@@ -13,8 +13,8 @@ With nothing queued it echoes: ``"echo: " + the last user message's text``.
 With ``wire="openai"`` or ``"anthropic"`` everything goes through that dialect's codec
 both ways, as if over a socket: the request is rendered (recorded in ``wire_requests``)
 and parsed back as the upstream's view of it; answers are rendered, serialized and parsed
-back; streams are encoded to SSE bytes, decoded by :class:`~interlingua.sse.SSEDecoder`
-and the dialect's stream decoder; errors are rendered and parsed back with their
+back; streams are encoded to SSE bytes and decoded by the same
+:class:`~interlingua.dialects.EventDecoder` the HTTP upstreams read through; errors are rendered and parsed back with their
 ``retry-after``. So tests exercise both directions of both codecs with no sockets, and
 the gateway may take its passthrough path with a fake too (``dialect == wire``).
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 from typing import TypeAlias
 
@@ -43,10 +43,9 @@ from ..core import (
     unfold,
 )
 from ..core.tokens import estimate_request_tokens, estimate_text
-from ..dialects import Dialect, get_dialect
+from ..dialects import Dialect, EventDecoder, get_dialect
 from ..dialects._common import random_id
 from ..errors import InterlinguaError
-from ..sse import SSEDecoder
 from .base import RawResponse, Upstream
 from .http import finalize_wire
 
@@ -154,7 +153,7 @@ class FakeUpstream(Upstream):
             raise self._through_wire(item)
         events = list(unfold(item, self.chunk_size)) if isinstance(item, Response) else item
         if self._codec is not None:
-            events = list(self._decode(self._encode(events, view), replace(request, stream=True)))
+            events = self._decode(self._encode(events, view), replace(request, stream=True))
         for event in events:
             yield event
             if isinstance(event, StreamError):
@@ -168,16 +167,14 @@ class FakeUpstream(Upstream):
         encoder = self._codec.stream_encoder(view)
         return [encoder.encode(event) for event in events]
 
-    def _decode(self, chunks: list[bytes], request: Request) -> Iterator[StreamEvent]:
+    def _decode(self, chunks: list[bytes], request: Request) -> list[StreamEvent]:
         assert self._codec is not None
-        sse = SSEDecoder()
-        decoder = self._codec.stream_decoder(request)
+        events = EventDecoder(self._codec, request)
+        out: list[StreamEvent] = []
         for chunk in chunks:
-            for sse_event in sse.decode(chunk):
-                yield from decoder.feed(sse_event)
-        for sse_event in sse.flush():
-            yield from decoder.feed(sse_event)
-        yield from decoder.flush()
+            out.extend(events.decode(chunk))
+        out.extend(events.flush())
+        return out
 
     def _through_wire(self, error: InterlinguaError) -> InterlinguaError:
         """``error`` as the client side would see it after the wire (itself, unwired)."""

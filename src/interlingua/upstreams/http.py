@@ -39,8 +39,8 @@ import aiohttp
 import orjson
 
 from ..config import TimeoutConfig
-from ..core import Request, Response, StreamEnd, StreamError, StreamEvent
-from ..dialects import Dialect, StreamDecoder, get_dialect
+from ..core import Request, Response, StreamError, StreamEvent
+from ..dialects import Dialect, EventDecoder, get_dialect
 from ..errors import (
     InterlinguaError,
     InvalidRequestError,
@@ -49,7 +49,7 @@ from ..errors import (
     UpstreamError,
     describe_os_error,
 )
-from ..sse import SSEDecoder, SSEEvent
+from ..sse import SSEEvent
 from ._pool import (
     ConnectFailed,
     ConnectTimeout,
@@ -202,57 +202,43 @@ class HttpUpstream(Upstream):
         try:
             if not 200 <= resp.status < 300:
                 raise await self._status_error(resp)
-            decoder = self.codec.stream_decoder(replace(request, stream=True))
+            events = EventDecoder(self.codec, replace(request, stream=True))
             # aclosing: if our consumer stops early, the inner generator is closed now,
             # not whenever the event loop gets round to finalizing it.
-            async with aclosing(self._decode_batches(resp, decoder)) as batches:
+            async with aclosing(self._decode_batches(resp, events)) as batches:
                 async for batch in batches:
                     yield batch
         finally:
             _finish(resp)
 
     async def _decode_batches(
-        self, resp: _Answer, decoder: StreamDecoder
+        self, resp: _Answer, events: EventDecoder
     ) -> AsyncGenerator[list[StreamEvent], None]:
         """One list of events per upstream read; a StreamError ends its list and the
         stream; a stream that stops before its end event ends with an error."""
-        sse = SSEDecoder()
-        started = ended = False
         try:
             async for chunk in resp.content.iter_any():
-                batch = _until_error(self._feed(decoder, sse.decode(chunk)))
+                batch = events.decode(chunk)
                 if batch:
-                    started = True
-                    ended = ended or any(isinstance(e, StreamEnd) for e in batch)
                     yield batch
                     if isinstance(batch[-1], StreamError):
                         return
-            tail = self._feed(decoder, sse.flush())
-            tail.extend(decoder.flush())
+            tail = events.flush()
         except _TRANSPORT_ERRORS as exc:
             tail = [StreamError(self.transport_error(exc))]
         except _DECODE_ERRORS as exc:
             tail = [StreamError(self._unreadable(exc))]
-        tail = _until_error(tail)
         if tail:
-            started = True
-            ended = ended or any(isinstance(e, StreamEnd) for e in tail)
             yield tail
             if isinstance(tail[-1], StreamError):
                 return
-        if not ended:
+        if not events.ended:
             err = UpstreamConnectionError(
                 f"upstream '{self.name}' at {self.base_url} closed the stream before it ended"
             )
-            if not started:
+            if not events.started:
                 raise err
             yield [StreamError(err)]
-
-    def _feed(self, decoder: StreamDecoder, events: list[SSEEvent]) -> list[StreamEvent]:
-        out: list[StreamEvent] = []
-        for event in events:
-            out.extend(decoder.feed(event))
-        return out
 
     def parse_body(self, data: bytes) -> Response:
         """A 2xx body -> Response; an unreadable one is the upstream's failure (502)."""
@@ -517,14 +503,6 @@ def _json_object(data: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def _until_error(events: list[StreamEvent]) -> list[StreamEvent]:
-    """``events`` up to and including the first StreamError (an error ends a stream)."""
-    for i, event in enumerate(events):
-        if isinstance(event, StreamError):
-            return events[: i + 1]
-    return events
 
 
 def _finish(resp: _Answer) -> None:

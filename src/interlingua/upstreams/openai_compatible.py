@@ -3,8 +3,9 @@ OpenRouter, OpenAI itself.
 
 ``base_url`` is the API root including its version, as the OpenAI SDK takes it
 (``http://127.0.0.1:8000/v1``); requests go to ``{base_url}/chat/completions`` with
-``Authorization: Bearer <key>`` when a key is configured (PROTOCOLS.md 1.1). Local
-servers usually need no key at all.
+``Authorization: Bearer <key>`` when a key is configured (PROTOCOLS.md 1.1; the dialect's
+:func:`~..dialects.openai_chat.endpoint.endpoint` says how). Local servers usually need
+no key at all.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 import aiohttp
 
 from ..config import ConfigError, TimeoutConfig, UpstreamConfig
+from ..dialects.openai_chat import DIALECT
 from .http import HttpUpstream, merge_headers
 
 __all__ = ["OpenAICompatibleUpstream"]
@@ -36,15 +38,12 @@ class OpenAICompatibleUpstream(HttpUpstream):
         timeout: TimeoutConfig | None = None,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
-        root = base_url.rstrip("/")
-        ours = {"content-type": "application/json"}
-        if api_key:
-            ours["authorization"] = f"Bearer {api_key}"
+        url, ours = DIALECT.endpoint(base_url, api_key)
         super().__init__(
             name,
             dialect="openai",
-            base_url=root,
-            url=f"{root}/chat/completions",
+            base_url=base_url.rstrip("/"),
+            url=url,
             headers=merge_headers(ours, headers),
             api_key=api_key,
             timeout=timeout,

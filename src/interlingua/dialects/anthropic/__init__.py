@@ -7,7 +7,8 @@
     upstream_body = DIALECT.render_request(request) # neutral -> Anthropic upstream body
 
 Modules: :mod:`.request` (request parse/render, content blocks), :mod:`.response`
-(responses, usage, model list), :mod:`.stream` (SSE decoder/encoder), :mod:`.errors`.
+(responses, usage, model list), :mod:`.stream` (SSE decoder/encoder), :mod:`.errors`,
+:mod:`.endpoint` (URLs, headers, :data:`ANTHROPIC_VERSION`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from ...core import Request, Response
 from ...errors import InterlinguaError
 from ..relay import AnthropicRelayCheck
+from .endpoint import ANTHROPIC_VERSION, api_root, count_tokens_url, endpoint
 from .errors import parse_error, render_error, render_stream_error
 from .render import render_count_tokens_request, render_request
 from .request import parse_count_tokens_request, parse_request
@@ -78,6 +80,18 @@ class AnthropicDialect:
         """(status, body) of an error for an Anthropic client."""
         return render_error(error, request_id)
 
+    def client_status(self, status: int) -> int:
+        """An error status as an Anthropic client should see it: unchanged."""
+        return status
+
+    def endpoint(self, base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+        """``/v1/messages`` under ``base_url`` (with or without ``/v1``) and its headers."""
+        return endpoint(base_url, api_key)
+
+    def count_tokens_url(self, base_url: str) -> str:
+        """``/v1/messages/count_tokens`` under ``base_url``; :meth:`endpoint`'s headers."""
+        return count_tokens_url(base_url)
+
     def render_stream_error(self, error: InterlinguaError) -> bytes:
         """The in-band ``event: error`` for a failure after streaming began."""
         return render_stream_error(error)
@@ -91,9 +105,11 @@ DIALECT = AnthropicDialect()
 """The shared Anthropic codec instance."""
 
 __all__ = [
+    "ANTHROPIC_VERSION",
     "DIALECT",
     "AnthropicDialect",
     "AnthropicStreamDecoder",
     "AnthropicStreamEncoder",
+    "api_root",
     "validate_request",
 ]

@@ -39,8 +39,20 @@ FILLER_USER_TEXT = "."
 """The user turn inserted before a conversation that would otherwise start with the
 assistant (§4.11.2): one character, so it costs one token and says nothing."""
 
+# The body fields /v1/messages/count_tokens accepts (PROTOCOLS.md 2.7, and the SDK's
+# MessageCountTokensParams); it rejects max_tokens, stream and the sampling settings.
+# Top-level cache_control is one of them (it only ever comes from a same-dialect extra).
 _COUNT_TOKENS_FIELDS = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "cache_control",
+    }
 )
 _CHOICE_TYPES = {"auto": "auto", "required": "any", "tool": "tool"}
 
@@ -431,7 +443,11 @@ def render_request(request: Request) -> dict[str, Any]:
 
 
 def render_count_tokens_request(request: Request) -> dict[str, Any]:
-    """The body for an upstream ``/v1/messages/count_tokens`` (§2.7): no max_tokens etc."""
+    """The body for an upstream ``/v1/messages/count_tokens`` (§2.7): no max_tokens etc.
+
+    The rendered request cut to the fields count_tokens accepts; a same-dialect request
+    also keeps its unknown fields, as everywhere (newer count_tokens fields pass through).
+    """
     body = render_request(request)
     same = request.source_dialect == NAME
     return {

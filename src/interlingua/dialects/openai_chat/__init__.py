@@ -14,7 +14,8 @@ from typing import Any
 from ...core import Request, Response
 from ...errors import InterlinguaError
 from ..relay import OpenAIChatRelayCheck
-from .errors import parse_error, render_error, render_stream_error
+from .endpoint import endpoint
+from .errors import client_status, parse_error, render_error, render_stream_error
 from .request import parse_request, render_request
 from .response import parse_response, render_model_list, render_response
 from .stream import OpenAIChatStreamDecoder, OpenAIChatStreamEncoder
@@ -66,6 +67,14 @@ class OpenAIChatDialect:
         """(HTTP status, ``{"error": {...}}``) for a client."""
         return render_error(error, request_id)
 
+    def client_status(self, status: int) -> int:
+        """An error status as an OpenAI client should see it (529 -> 503)."""
+        return client_status(status)
+
+    def endpoint(self, base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+        """``{base_url}/chat/completions`` and its headers (``Authorization: Bearer``)."""
+        return endpoint(base_url, api_key)
+
     def render_model_list(self, names: list[str], created: int) -> dict[str, Any]:
         """The ``GET /v1/models`` body."""
         return render_model_list(names, created)
@@ -78,6 +87,8 @@ __all__ = [
     "OpenAIChatDialect",
     "OpenAIChatStreamDecoder",
     "OpenAIChatStreamEncoder",
+    "client_status",
+    "endpoint",
     "parse_error",
     "parse_request",
     "parse_response",

@@ -34,6 +34,7 @@ from ...errors import (
 from ...sse import encode_json_event
 
 __all__ = [
+    "client_status",
     "error_from_payload",
     "parse_error",
     "render_error",
@@ -219,14 +220,24 @@ def render_error_body(error: InterlinguaError) -> dict[str, Any]:
     }
 
 
-def render_error(error: InterlinguaError, request_id: str = "") -> tuple[int, dict[str, Any]]:
-    """(HTTP status, JSON body) for an OpenAI client.
+def client_status(status: int) -> int:
+    """The HTTP status to show an OpenAI client for an error of ``status``.
 
-    529 becomes 503: OpenAI clients know 503 as "overloaded" and nothing of 529 (§4.9).
+    529 becomes 503: OpenAI clients know 503 as "overloaded" and nothing of 529
+    (Anthropic's word for it), and the OpenAI SDK retries a 503 (§4.9).
+
+    >>> client_status(529), client_status(429)
+    (503, 429)
+    """
+    return 503 if status == 529 else status
+
+
+def render_error(error: InterlinguaError, request_id: str = "") -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON body) for an OpenAI client; the status as :func:`client_status`.
+
     ``request_id`` travels in the ``x-request-id`` header, not in OpenAI's body.
     """
-    status = 503 if error.status == 529 else error.status
-    return status, {"error": render_error_body(error)}
+    return client_status(error.status), {"error": render_error_body(error)}
 
 
 def render_stream_error(error: InterlinguaError) -> bytes:
