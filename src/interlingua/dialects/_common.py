@@ -78,6 +78,12 @@ def expect_type(value: Any, kind: type | tuple[type, ...], param: str, what: str
     )
 
 
+def optional(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    """An optional field of ``body``: None when absent or null, else type-checked."""
+    value = body.get(key)
+    return None if value is None else expect_type(value, kind, key, what)
+
+
 def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
     return kind if isinstance(kind, tuple) else (kind,)
 

@@ -39,7 +39,7 @@ from ...core import (
 )
 from ...core.parts import Meta
 from ...errors import InvalidRequestError
-from .._common import SOURCE_INDEX, encode_body, expect_type
+from .._common import SOURCE_INDEX, encode_body, expect_type, optional
 
 NAME = "anthropic"
 EXTRA_META = "anthropic"
@@ -424,17 +424,12 @@ def _parse_output_config(raw: Any, extra: dict[str, Any]) -> ResponseFormat | No
     return ResponseFormat("json_schema", schema=schema)
 
 
-def _number(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
-    value = body.get(key)
-    return None if value is None else expect_type(value, kind, key, what)
-
-
 def _parse_settings(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Everything but messages, as keyword arguments for :class:`Request`."""
     kw: dict[str, Any] = {
-        "temperature": _number(body, "temperature", (int, float), "a number"),
-        "top_p": _number(body, "top_p", (int, float), "a number"),
-        "top_k": _number(body, "top_k", int, "an integer"),
+        "temperature": optional(body, "temperature", (int, float), "a number"),
+        "top_p": optional(body, "top_p", (int, float), "a number"),
+        "top_k": optional(body, "top_k", int, "an integer"),
     }
     stop = body.get("stop_sequences")
     if stop is not None:

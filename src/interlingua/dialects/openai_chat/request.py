@@ -15,7 +15,7 @@ from typing import Any
 
 from ...core import Reasoning, Request, ResponseFormat, ToolChoice, ToolSpec
 from ...errors import InvalidRequestError
-from .._common import expect_type, missing
+from .._common import expect_type, missing, optional
 from ._messages import DIALECT_NAME, bad_value, parse_messages, render_messages, required_str
 
 __all__ = ["parse_request", "render_request"]
@@ -36,12 +36,6 @@ _HANDLED = frozenset(
 _NUMBER = (int, float)
 
 
-def _opt(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
-    """An optional field: None when absent or null, else type-checked."""
-    value = body.get(key)
-    return None if value is None else expect_type(value, kind, key, what)
-
-
 # --------------------------------------------------------------------------- parsing
 
 
@@ -57,14 +51,14 @@ def parse_request(body: Any) -> Request:
     extra: dict[str, Any] = {k: v for k, v in body.items() if k not in _HANDLED and v is not None}
     messages = parse_messages(body.get("messages"))
     tools, tool_choice = _parse_tooling(body, extra)
-    max_tokens = _opt(body, "max_completion_tokens", int, "an integer")
+    max_tokens = optional(body, "max_completion_tokens", int, "an integer")
     if max_tokens is not None:
         extra[MAX_TOKENS_FIELD] = "max_completion_tokens"
     else:
-        max_tokens = _opt(body, "max_tokens", int, "an integer")
-    stream = bool(_opt(body, "stream", bool, "a boolean"))
-    user = _opt(body, "user", str, "a string")
-    safety_identifier = _opt(body, "safety_identifier", str, "a string")
+        max_tokens = optional(body, "max_tokens", int, "an integer")
+    stream = bool(optional(body, "stream", bool, "a boolean"))
+    user = optional(body, "user", str, "a string")
+    safety_identifier = optional(body, "safety_identifier", str, "a string")
     if user is None and safety_identifier is not None:
         # §4.8: `user` / `safety_identifier` both name the end user (Anthropic's
         # metadata.user_id). The original stays in extra for an OpenAI upstream, which
@@ -72,7 +66,7 @@ def parse_request(body: Any) -> Request:
         user = safety_identifier
         extra[USER_FROM_SAFETY_ID] = True
     include_usage = False
-    options = _opt(body, "stream_options", dict, "an object")
+    options = optional(body, "stream_options", dict, "an object")
     if options:
         include_usage = bool(options.get("include_usage"))
         rest = {k: v for k, v in options.items() if k != "include_usage"}
@@ -83,15 +77,15 @@ def parse_request(body: Any) -> Request:
         messages=messages,
         max_tokens=max_tokens,
         stream=stream,
-        temperature=_opt(body, "temperature", _NUMBER, "a number"),
-        top_p=_opt(body, "top_p", _NUMBER, "a number"),
-        seed=_opt(body, "seed", int, "an integer"),
+        temperature=optional(body, "temperature", _NUMBER, "a number"),
+        top_p=optional(body, "top_p", _NUMBER, "a number"),
+        seed=optional(body, "seed", int, "an integer"),
         stop=_parse_stop(body.get("stop")),
         user=user,
-        metadata=_opt(body, "metadata", dict, "an object"),
+        metadata=optional(body, "metadata", dict, "an object"),
         tools=tools,
         tool_choice=tool_choice,
-        parallel_tool_calls=_opt(body, "parallel_tool_calls", bool, "a boolean"),
+        parallel_tool_calls=optional(body, "parallel_tool_calls", bool, "a boolean"),
         response_format=_parse_response_format(body.get("response_format")),
         reasoning=_parse_reasoning(body.get("reasoning_effort")),
         include_usage=include_usage,
@@ -137,10 +131,10 @@ def _parse_response_format(value: Any) -> ResponseFormat | None:
     expect_type(spec, dict, p, "an object")
     return ResponseFormat(
         type="json_schema",
-        name=_opt(spec, "name", str, "a string"),
-        schema=_opt(spec, "schema", dict, "an object"),
-        strict=_opt(spec, "strict", bool, "a boolean"),
-        description=_opt(spec, "description", str, "a string"),
+        name=optional(spec, "name", str, "a string"),
+        schema=optional(spec, "schema", dict, "an object"),
+        strict=optional(spec, "strict", bool, "a boolean"),
+        description=optional(spec, "description", str, "a string"),
     )
 
 
