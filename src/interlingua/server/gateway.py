@@ -75,7 +75,14 @@ class Gateway:
                 text = text.replace(secret, "***")
         return text
 
+    def scrubbed(self, error: InterlinguaError) -> InterlinguaError:
+        """``error`` with every secret scrubbed from its message: a copy when there was
+        one to scrub, else ``error`` itself; the error passed in is never changed."""
+        message = self.scrub(error.message)
+        return error if message == error.message else error.with_message(message)
+
     def scrub_bytes(self, body: bytes) -> bytes:
+        """``body`` with every upstream secret replaced by ``***``."""
         for secret in self.secrets:
             raw = secret.encode()
             if raw in body:
@@ -107,7 +114,7 @@ class Gateway:
         self, dialect: Dialect, error: InterlinguaError, request_id: str
     ) -> BytesResponse:
         """The error in the caller's dialect, with Retry-After relayed when known."""
-        error.message = self.scrub(error.message)
+        error = self.scrubbed(error)
         status, body = dialect.render_error(error, request_id)
         headers = [JSON_CT]
         if error.retry_after is not None:
@@ -120,8 +127,7 @@ class Gateway:
 
     def stream_error_bytes(self, dialect: Dialect, request: Request, exc: BaseException) -> bytes:
         """An exception after the first streamed byte, as the dialect's in-band error."""
-        error = exc if isinstance(exc, InterlinguaError) else internal_error(exc)
-        error.message = self.scrub(error.message)
+        error = self.scrubbed(exc) if isinstance(exc, InterlinguaError) else internal_error(exc)
         return dialect.stream_encoder(request).encode(StreamError(error))
 
     # -- generation ---------------------------------------------------------------------
@@ -170,15 +176,17 @@ class Gateway:
             await _aclose(batches)
             raise
         encoder = dialect.stream_encoder(request)
-        scrub = self.scrub
+        scrubbed = self.scrubbed
 
         def encode(batch: list[StreamEvent]) -> tuple[bytes, bool]:
             """One write for everything one upstream read produced; True at an error."""
             out = []
             for event in batch:
                 if isinstance(event, StreamError):
-                    event.error.message = scrub(event.error.message)
-                    out.append(encoder.encode(event))
+                    error = scrubbed(event.error)
+                    out.append(
+                        encoder.encode(event if error is event.error else StreamError(error))
+                    )
                     return b"".join(out), True
                 out.append(encoder.encode(event))
             return b"".join(out), False
