@@ -68,6 +68,14 @@ class Gateway:
 
     # -- errors -------------------------------------------------------------------------
 
+    # Upstreams have echoed their key back, in error bodies, in-band stream errors and
+    # even answers. The gateway alone scrubs (the upstreams do not): every byte and
+    # every error a client gets leaves through it, it knows every configured key, and it
+    # covers every upstream kind, outside ones too. It scrubs the decoded message, so a
+    # key the upstream wrote JSON-escaped is caught; an upstream's error may hold the key
+    # until it is rendered here, so the mid-stream warning (server/http.py) logs the
+    # rendered copy.
+
     def scrub(self, text: str) -> str:
         """``text`` with every upstream secret replaced by ``***``."""
         for secret in self.secrets:

@@ -70,7 +70,6 @@ class AnthropicUpstream(HttpUpstream):
             base_url=root,
             url=f"{root}/v1/messages",
             headers=merge_headers(ours, headers),
-            api_key=api_key,
             timeout=timeout,
             session=session,
         )

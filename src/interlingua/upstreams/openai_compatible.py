@@ -46,7 +46,6 @@ class OpenAICompatibleUpstream(HttpUpstream):
             base_url=root,
             url=f"{root}/chat/completions",
             headers=merge_headers(ours, headers),
-            api_key=api_key,
             timeout=timeout,
             session=session,
         )
