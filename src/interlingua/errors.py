@@ -23,8 +23,9 @@ status failures. This module imports nothing of ours, so every layer may use it.
 
 from __future__ import annotations
 
+import copy
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 
 class ErrorKind(StrEnum):
@@ -77,6 +78,18 @@ class InterlinguaError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, status={self.status})"
+
+    def with_message(self, message: str) -> Self:
+        """A copy of this error (same class, status and details) saying ``message``.
+
+        The original is left as it is: it may be held elsewhere (inside a frozen
+        ``StreamError``, say, or by the code that raised it) and must not change under
+        its holder. The copy has no traceback or cause; it is for rendering.
+        """
+        clone = copy.copy(self)
+        clone.message = message
+        clone.args = (message,)
+        return clone
 
 
 class InvalidRequestError(InterlinguaError):

@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -53,6 +53,7 @@ from .http import (
 from .middleware import Front
 
 log = logging.getLogger("interlingua.server")
+T = TypeVar("T")
 
 OPENAI = get_dialect("openai")
 
@@ -90,20 +91,31 @@ class Handlers:
                 code="invalid_api_key",
             )
 
+    async def _answer(
+        self, request: HTTPRequest, dialect: Dialect, work: Awaitable[T]
+    ) -> T | BytesResponse:
+        """``work``'s response, or the error it raised as a response in ``dialect``.
+
+        The one place where an exception becomes a response: an InterlinguaError keeps
+        its own status; anything else is a bug, logged with its traceback and answered
+        as a 500 that names only the exception's type (``internal_error``).
+        """
+        try:
+            return await work
+        except InterlinguaError as err:
+            return self.gateway.error_response(dialect, err, _request_id(request))
+        except Exception as exc:
+            log.exception("unexpected failure on %s", request.url.path)
+            error = internal_error(exc)
+            return self.gateway.error_response(dialect, error, _request_id(request))
+
     async def _generate(
         self, request: HTTPRequest, dialect: Dialect
     ) -> BytesResponse | StreamResponse:
         if self.drain.draining:
             return self._shutting_down(request, dialect)
         try:
-            headers = plain_headers(request)
-            self._check_auth(headers)
-            raw = await read_body(request, self.gateway.max_body, headers)
-            response = await self.gateway.generate(
-                dialect, decode_json_object(raw), headers, request.receive
-            )
-        except InterlinguaError as err:
-            return self.gateway.error_response(dialect, err, _request_id(request))
+            response = await self._answer(request, dialect, self._generation(request, dialect))
         except asyncio.CancelledError:
             # The drain's shutdown_timeout passed before the answer began (server/drain.py).
             task = asyncio.current_task()
@@ -111,12 +123,19 @@ class Handlers:
                 raise
             task.uncancel()
             return self._shutting_down(request, dialect)
-        except Exception as exc:
-            log.exception("unexpected failure on %s", request.url.path)
-            return self.gateway.error_response(dialect, internal_error(exc), _request_id(request))
         if type(response) is StreamResponse:
             response.drain = self.drain
         return response
+
+    async def _generation(
+        self, request: HTTPRequest, dialect: Dialect
+    ) -> BytesResponse | StreamResponse:
+        headers = plain_headers(request)
+        self._check_auth(headers)
+        raw = await read_body(request, self.gateway.max_body, headers)
+        return await self.gateway.generate(
+            dialect, decode_json_object(raw), headers, request.receive
+        )
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
         response = self.gateway.error_response(dialect, shutting_down_error(), _request_id(request))
@@ -130,25 +149,22 @@ class Handlers:
         return await self._generate(request, ANTHROPIC)
 
     async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
-        try:
-            headers = plain_headers(request)
-            self._check_auth(headers)
-            body = decode_json_object(await read_body(request, self.gateway.max_body, headers))
-            parsed = ANTHROPIC.parse_count_tokens_request(body)
-            count = await self.gateway.count_tokens(parsed)
-            return BytesResponse(orjson.dumps({"input_tokens": count}))
-        except InterlinguaError as err:
-            return self.gateway.error_response(ANTHROPIC, err, _request_id(request))
-        except Exception as exc:
-            log.exception("unexpected failure on count_tokens")
-            return self.gateway.error_response(ANTHROPIC, internal_error(exc), _request_id(request))
+        return await self._answer(request, ANTHROPIC, self._count_tokens(request))
 
-    async def models(self, request: HTTPRequest) -> Any:
+    async def _count_tokens(self, request: HTTPRequest) -> BytesResponse:
+        headers = plain_headers(request)
+        self._check_auth(headers)
+        body = decode_json_object(await read_body(request, self.gateway.max_body, headers))
+        parsed = ANTHROPIC.parse_count_tokens_request(body)
+        count = await self.gateway.count_tokens(parsed)
+        return BytesResponse(orjson.dumps({"input_tokens": count}))
+
+    async def models(self, request: HTTPRequest) -> BytesResponse:
         dialect = _client_dialect(request)
-        try:
-            self._check_auth(request.headers)
-        except InterlinguaError as err:
-            return self.gateway.error_response(dialect, err, _request_id(request))
+        return await self._answer(request, dialect, self._models(request, dialect))
+
+    async def _models(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
+        self._check_auth(request.headers)
         names = self.gateway.router.model_names()
         return BytesResponse(orjson.dumps(dialect.render_model_list(names, _STARTED)))
 
@@ -164,6 +180,19 @@ class Handlers:
 
 
 _STARTED = int(time.time())
+
+Endpoint = Callable[[Handlers, HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
+
+#: The generation endpoints (all POST) and the handler of each. The one table both the
+#: fast dispatch (server/middleware.py:Front, which serves them) and the Starlette router
+#: are built from: Starlette still needs them listed so that another method on one of
+#: these paths is a 405 with ``Allow: POST``, not a 404.
+GENERATION_ROUTES: dict[str, Endpoint] = {
+    "/v1/chat/completions": Handlers.chat_completions,
+    "/chat/completions": Handlers.chat_completions,
+    "/v1/messages": Handlers.messages,
+    "/v1/messages/count_tokens": Handlers.count_tokens,
+}
 
 
 class _NotFoundAsError:
@@ -229,11 +258,11 @@ def create_app(
             if own_session is not None and session is None:
                 await own_session.close()
 
+    # Bound methods, not partials: Starlette calls a Route's endpoint as a request handler
+    # only when it is a function or method (else it is taken for an ASGI app).
+    generation = {path: endpoint.__get__(handlers) for path, endpoint in GENERATION_ROUTES.items()}
     routes = [
-        Route("/v1/chat/completions", handlers.chat_completions, methods=["POST"]),
-        Route("/chat/completions", handlers.chat_completions, methods=["POST"]),
-        Route("/v1/messages", handlers.messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", handlers.count_tokens, methods=["POST"]),
+        *(Route(path, handler, methods=["POST"]) for path, handler in generation.items()),
         Route("/v1/models", handlers.models, methods=["GET"]),
         Route("/models", handlers.models, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
@@ -247,13 +276,7 @@ def create_app(
     # No redirects to the slash-less path: the Location would come from the client's Host
     # header. The generation routes answer with or without the slash (server/middleware.py).
     app.router.redirect_slashes = False
-    fast_routes = {
-        ("POST", "/v1/chat/completions"): handlers.chat_completions,
-        ("POST", "/chat/completions"): handlers.chat_completions,
-        ("POST", "/v1/messages"): handlers.messages,
-        ("POST", "/v1/messages/count_tokens"): handlers.count_tokens,
-    }
-    return Front(app, fast_routes)
+    return Front(app, {("POST", path): handler for path, handler in generation.items()})
 
 
 def _new_session() -> aiohttp.ClientSession:
@@ -266,4 +289,4 @@ def _new_session() -> aiohttp.ClientSession:
     )
 
 
-__all__ = ["create_app"]
+__all__ = ["GENERATION_ROUTES", "create_app"]

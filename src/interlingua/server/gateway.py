@@ -65,6 +65,14 @@ class Gateway:
 
     # -- errors -------------------------------------------------------------------------
 
+    # Upstreams have echoed their key back, in error bodies, in-band stream errors and
+    # even answers. The gateway alone scrubs (the upstreams do not): every byte and
+    # every error a client gets leaves through it, it knows every configured key, and it
+    # covers every upstream kind, outside ones too. It scrubs the decoded message, so a
+    # key the upstream wrote JSON-escaped is caught; an upstream's error may hold the key
+    # until it is rendered here, so the mid-stream warning (server/http.py) logs the
+    # rendered copy.
+
     def scrub(self, text: str) -> str:
         """``text`` with every upstream secret replaced by ``***``."""
         for secret in self.secrets:
@@ -72,7 +80,14 @@ class Gateway:
                 text = text.replace(secret, "***")
         return text
 
+    def scrubbed(self, error: InterlinguaError) -> InterlinguaError:
+        """``error`` with every secret scrubbed from its message: a copy when there was
+        one to scrub, else ``error`` itself; the error passed in is never changed."""
+        message = self.scrub(error.message)
+        return error if message == error.message else error.with_message(message)
+
     def scrub_bytes(self, body: bytes) -> bytes:
+        """``body`` with every upstream secret replaced by ``***``."""
         for secret in self.secrets:
             raw = secret.encode()
             if raw in body:
@@ -104,7 +119,7 @@ class Gateway:
         self, dialect: Dialect, error: InterlinguaError, request_id: str
     ) -> BytesResponse:
         """The error in the caller's dialect, with Retry-After relayed when known."""
-        error.message = self.scrub(error.message)
+        error = self.scrubbed(error)
         status, body = dialect.render_error(error, request_id)
         headers = [JSON_CT]
         if error.retry_after is not None:
@@ -117,8 +132,7 @@ class Gateway:
 
     def stream_error_bytes(self, dialect: Dialect, request: Request, exc: BaseException) -> bytes:
         """An exception after the first streamed byte, as the dialect's in-band error."""
-        error = exc if isinstance(exc, InterlinguaError) else internal_error(exc)
-        error.message = self.scrub(error.message)
+        error = self.scrubbed(exc) if isinstance(exc, InterlinguaError) else internal_error(exc)
         return dialect.stream_encoder(request).encode(StreamError(error))
 
     # -- generation ---------------------------------------------------------------------
@@ -167,15 +181,17 @@ class Gateway:
             await _aclose(batches)
             raise
         encoder = dialect.stream_encoder(request)
-        scrub = self.scrub
+        scrubbed = self.scrubbed
 
         def encode(batch: list[StreamEvent]) -> tuple[bytes, bool]:
             """One write for everything one upstream read produced; True at an error."""
             out = []
             for event in batch:
                 if isinstance(event, StreamError):
-                    event.error.message = scrub(event.error.message)
-                    out.append(encoder.encode(event))
+                    error = scrubbed(event.error)
+                    out.append(
+                        encoder.encode(event if error is event.error else StreamError(error))
+                    )
                     return b"".join(out), True
                 out.append(encoder.encode(event))
             return b"".join(out), False

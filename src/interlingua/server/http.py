@@ -220,9 +220,11 @@ class StreamResponse:
         except Exception as exc:
             if self.on_error is None:
                 raise
-            body = self.on_error(exc)  # (renders a scrubbed copy of the message)
+            body = self.on_error(exc)  # (renders a scrubbed copy: ``exc`` is left as it is)
             if isinstance(exc, InterlinguaError):  # an upstream fault, not a bug of ours
-                log.warning("stream ended by an error after the first byte: %s", exc.message)
+                # What the client was sent, not ``exc.message``: only the rendered copy
+                # is scrubbed of upstream keys.
+                log.warning("stream ended by an error after the first byte: %r", body)
             else:
                 log.exception("stream failed after the first byte")
             await send({"type": "http.response.body", "body": body, "more_body": True})

@@ -53,7 +53,6 @@ class AnthropicUpstream(HttpUpstream):
             base_url=root,
             url=url,
             headers=merge_headers(ours, headers),
-            api_key=api_key,
             timeout=timeout,
             session=session,
         )

@@ -22,9 +22,10 @@ bodies are ``orjson`` bytes. Failures map onto :mod:`interlingua.errors`:
   both paths: a relayed stream is checked event by event (:mod:`..dialects.relay`);
 * any failure after the first stream event -> one ``StreamError`` event, then the end.
 
-The API key is in the precomputed headers and nowhere else: messages name the upstream
-and its ``base_url`` only, and upstream error bodies are scrubbed of the key before they
-are parsed or relayed (upstreams have been known to echo it back).
+The API key is in the precomputed headers and nowhere else: messages we write name the
+upstream and its ``base_url`` only. What the upstream itself sends is kept as it came,
+even a key it echoes back: the gateway scrubs every upstream key at its exits
+(:meth:`interlingua.server.gateway.Gateway.scrub`, which says why it alone does).
 """
 
 from __future__ import annotations
@@ -118,9 +119,8 @@ def finalize_wire(dialect: str, wire: dict[str, Any], stream: bool) -> dict[str,
 class HttpUpstream(Upstream):
     """An upstream reached over HTTP in one wire dialect. Subclasses pick URL and headers.
 
-    ``headers`` must already hold authentication; ``api_key`` is only kept (as bytes) to
-    scrub it from upstream error bodies. With ``session=None`` the upstream opens its own
-    session on first use and closes it in :meth:`aclose`.
+    ``headers`` must already hold authentication. With ``session=None`` the upstream
+    opens its own session on first use and closes it in :meth:`aclose`.
     """
 
     #: client request headers forwarded on the passthrough path (lowercase)
@@ -134,7 +134,6 @@ class HttpUpstream(Upstream):
         base_url: str,
         url: str,
         headers: Mapping[str, str],
-        api_key: str | None = None,
         timeout: TimeoutConfig | None = None,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
@@ -143,7 +142,6 @@ class HttpUpstream(Upstream):
         self.base_url = base_url
         self.url = url
         self._headers = dict(headers)
-        self._secret = api_key.encode() if api_key else b""
         limits = timeout or TimeoutConfig()
         self.timeout = limits
         # sock_read bounds the silence between two reads, total the whole answer (a
@@ -262,7 +260,7 @@ class HttpUpstream(Upstream):
         """POST ``body`` unchanged; relay status, selected headers and bytes.
 
         A 4xx/5xx answer with a JSON body is returned, not raised (the client speaks the
-        same dialect, so the body can be relayed as is), with the API key scrubbed from it;
+        same dialect, so the body can be relayed as is; the gateway scrubs keys from it);
         one the client could not read (an HTML page), a 3xx, a 2xx that is not the
         dialect's answer, and any transport failure raise (module docstring). A stream is
         relayed through the dialect's :class:`~..dialects.relay.RelayCheck`. Of the
@@ -285,7 +283,6 @@ class HttpUpstream(Upstream):
         if not ok:
             if resp.status < 400:
                 raise self._unexpected_status(resp.status, resp.headers)
-            data = self.scrub(data)
             if _json_object(data) is None:
                 # Not an error body a client of this dialect can read (an HTML page from
                 # a proxy, say): answer with the dialect's own error, status kept.
@@ -324,7 +321,7 @@ class HttpUpstream(Upstream):
         self, headers: Mapping[str, str], data: bytes, wanted: str
     ) -> UpstreamError:
         kind = headers.get("content-type") or "no content type"
-        text = self.scrub(data[:200]).decode("utf-8", "replace").strip()
+        text = data[:200].decode("utf-8", "replace").strip()
         sample = f": {text!r}" if text else " (empty)"
         return UpstreamError(
             f"upstream '{self.name}' at {self.base_url} answered 2xx with {kind} instead of "
@@ -448,13 +445,7 @@ class HttpUpstream(Upstream):
         except _TRANSPORT_ERRORS:
             body = b""
         headers = {k.lower(): v for k, v in resp.headers.items()}
-        return self.codec.parse_error(resp.status, self.scrub(body), headers)
-
-    def scrub(self, data: bytes) -> bytes:
-        """``data`` with every occurrence of the API key replaced by ``***``."""
-        if self._secret and self._secret in data:
-            return data.replace(self._secret, b"***")
-        return data
+        return self.codec.parse_error(resp.status, body, headers)
 
     def transport_error(self, exc: BaseException) -> InterlinguaError:
         """The error for a failure to talk to the upstream at all (no HTTP status)."""

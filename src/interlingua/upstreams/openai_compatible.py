@@ -45,7 +45,6 @@ class OpenAICompatibleUpstream(HttpUpstream):
             base_url=base_url.rstrip("/"),
             url=url,
             headers=merge_headers(ours, headers),
-            api_key=api_key,
             timeout=timeout,
             session=session,
         )
