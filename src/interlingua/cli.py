@@ -14,7 +14,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from importlib import import_module
 
 from .config import Config, ConfigError, config_to_yaml, default_config, fake_config, load_config
 
@@ -36,26 +35,25 @@ def _effective_config(args: argparse.Namespace) -> Config:
 
 def _preflight(config: Config, args: argparse.Namespace) -> None:
     """Raise ConfigError now for what would otherwise kill the app lifespan with a
-    traceback (uvicorn prints it and exits 3): an unset ``api_key_env``, or a ``local``
-    upstream without the ``local`` extra installed."""
-    from .upstreams import LOCAL_EXTRA_HINT
+    traceback (uvicorn prints it and exits 3): a ``local`` upstream without the ``local``
+    extra installed, an entry its kind refuses, or an unset ``api_key_env``."""
+    from .upstreams import require_local_engine
 
     for cfg in config.upstreams.values():
-        cfg.api_key()
         if cfg.kind != "local":
             continue
-        module = "interlingua.upstreams.local"
         try:
-            import_module(module)  # the same import the ``local`` factory does first
-        except ModuleNotFoundError as exc:
-            missing = f" (missing module: {exc.name})" if exc.name and exc.name != module else ""
-            hint = ""
-            if not args.config and not args.fake:
-                hint = (
-                    "; with no --config, serve runs the bundled local model "
-                    "(or try --config FILE, or --fake for a demo)"
-                )
-            raise ConfigError(f"upstreams.{cfg.name}: {LOCAL_EXTRA_HINT}{missing}{hint}") from None
+            require_local_engine(cfg.name)
+        except ConfigError as exc:
+            if args.config or args.fake:
+                raise
+            raise ConfigError(
+                f"{exc}; with no --config, serve runs the bundled local model "
+                "(or try --config FILE, or --fake for a demo)"
+            ) from None
+    _check_config(config, args)
+    for cfg in config.upstreams.values():
+        cfg.api_key()
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -63,6 +61,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError("--workers must be at least 1")
     config = _effective_config(args)
     if args.print_config:
+        _check_config(config, args)
         sys.stdout.write(config_to_yaml(config))
         return 0
     _preflight(config, args)
@@ -82,8 +81,22 @@ def _serve(args: argparse.Namespace) -> int:
     return run(config, workers=args.workers, log_level=args.log_level)
 
 
+def _check_config(config: Config, args: argparse.Namespace) -> None:
+    """The kinds' half of validation (config.py checks only what every entry shares);
+    errors name the file, as load_config's do."""
+    from .upstreams import check_config
+
+    try:
+        check_config(config)
+    except ConfigError as exc:
+        if args.fake or not args.config:
+            raise
+        raise ConfigError(f"{args.config}: {exc}") from None
+
+
 def _models(args: argparse.Namespace) -> int:
     config = _effective_config(args)
+    _check_config(config, args)
     for model in config.models:
         if model.name == "*":
             continue

@@ -32,9 +32,14 @@ Every validation failure raises :class:`ConfigError` naming the offending path, 
 never written in the file: ``api_key_env`` names an environment variable, read when the
 upstream is built (:meth:`UpstreamConfig.api_key`).
 
-Keys an upstream entry has beyond the common ones land in ``UpstreamConfig.options``
-(kind-specific settings, e.g. ``wire`` for ``fake``); for the HTTP kinds, whose options
-are known, an unknown key is a typo and is rejected with a suggestion.
+This module checks the shape every upstream entry shares (a ``kind`` string, ``base_url``,
+``api_key_env``, ``headers``, ``timeout``); every other key of an entry lands in
+``UpstreamConfig.options`` unchecked. What a kind accepts there (``bundled`` and
+``n_ctx`` for ``local``, ``wire`` for ``fake``, ``base_url`` being required for
+``openai``) belongs to the kind: :func:`interlingua.upstreams.check_config` runs each
+kind's check, and rejects kinds nobody registered. This module imports nothing of ours,
+so a kind's module may import it; its small validators (:func:`expect_str` and friends)
+are public for kinds to use.
 """
 
 from __future__ import annotations
@@ -50,8 +55,7 @@ from typing import Any
 import yaml
 
 __all__ = [
-    "BUILTIN_KINDS",
-    "BUNDLED_MODELS",
+    "COMMON_UPSTREAM_KEYS",
     "REDACTED",
     "WILDCARD",
     "Config",
@@ -63,49 +67,30 @@ __all__ = [
     "UpstreamConfig",
     "config_to_yaml",
     "default_config",
+    "describe",
+    "expect_bool",
+    "expect_int",
+    "expect_positive_int",
+    "expect_str",
     "fake_config",
     "load_config",
     "parse_config",
+    "reject_unknown",
 ]
 
-#: The upstream kinds this package ships (outside packages may register more).
-BUILTIN_KINDS: tuple[str, ...] = ("openai", "anthropic", "local", "fake")
 #: A model entry with this name catches every model name not listed elsewhere.
 WILDCARD = "*"
 #: What ``--print-config`` writes instead of a client key; refused on load so that a
 #: pasted printout fails loudly instead of accepting the literal placeholder as a key.
 REDACTED = "<redacted>"
+#: The keys every upstream entry may have, whatever its kind; the rest are its options.
+COMMON_UPSTREAM_KEYS: tuple[str, ...] = ("kind", "base_url", "api_key_env", "headers", "timeout")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_COMMON_UPSTREAM_KEYS = (
-    "kind",
-    "base_url",
-    "api_key_env",
-    "headers",
-    "timeout",
-    "bundled",
-    "path",
-)
-# Kind-specific keys for the kinds we know; None = anything goes (outside kinds define
-# their own settings in their package).
-_KIND_OPTIONS: dict[str, tuple[str, ...] | None] = {
-    "openai": (),
-    "anthropic": (),
-    "fake": ("wire", "chunk_size"),
-    # The local engine (upstreams/local): context size, CPU threads, how many requests
-    # may wait for the one model instance, a chat template overriding the GGUF's own,
-    # and the text processing of its output.
-    "local": (
-        "n_ctx",
-        "n_threads",
-        "max_queue",
-        "chat_template",
-        "think_tags",
-        "text_tool_calls",
-    ),
-}
-#: Models that ship inside an installed package, usable as ``bundled: <name>``.
-BUNDLED_MODELS: tuple[str, ...] = ("smollm2",)
+# What the default config serves: a model the ``local`` kind bundles. Plain data here
+# (this module imports no upstream); the local kind knows which names exist
+# (upstreams/local/kind.py), and a test pins that it knows this one.
+_DEFAULT_BUNDLED = "smollm2"
 
 
 class ConfigError(ValueError):
@@ -150,7 +135,11 @@ class TimeoutConfig:
 
 @dataclass(frozen=True, slots=True)
 class UpstreamConfig:
-    """How to reach one upstream. ``headers`` and ``options`` must not be mutated."""
+    """How to reach one upstream. ``headers`` and ``options`` must not be mutated.
+
+    ``options`` holds the entry's kind-specific keys as written (e.g. ``bundled`` and
+    ``n_ctx`` for ``local``), checked by the kind (:func:`interlingua.upstreams.check_config`).
+    """
 
     name: str
     kind: str
@@ -158,8 +147,6 @@ class UpstreamConfig:
     api_key_env: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     timeout: TimeoutConfig = field(default_factory=TimeoutConfig)
-    bundled: str | None = None
-    path: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def api_key(self) -> str | None:
@@ -220,10 +207,10 @@ class Config:
 
 
 def _default_upstreams_and_models() -> tuple[dict[str, UpstreamConfig], tuple[ModelConfig, ...]]:
-    upstream = UpstreamConfig(name="local", kind="local", bundled="smollm2")
+    upstream = UpstreamConfig(name="local", kind="local", options={"bundled": _DEFAULT_BUNDLED})
     models = (
-        ModelConfig(name="smollm2", upstream="local", model="smollm2"),
-        ModelConfig(name="default", upstream="local", model="smollm2"),
+        ModelConfig(name=_DEFAULT_BUNDLED, upstream="local", model=_DEFAULT_BUNDLED),
+        ModelConfig(name="default", upstream="local", model=_DEFAULT_BUNDLED),
     )
     return {"local": upstream}, models
 
@@ -276,7 +263,7 @@ def parse_config(data: Any) -> Config:
     bundled local model); giving one without the other is an error.
     """
     root = _mapping(data, "config")
-    _reject_unknown(root, ("server", "upstreams", "models"), "config")
+    reject_unknown(root, ("server", "upstreams", "models"), "config")
     server = _parse_server(root.get("server"))
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
@@ -294,20 +281,20 @@ def _parse_server(data: Any) -> ServerConfig:
     if data is None:
         return ServerConfig()
     raw = _mapping(data, "server")
-    _reject_unknown(raw, _SERVER_KEYS, "server")
+    reject_unknown(raw, _SERVER_KEYS, "server")
     defaults = ServerConfig()
-    host = _str(raw.get("host", defaults.host), "server.host")
-    port = _int(raw.get("port", defaults.port), "server.port")
+    host = expect_str(raw.get("host", defaults.host), "server.host")
+    port = expect_int(raw.get("port", defaults.port), "server.port")
     if not 0 <= port <= 65535:
         raise ConfigError(f"server.port: must be between 0 and 65535, got {port}")
     max_body = _positive(raw.get("max_body_mb", defaults.max_body_mb), "server.max_body_mb")
     keys_raw = raw.get("api_keys") or []
     if not isinstance(keys_raw, list):
-        raise ConfigError(f"server.api_keys: expected a list of strings, got {_kind(keys_raw)}")
+        raise ConfigError(f"server.api_keys: expected a list of strings, got {describe(keys_raw)}")
     keys: list[str] = []
     for i, key in enumerate(keys_raw):
         where = f"server.api_keys[{i}]"
-        key = _str(key, where)
+        key = expect_str(key, where)
         if key == REDACTED:
             raise ConfigError(f"{where}: {REDACTED} is a placeholder from --print-config")
         keys.append(key)
@@ -337,10 +324,10 @@ def _server_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
             limits[key] = _positive(raw[key], f"server.{key}")
     for key in _LIMIT_COUNTS:
         if key in raw:
-            limits[key] = _positive_int(raw[key], f"server.{key}")
+            limits[key] = expect_positive_int(raw[key], f"server.{key}")
     cap = raw.get("max_connections", "auto")
     if cap is not None and cap != "auto":
-        limits["max_connections"] = _positive_int(cap, "server.max_connections")
+        limits["max_connections"] = expect_positive_int(cap, "server.max_connections")
     return limits
 
 
@@ -349,7 +336,8 @@ def _parse_upstreams(data: Any) -> dict[str, UpstreamConfig]:
     if not raw:
         raise ConfigError("upstreams: at least one upstream is required")
     return {
-        _str(name, "upstreams"): _parse_upstream(str(name), value) for name, value in raw.items()
+        expect_str(name, "upstreams"): _parse_upstream(str(name), value)
+        for name, value in raw.items()
     }
 
 
@@ -361,83 +349,28 @@ def _parse_upstream(name: str, data: Any) -> UpstreamConfig:
             f"{where}.api_key: keys are never written in the config; put the key in an "
             "environment variable and name it in api_key_env"
         )
-    kind = _str(raw.get("kind"), f"{where}.kind") if "kind" in raw else None
-    if kind is None:
-        raise ConfigError(f"{where}.kind: required (one of {', '.join(_known_kinds())})")
-    if kind not in _known_kinds():
+    if "kind" not in raw:
         raise ConfigError(
-            f"{where}.kind: unknown kind {kind!r} (known: {', '.join(_known_kinds())})"
+            f"{where}.kind: required (the kind of server, e.g. openai; see docs/config.md)"
         )
-    options = {k: v for k, v in raw.items() if k not in _COMMON_UPSTREAM_KEYS}
-    allowed = _KIND_OPTIONS.get(kind)
-    if allowed is not None:
-        _reject_unknown(options, allowed, where, also=_COMMON_UPSTREAM_KEYS)
     base_url = _opt_str(raw.get("base_url"), f"{where}.base_url")
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"{where}.base_url: must start with http:// or https://")
-    if kind == "openai" and base_url is None:
-        raise ConfigError(f"{where}.base_url: required for kind openai")
     api_key_env = _opt_str(raw.get("api_key_env"), f"{where}.api_key_env")
     if api_key_env is not None and not _ENV_NAME.match(api_key_env):
         raise ConfigError(
             f"{where}.api_key_env: {api_key_env!r} is not an environment variable name "
             "(it names the variable holding the key, not the key itself)"
         )
-    cfg = UpstreamConfig(
+    return UpstreamConfig(
         name=name,
-        kind=kind,
+        kind=expect_str(raw["kind"], f"{where}.kind"),
         base_url=base_url,
         api_key_env=api_key_env,
         headers=_parse_headers(raw.get("headers"), f"{where}.headers"),
         timeout=_parse_timeout(raw.get("timeout"), f"{where}.timeout"),
-        bundled=_opt_str(raw.get("bundled"), f"{where}.bundled"),
-        path=_opt_str(raw.get("path"), f"{where}.path"),
-        options=options,
+        options={k: v for k, v in raw.items() if k not in COMMON_UPSTREAM_KEYS},
     )
-    _check_kind_fields(cfg, where)
-    return cfg
-
-
-def _check_kind_fields(cfg: UpstreamConfig, where: str) -> None:
-    if cfg.kind == "local":
-        if cfg.bundled is None and cfg.path is None:
-            raise ConfigError(f"{where}: kind local needs bundled (e.g. smollm2) or path")
-        if cfg.bundled is not None and cfg.path is not None:
-            raise ConfigError(f"{where}: give bundled or path, not both")
-        if cfg.bundled is not None and cfg.bundled not in BUNDLED_MODELS:
-            raise ConfigError(
-                f"{where}.bundled: unknown bundled model {cfg.bundled!r} "
-                f"(known: {', '.join(BUNDLED_MODELS)})"
-            )
-        _check_local_options(cfg.options, where)
-    elif cfg.kind in BUILTIN_KINDS:
-        for key in ("bundled", "path"):
-            if getattr(cfg, key) is not None:
-                raise ConfigError(f"{where}.{key}: only for kind local")
-    if cfg.kind == "fake":
-        wire = cfg.options.get("wire")
-        if wire is not None and wire not in ("openai", "anthropic"):
-            raise ConfigError(f"{where}.wire: must be openai or anthropic, got {wire!r}")
-        size = cfg.options.get("chunk_size")
-        if size is not None:
-            _positive_int(size, f"{where}.chunk_size")
-
-
-def _check_local_options(options: Mapping[str, Any], where: str) -> None:
-    for key in ("n_ctx", "n_threads"):
-        if key in options:
-            _positive_int(options[key], f"{where}.{key}")
-    if "n_ctx" in options and options["n_ctx"] < 16:
-        raise ConfigError(f"{where}.n_ctx: must be at least 16, got {options['n_ctx']}")
-    if "max_queue" in options:
-        queue = _int(options["max_queue"], f"{where}.max_queue")
-        if queue < 0:
-            raise ConfigError(f"{where}.max_queue: must be 0 or more, got {queue}")
-    if "chat_template" in options:
-        _str(options["chat_template"], f"{where}.chat_template")
-    for key in ("think_tags", "text_tool_calls"):
-        if key in options and not isinstance(options[key], bool):
-            raise ConfigError(f"{where}.{key}: expected true or false, got {_kind(options[key])}")
 
 
 def _parse_headers(data: Any, where: str) -> dict[str, str]:
@@ -447,7 +380,7 @@ def _parse_headers(data: Any, where: str) -> dict[str, str]:
     headers: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise ConfigError(f"{where}.{key}: expected a string, got {_kind(value)}")
+            raise ConfigError(f"{where}.{key}: expected a string, got {describe(value)}")
         headers[str(key)] = str(value)
     return headers
 
@@ -456,7 +389,7 @@ def _parse_timeout(data: Any, where: str) -> TimeoutConfig:
     if data is None:
         return TimeoutConfig()
     raw = _mapping(data, where)
-    _reject_unknown(raw, ("connect", "read", "total"), where)
+    reject_unknown(raw, ("connect", "read", "total"), where)
     defaults = TimeoutConfig()
     return TimeoutConfig(
         connect=_positive(raw.get("connect", defaults.connect), f"{where}.connect"),
@@ -467,7 +400,7 @@ def _parse_timeout(data: Any, where: str) -> TimeoutConfig:
 
 def _parse_models(data: Any, upstreams: dict[str, UpstreamConfig]) -> tuple[ModelConfig, ...]:
     if not isinstance(data, list):
-        raise ConfigError(f"models: expected a list, got {_kind(data)}")
+        raise ConfigError(f"models: expected a list, got {describe(data)}")
     if not data:
         raise ConfigError("models: at least one model is required")
     return tuple(_parse_model(item, f"models[{i}]", upstreams) for i, item in enumerate(data))
@@ -475,13 +408,13 @@ def _parse_models(data: Any, upstreams: dict[str, UpstreamConfig]) -> tuple[Mode
 
 def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) -> ModelConfig:
     raw = _mapping(data, where)
-    _reject_unknown(raw, ("name", "upstream", "model", "options"), where)
+    reject_unknown(raw, ("name", "upstream", "model", "options"), where)
     if "name" not in raw:
         raise ConfigError(f"{where}.name: required")
-    name = _str(raw["name"], f"{where}.name")
+    name = expect_str(raw["name"], f"{where}.name")
     if "upstream" not in raw:
         raise ConfigError(f"{where}.upstream: required (known: {', '.join(upstreams)})")
-    upstream = _str(raw["upstream"], f"{where}.upstream")
+    upstream = expect_str(raw["upstream"], f"{where}.upstream")
     if upstream not in upstreams:
         raise ConfigError(
             f"{where}.upstream: unknown upstream {upstream!r} (known: {', '.join(upstreams)})"
@@ -499,12 +432,10 @@ def _parse_model_options(data: Any, where: str) -> ModelOptions:
     if data is None:
         return ModelOptions()
     raw = _mapping(data, where)
-    _reject_unknown(raw, ("think_tags", "text_tool_calls"), where)
+    reject_unknown(raw, ("think_tags", "text_tool_calls"), where)
     values: dict[str, bool] = {}
     for key, value in raw.items():
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}.{key}: expected true or false, got {_kind(value)}")
-        values[str(key)] = value
+        values[str(key)] = expect_bool(value, f"{where}.{key}")
     return ModelOptions(**values)
 
 
@@ -536,13 +467,16 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
 
 def _upstream_doc(cfg: UpstreamConfig) -> dict[str, Any]:
     doc: dict[str, Any] = {"kind": cfg.kind}
-    for key in ("base_url", "api_key_env", "bundled", "path"):
+    for key in ("base_url", "api_key_env"):
         value = getattr(cfg, key)
         if value is not None:
             doc[key] = value
     if cfg.headers:
         doc["headers"] = dict(cfg.headers)
-    if cfg.kind not in ("local", "fake") or cfg.timeout != TimeoutConfig():
+    # The timeout shows whenever it is set, and for an HTTP upstream (one with a URL or a
+    # key) even at its defaults: those bound every request it gets. Not for an in-process
+    # or scripted one, whose entry names neither and which never waits on a socket.
+    if cfg.timeout != TimeoutConfig() or cfg.base_url or cfg.api_key_env:
         timeout = cfg.timeout
         doc["timeout"] = {"connect": timeout.connect, "read": timeout.read, "total": timeout.total}
     doc.update(cfg.options)
@@ -564,15 +498,8 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
 # --- small validators -------------------------------------------------------------------
 
 
-def _known_kinds() -> list[str]:
-    # Imported late: the registry imports this module, and outside packages may have
-    # registered kinds of their own by the time a config is parsed.
-    from .upstreams import known_kinds
-
-    return known_kinds()
-
-
-def _kind(value: Any) -> str:
+def describe(value: Any) -> str:
+    """What ``value`` is, for a message: "a string", "a list", "null"."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -590,13 +517,15 @@ def _kind(value: Any) -> str:
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {_kind(value)}")
+        raise ConfigError(f"{where}: expected a mapping, got {describe(value)}")
     return value
 
 
-def _reject_unknown(
+def reject_unknown(
     raw: Mapping[str, Any], known: tuple[str, ...], where: str, also: tuple[str, ...] = ()
 ) -> None:
+    """ConfigError for the first key of ``raw`` in neither ``known`` nor ``also``, with the
+    closest known key as a suggestion (a typo is the usual cause)."""
     candidates = [*known, *also]
     for key in raw:
         if key in candidates:
@@ -606,32 +535,42 @@ def _reject_unknown(
         raise ConfigError(f"{where}: unknown key {key!r} ({hint})")
 
 
-def _str(value: Any, where: str) -> str:
+def expect_str(value: Any, where: str) -> str:
+    """``value`` if it is a non-empty string, else ConfigError naming ``where``."""
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: expected a non-empty string, got {_kind(value)}")
+        raise ConfigError(f"{where}: expected a non-empty string, got {describe(value)}")
     return value
 
 
 def _opt_str(value: Any, where: str) -> str | None:
-    return None if value is None else _str(value, where)
+    return None if value is None else expect_str(value, where)
 
 
-def _int(value: Any, where: str) -> int:
+def expect_int(value: Any, where: str) -> int:
+    """``value`` if it is an integer (not a boolean), else ConfigError naming ``where``."""
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"{where}: expected an integer, got {_kind(value)}")
+        raise ConfigError(f"{where}: expected an integer, got {describe(value)}")
     return value
 
 
 def _positive(value: Any, where: str) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool):
-        raise ConfigError(f"{where}: expected a positive number, got {_kind(value)}")
+        raise ConfigError(f"{where}: expected a positive number, got {describe(value)}")
     if value <= 0:
         raise ConfigError(f"{where}: expected a positive number, got {value!r}")
     return value
 
 
-def _positive_int(value: Any, where: str) -> int:
-    number = _int(value, where)
+def expect_positive_int(value: Any, where: str) -> int:
+    """``value`` if it is an integer above 0, else ConfigError naming ``where``."""
+    number = expect_int(value, where)
     if number <= 0:
         raise ConfigError(f"{where}: expected a positive integer, got {number!r}")
     return number
+
+
+def expect_bool(value: Any, where: str) -> bool:
+    """``value`` if it is true or false, else ConfigError naming ``where``."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {describe(value)}")
+    return value

@@ -125,6 +125,24 @@ def test_invalid_config_names_the_bad_key(
     assert "server: unknown key 'prot'" in err and "port" in err
 
 
+@pytest.mark.parametrize("command", ["serve", "serve --print-config", "models"])
+def test_an_entry_its_kind_refuses_is_a_config_error_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # config.py leaves kind-specific keys to the kinds; every command runs their checks.
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "upstreams:\n  f: {kind: fake, wire: grpc}\nmodels:\n  - {name: m, upstream: f}\n",
+        encoding="utf-8",
+    )
+    assert main([*command.split(), "-c", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"interlingua: config error: {path}: upstreams.f.wire: must be openai or anthropic, "
+        "got 'grpc'\n"
+    )
+
+
 def test_unset_api_key_env_is_a_clear_error_before_serving(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

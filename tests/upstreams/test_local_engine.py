@@ -30,8 +30,8 @@ from interlingua.upstreams.local.engine import (
     Job,
     LlamaEngine,
     Sampling,
-    bundled_model_path,
 )
+from interlingua.upstreams.local.kind import bundled_model_path
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 #: Forced as the whole answer, it leaves the model no way to stop (end of turn) before

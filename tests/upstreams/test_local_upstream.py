@@ -40,7 +40,8 @@ from interlingua.core import (
 from interlingua.errors import InvalidRequestError, OverloadedError, UpstreamError
 from interlingua.upstreams import build_upstream
 from interlingua.upstreams.local import LocalUpstream, create_upstream
-from interlingua.upstreams.local.engine import Finish, Job, LlamaEngine, bundled_model_path
+from interlingua.upstreams.local.engine import Finish, Job, LlamaEngine
+from interlingua.upstreams.local.kind import bundled_model_path
 from interlingua.upstreams.local.prompt import chat_messages
 
 QUESTION = "What is the capital of France?"
@@ -205,7 +206,7 @@ async def test_a_waiting_request_runs_when_the_model_frees(local: LocalUpstream)
 
 @pytest.fixture(scope="module")
 def small() -> Iterator[LocalUpstream]:
-    cfg = UpstreamConfig(name="small", kind="local", bundled="smollm2", options={"n_ctx": 64})
+    cfg = UpstreamConfig(name="small", kind="local", options={"bundled": "smollm2", "n_ctx": 64})
     upstream = create_upstream(cfg, None)
     yield upstream
     upstream.engine.close()
@@ -236,7 +237,7 @@ async def test_the_model_loads_lazily_without_start(small: LocalUpstream) -> Non
     # `small` was built by the registry's factory and never started.
     assert small.engine.loaded  # loaded by the earlier tests' first request
     fresh = create_upstream(
-        UpstreamConfig(name="f", kind="local", bundled="smollm2", options={"n_ctx": 64}), None
+        UpstreamConfig(name="f", kind="local", options={"bundled": "smollm2", "n_ctx": 64}), None
     )
     assert not fresh.engine.loaded
     assert await fresh.count_tokens(ask()) > 10
@@ -252,8 +253,8 @@ def test_from_config_takes_the_local_options() -> None:
     cfg = UpstreamConfig(
         name="smol",
         kind="local",
-        bundled="smollm2",
         options={
+            "bundled": "smollm2",
             "n_ctx": 1024,
             "n_threads": 3,
             "max_queue": 2,
@@ -273,14 +274,16 @@ def test_from_config_takes_the_local_options() -> None:
 
 
 def test_from_config_defaults() -> None:
-    upstream = create_upstream(UpstreamConfig(name="l", kind="local", bundled="smollm2"), None)
+    upstream = create_upstream(
+        UpstreamConfig(name="l", kind="local", options={"bundled": "smollm2"}), None
+    )
     assert upstream.engine.n_ctx == 8192
     assert upstream.slot.max_queue == 16
     assert (upstream.think_tags, upstream.text_tool_calls) == (False, True)
 
 
 def test_a_missing_model_file_is_a_config_error() -> None:
-    cfg = UpstreamConfig(name="l", kind="local", path="/no/such/model.gguf")
+    cfg = UpstreamConfig(name="l", kind="local", options={"path": "/no/such/model.gguf"})
     with pytest.raises(ConfigError, match=r"upstreams\.l\.path: no such model file"):
         create_upstream(cfg, None)
 

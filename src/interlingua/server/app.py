@@ -38,7 +38,7 @@ from ..errors import (
     NotFoundError,
 )
 from ..routing import Router
-from ..upstreams import build_upstreams
+from ..upstreams import build_upstreams, check_config
 from ..upstreams.base import Upstream
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
@@ -234,6 +234,7 @@ def create_app(
     ``session`` replaces the app-owned aiohttp session; ``drain`` is the shutdown state
     the server's connection guard sets (server/serve.py; default: one never set).
     """
+    check_config(config)  # the kinds' half of validation: refuse a bad entry before serving
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
     # Without injected upstreams the router is rebuilt in the lifespan, once the pooled
     # session (which must be created inside the running event loop) exists.

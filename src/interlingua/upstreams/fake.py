@@ -30,7 +30,7 @@ from typing import TypeAlias
 
 import orjson
 
-from ..config import UpstreamConfig
+from ..config import ConfigError, UpstreamConfig, expect_positive_int
 from ..core import (
     Request,
     Response,
@@ -49,13 +49,23 @@ from ..errors import InterlinguaError
 from .base import RawResponse, Upstream
 from .http import finalize_wire
 
-__all__ = ["FakeItem", "FakeUpstream", "echo_response"]
+__all__ = ["FakeItem", "FakeUpstream", "check_options", "echo_response"]
 
 Answer: TypeAlias = Response | list[StreamEvent] | InterlinguaError
 FakeItem: TypeAlias = Answer | Callable[[Request], Answer]
 
 _FAKE_REQUEST_ID = "req_fake"
 _PASSTHROUGH_PIECES = 3
+
+
+def check_options(cfg: UpstreamConfig, where: str) -> None:
+    """The registry's check of a ``fake`` entry: ``wire`` and ``chunk_size``."""
+    wire = cfg.options.get("wire")
+    if wire is not None and wire not in ("openai", "anthropic"):
+        raise ConfigError(f"{where}.wire: must be openai or anthropic, got {wire!r}")
+    size = cfg.options.get("chunk_size")
+    if size is not None:
+        expect_positive_int(size, f"{where}.chunk_size")
 
 
 def echo_response(request: Request) -> Response:
@@ -101,7 +111,7 @@ class FakeUpstream(Upstream):
 
     @classmethod
     def from_config(cls, cfg: UpstreamConfig) -> FakeUpstream:
-        """Build from config (options ``wire`` and ``chunk_size``)."""
+        """Build from config (options ``wire`` and ``chunk_size``, see :func:`check_options`)."""
         return cls(
             cfg.name, wire=cfg.options.get("wire"), chunk_size=cfg.options.get("chunk_size", 4)
         )

