@@ -15,6 +15,7 @@ from .events import (
     StreamEvent,
     StreamStart,
     TextDelta,
+    aclose_iterator,
 )
 from .fold import Folder, fold
 from .parts import (
@@ -64,6 +65,7 @@ __all__ = [
     "ToolSpec",
     "UnknownPart",
     "Usage",
+    "aclose_iterator",
     "fold",
     "unfold",
 ]

@@ -88,3 +88,12 @@ class StreamError:
 
 Delta: TypeAlias = TextDelta | ReasoningDelta | SignatureDelta | ArgumentsDelta
 StreamEvent: TypeAlias = StreamStart | BlockStart | Delta | BlockStop | StreamEnd | StreamError
+
+
+async def aclose_iterator(events: object) -> None:
+    """Close an async iterator (of events, batches or bytes) if it can be closed (an async generator can; a plain
+    iterator has nothing to release). Call it in ``finally`` wherever a stream is left
+    early, so the upstream's ``finally`` runs now rather than at garbage collection."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -24,7 +24,7 @@ import orjson
 from starlette.types import Receive
 
 from ..config import Config, ModelOptions
-from ..core import Request, StreamError, StreamEvent
+from ..core import Request, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, encode_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
@@ -113,7 +113,7 @@ class Gateway:
             if held:
                 yield held
         finally:
-            await _aclose(chunks)
+            await aclose_iterator(chunks)
 
     def error_response(
         self, dialect: Dialect, error: InterlinguaError, request_id: str
@@ -178,7 +178,7 @@ class Gateway:
         except StopAsyncIteration:
             raise UpstreamError("upstream closed the stream without sending anything") from None
         except BaseException:
-            await _aclose(batches)
+            await aclose_iterator(batches)
             raise
         encoder = dialect.stream_encoder(request)
         scrubbed = self.scrubbed
@@ -212,7 +212,7 @@ class Gateway:
         return StreamResponse(
             self._scrub_stream(chunks()) if self.secrets else chunks(),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
-            aclose=lambda: _aclose(batches),
+            aclose=lambda: aclose_iterator(batches),
             ping=encoder.ping(),
         )
 
@@ -246,7 +246,7 @@ class Gateway:
         try:
             first = await anext(chunks, b"")
         except BaseException:
-            await _aclose(chunks)
+            await aclose_iterator(chunks)
             await answer.aclose()
             raise
         ping = _PINGS.get(dialect.name)
@@ -339,12 +339,6 @@ def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
 def internal_error(exc: BaseException) -> UpstreamError:
     """A bug or an unexpected failure, as an error safe to show (no internals leaked)."""
     return UpstreamError(f"internal gateway error ({type(exc).__name__})", status=500)
-
-
-async def _aclose(events: AsyncIterator[Any]) -> None:
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 __all__ = ["Gateway", "internal_error"]

@@ -16,6 +16,7 @@ import orjson
 from starlette.requests import Request as HTTPRequest
 from starlette.types import Receive, Scope, Send
 
+from ..core import aclose_iterator
 from ..errors import InterlinguaError, InvalidRequestError, RequestTooLargeError
 from .drain import Drain, shutting_down_error
 from .keepalive import Ticker
@@ -185,9 +186,7 @@ class StreamResponse:
         finally:
             state["done"] = True
             watcher.cancel()
-            aclose = getattr(self.chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await aclose_iterator(self.chunks)
             if self.aclose is not None:
                 await self.aclose()
 

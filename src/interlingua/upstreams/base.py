@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import Request, Response, StreamEvent
+from ..core import Request, Response, StreamEvent, aclose_iterator
 
 
 @dataclass(slots=True)
@@ -84,9 +84,7 @@ class Upstream:
             async for event in events:
                 yield [event]
         finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await aclose_iterator(events)
 
     async def passthrough(
         self, body: bytes, stream: bool, headers: Mapping[str, str]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from ..config import ModelOptions
-from ..core import Request, Response, StreamEvent
+from ..core import Request, Response, StreamEvent, aclose_iterator
 from ..text.events import TextProcessing, TextProcessingStream, process_response
 from ..text.tool_prompt import apply_text_tools
 from .base import Upstream
@@ -62,9 +62,7 @@ class TextOptionsUpstream(Upstream):
             for out in processor.flush():
                 yield out
         finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await aclose_iterator(events)
 
     async def count_tokens(self, request: Request) -> int | None:
         sent, _ = self._prepare(request)
