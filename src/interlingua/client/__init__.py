@@ -10,13 +10,15 @@
         result = await client.chat(["What is in this picture?", Path("cat.jpg")])
         print(result.text, result.usage)
 
-Modules: ``_async`` (AsyncClient and its transport), ``_sync`` (Client), ``_stream``
-(ChatStream), ``_inputs`` (prompt forms, images), ``_outputs`` (ChatResult, usage, JSON),
-``_tools`` (the agent loop), ``_errors`` (typed exceptions), ``_build`` (argument forms).
+Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
+``_transport`` (the HTTP seam: aiohttp session, endpoint, failure mapping), ``_policy``
+(retries and rate limits), ``_inputs`` (prompt forms, images), ``_outputs`` (ChatResult,
+usage, JSON), ``_tools`` (the agent loop), ``_errors`` (typed exceptions), ``_build``
+(argument forms).
 """
 
 from ..limits import RateLimit, RateLimiter
-from ._async import AsyncClient, CallOptions, RawReply
+from ._async import AsyncClient, RawReply
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -34,6 +36,7 @@ from ._errors import (
 )
 from ._inputs import InputError, detect_image_type
 from ._outputs import (
+    CallOptions,
     ChatResult,
     JSONExtractionError,
     StructuredOutputError,

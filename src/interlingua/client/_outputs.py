@@ -24,6 +24,7 @@ import orjson
 from ..core import Message, Response, StopReason, ToolCallPart, Usage
 
 __all__ = [
+    "CallOptions",
     "ChatResult",
     "JSONExtractionError",
     "StructuredOutputError",
@@ -53,6 +54,15 @@ class ToolArgumentsError(ValueError):
 
 class StructuredOutputError(ValueError):
     """The answer's JSON does not validate against the requested pydantic model."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """Per-call result handling: ``think_tags``, and structured parsing (+ pydantic class)."""
+
+    think_tags: bool = False
+    structured: bool = False
+    model_class: Any = None
 
 
 # --- usage -------------------------------------------------------------------------------

@@ -22,11 +22,9 @@ the token reservation is settled with the final usage.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 
 from ..core import (
@@ -38,37 +36,43 @@ from ..core import (
     TextDelta,
 )
 from ..core.fold import Folder
-from ..dialects import EventDecoder
+from ..dialects import Dialect, EventDecoder
+from ..limits import Slot
 from ._errors import APIConnectionError, APIError, error_from_stream
-from ._outputs import ChatResult, validate_structured
-
-if TYPE_CHECKING:
-    from ..limits import Slot
-    from ._async import AsyncClient, CallOptions
+from ._outputs import CallOptions, ChatResult, validate_structured
+from ._policy import Policy
+from ._transport import Answer, Transport, request_id
 
 __all__ = ["ChatStream"]
 
-_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
-
 
 class ChatStream:
-    """One streaming call (single use). Iterate for events; see the module doc."""
+    """One streaming call (single use). Iterate for events; see the module doc.
+
+    Made by :meth:`AsyncClient.stream`: ``prepare`` builds the request, ``codec`` renders
+    and decodes it, ``policy`` retries the opening under the rate limits, ``transport``
+    sends it.
+    """
 
     def __init__(
         self,
-        client: AsyncClient,
+        transport: Transport,
+        codec: Dialect,
+        policy: Policy,
         prepare: Callable[[], Awaitable[tuple[Request, CallOptions]]],
     ) -> None:
-        self._client = client
+        self._transport = transport
+        self._codec = codec
+        self._policy = policy
         self._prepare = prepare
         self._stack = contextlib.AsyncExitStack()
-        self._resp: aiohttp.ClientResponse | None = None
+        self._answer: Answer | None = None
         self._slot: Slot | None = None
         self._first = b""
         self._request: Request | None = None
         self._options: CallOptions | None = None
         self._folder = Folder()
-        self._events: AsyncIterator[StreamEvent] | None = None
+        self._events: AsyncGenerator[StreamEvent, None] | None = None
         self._count = 0
         self._closed = False
         #: the folded answer, once the stream has ended
@@ -82,11 +86,10 @@ class ChatStream:
         request, options = await self._prepare()
         self._request = replace(request, stream=True)
         self._options = options
-        client = self._client
-        body = orjson.dumps(client._render(self._request))
-        estimate = client._estimate(self._request)
+        body = orjson.dumps(self._codec.render_request(self._request))
+        estimate = self._policy.estimate(self._request)
         try:
-            await client._retrying(lambda: self._open(body, estimate), "stream")
+            await self._policy.retrying(lambda: self._open(body, estimate), "stream")
         except BaseException:
             await self.aclose()
             raise
@@ -94,26 +97,26 @@ class ChatStream:
 
     async def _open(self, body: bytes, estimate: int) -> None:
         """One attempt: a slot, the response headers and the first bytes, or raise."""
-        client = self._client
+        transport = self._transport
         attempt = contextlib.AsyncExitStack()
         try:
-            self._slot = await attempt.enter_async_context(client._slot(estimate))
-            resp = await client._open(body)
-            attempt.callback(_finish, resp)
-            self.request_id = _request_id(resp.headers)
+            self._slot = await attempt.enter_async_context(self._policy.slot(estimate))
+            answer = await transport.open(body)
+            attempt.callback(answer.finish)
+            self.request_id = request_id(answer.headers)
             try:
-                first = await resp.content.readany()
-            except _TRANSPORT_ERRORS as exc:
-                raise client._transport_error(exc) from exc
+                first = await answer.readany()
+            except transport.errors as exc:
+                raise transport.transport_error(exc) from exc
             if not first:
                 raise APIConnectionError(
-                    f"{client.base_url} accepted the stream but closed it before sending "
+                    f"{transport.base_url} accepted the stream but closed it before sending "
                     "anything — the server may have crashed; retried automatically"
                 )
         except BaseException:
             await attempt.aclose()
             raise
-        self._resp, self._first = resp, first
+        self._answer, self._first = answer, first
         self._stack.push_async_exit(attempt)
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -123,7 +126,7 @@ class ChatStream:
         """Close the HTTP response and release the rate-limit slot (idempotent)."""
         self._closed = True
         events, self._events = self._events, None
-        if events is not None and hasattr(events, "aclose"):
+        if events is not None:
             await events.aclose()
         await self._stack.aclose()
 
@@ -132,30 +135,31 @@ class ChatStream:
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         if self._closed:
             return _no_events()
-        if self._resp is None:
+        if self._answer is None:
             raise RuntimeError("use the stream inside 'async with client.stream(...) as s:'")
         if self._events is None:
             self._events = self._read()
         return self._events
 
-    async def _read(self) -> AsyncIterator[StreamEvent]:
-        assert self._resp is not None and self._request is not None
-        resp, client = self._resp, self._client
-        events = EventDecoder(client._codec, self._request)
+    async def _read(self) -> AsyncGenerator[StreamEvent, None]:
+        assert self._answer is not None and self._request is not None
+        transport = self._transport
+        read, errors = self._answer.readany, transport.errors
+        events = EventDecoder(self._codec, self._request)
         chunk = self._first
         try:
             while chunk:
                 for event in events.decode(chunk):
                     yield self._accept(event)
                 try:
-                    chunk = await resp.content.readany()
-                except _TRANSPORT_ERRORS as exc:
+                    chunk = await read()
+                except errors as exc:
                     raise self._interrupted(exc) from exc
             for event in events.flush():
                 yield self._accept(event)
             if not events.ended:
                 raise APIConnectionError(
-                    f"the stream from {client.base_url} ended before the answer was complete "
+                    f"the stream from {transport.base_url} ended before the answer was complete "
                     f"(after {self._count} events); not retried because part of the answer "
                     "was already delivered"
                 )
@@ -165,7 +169,7 @@ class ChatStream:
     def _accept(self, event: StreamEvent) -> StreamEvent:
         if isinstance(event, StreamError):
             raise error_from_stream(
-                event.error, url=self._client.base_url, request_id=self.request_id
+                event.error, url=self._transport.base_url, request_id=self.request_id
             )
         self._count += 1
         self._folder.feed(event)
@@ -185,7 +189,7 @@ class ChatStream:
         return result
 
     def _interrupted(self, exc: BaseException) -> APIError:
-        mapped = self._client._transport_error(exc)
+        mapped = self._transport.transport_error(exc)
         cls = type(mapped)
         return cls(
             f"{mapped.message} — the stream was interrupted after {self._count} events and "
@@ -223,17 +227,3 @@ class ChatStream:
 async def _no_events() -> AsyncIterator[StreamEvent]:
     return
     yield  # an async generator that yields nothing
-
-
-def _request_id(headers: Any) -> str | None:
-    value = headers.get("x-request-id") or headers.get("request-id")
-    return str(value) if value else None
-
-
-def _finish(resp: aiohttp.ClientResponse) -> None:
-    # A fully read answer hands its connection back to the pool; one abandoned halfway
-    # must not, or the next request on that connection would read the leftovers.
-    if resp.content.at_eof():
-        resp.release()
-    else:
-        resp.close()

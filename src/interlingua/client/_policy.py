@@ -1,0 +1,106 @@
+"""The client's call policy: rate-limit slots and retries around each attempt.
+
+One :class:`Policy` per client, shared by its plain calls and its streams. An attempt
+runs inside :meth:`Policy.slot` (a concurrency slot plus the token reservation of the
+client's :class:`~interlingua.limits.RateLimiter`); :meth:`Policy.retrying` runs attempts
+until one succeeds, the error is not retryable (:func:`interlingua.retry.should_retry`),
+or ``max_retries`` retries are spent, sleeping between them *outside* the slot so a
+waiting retry does not hold back other calls.
+
+The delay comes from :func:`interlingua.retry.retry_delay` (``retry-after`` first, then
+capped exponential backoff with full jitter). ``sleep`` and ``rand`` are seams for tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from ..core import Request
+from ..core.tokens import estimate_request_tokens
+from ..limits import RateLimit, RateLimiter, Slot
+from ..retry import INITIAL_DELAY, MAX_DELAY, retry_delay, should_retry
+from ._errors import APIError
+
+__all__ = ["Policy", "limiter_for"]
+
+log = logging.getLogger("interlingua.client")
+
+T = TypeVar("T")
+
+
+class Policy:
+    """Retries and rate limits for one client's calls to ``where`` (a URL, for logs)."""
+
+    __slots__ = (
+        "_no_slot",
+        "limiter",
+        "max_retries",
+        "rand",
+        "retries",
+        "retry_base",
+        "retry_cap",
+        "sleep",
+        "where",
+    )
+
+    def __init__(self, limiter: RateLimiter, max_retries: int, where: str) -> None:
+        self.limiter = limiter
+        self.max_retries = max_retries
+        self.retry_base, self.retry_cap = INITIAL_DELAY, MAX_DELAY
+        self.where = where
+        #: retries made so far (all calls), for progress displays
+        self.retries = 0
+        self._no_slot = Slot(limiter, None)
+        # Seams for tests: patch these instead of the wall clock or the RNG.
+        self.sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+        self.rand: Callable[[], float] = random.random
+
+    def estimate(self, request: Request) -> int:
+        """Tokens to reserve with the rate limiter: input estimate + max output (OpenAI
+        counts a request against its token limit the same way). 0 without a token limit."""
+        if self.limiter.limits.tokens_per_minute is None:
+            return 0
+        return estimate_request_tokens(request) + (request.max_tokens or 0)
+
+    @asynccontextmanager
+    async def slot(self, estimate: int) -> AsyncIterator[Slot]:
+        """Hold a rate-limiter slot for one attempt (a no-op slot when unlimited)."""
+        if self.limiter.unlimited:
+            yield self._no_slot  # settling it is a no-op
+            return
+        async with self.limiter.slot(estimate) as slot:
+            yield slot
+
+    async def retrying(self, attempt: Callable[[], Awaitable[T]], what: str) -> T:
+        """Run ``attempt`` until it succeeds or fails for good; log each retry at debug."""
+        for n in itertools.count():
+            try:
+                return await attempt()
+            except APIError as exc:
+                if n >= self.max_retries or not should_retry(exc):
+                    raise
+                delay = retry_delay(n, exc.headers, self.retry_base, self.retry_cap, rand=self.rand)
+                self.retries += 1
+                log.debug(
+                    "retrying %s to %s in %.2fs (retry %d of %d): %s",
+                    what, self.where, delay, n + 1, self.max_retries, exc.message,
+                )  # fmt: skip
+                await self.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+def limiter_for(value: RateLimit | Mapping[str, int | None] | RateLimiter | None) -> RateLimiter:
+    """The limiter for a client's ``rate_limit`` argument (a limiter is shared as is)."""
+    if isinstance(value, RateLimiter):
+        return value
+    if value is None:
+        return RateLimiter()
+    if isinstance(value, RateLimit):
+        return RateLimiter.from_limits(value)
+    return RateLimiter.from_limits(RateLimit(**dict(value)))
