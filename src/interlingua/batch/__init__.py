@@ -19,7 +19,8 @@ one call), ``progress`` (bar, log lines, summary), ``idset`` (the compact set of
 from .output import OutputScan, OutputWriter, compact
 from .progress import BatchStats, Progress, format_summary
 from .records import BatchItem, LineError, parse_line, parse_shard
-from .runner import BatchOptions, BatchResult, BatchRunner, run_batch
+from .runner import BatchOptions, BatchResult, BatchRunner
+from .terminal import run_batch
 
 __all__ = [
     "BatchItem",

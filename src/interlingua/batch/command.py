@@ -1,4 +1,4 @@
-"""``interlingua batch run``: the command-line face of :func:`~.runner.run_batch`.
+"""``interlingua batch run``: the command-line face of :func:`~.terminal.run_batch`.
 
 ``cli.py`` calls :func:`add_batch_parser` to mount the ``batch`` group; everything about
 the batch flags lives here so the top-level CLI stays a thin dispatcher.
@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from .records import parse_shard
-from .runner import BATCH_RETRIES, BatchOptions, run_batch
+from .runner import BATCH_RETRIES, BatchOptions
+from .terminal import run_batch
 
 __all__ = ["add_batch_parser", "batch_command"]
 

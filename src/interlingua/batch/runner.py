@@ -3,7 +3,7 @@
 ::
 
     options = BatchOptions(Path("in.jsonl"), Path("out.jsonl"), base_url=..., model=...)
-    exit_code = run_batch(options)          # what ``interlingua batch run`` calls
+    result = await BatchRunner(options).run()   # or run_batch(options): see .terminal
 
 Memory is bounded by the concurrency, not the file. The producer reads one line, then
 waits for one of ``concurrency`` slots before reading the next; a slot is held from the
@@ -24,7 +24,7 @@ cut away on open: see :mod:`.output`). ``retry_failed=True`` re-runs only the id
 latest line is an error; the new lines are appended ("the latest line wins") and, once
 the run completes, the file is compacted back to one line per id in original order.
 
-Interrupts (:func:`run_batch`): the first SIGINT/SIGTERM stops reading new lines and lets
+Interrupts (:func:`~.terminal.run_batch`): the first SIGINT/SIGTERM stops reading new lines and lets
 the calls in flight finish and be written, then prints how to resume; a second one aborts
 at once -- the calls in flight are simply not written, and a resume redoes them.
 
@@ -36,11 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -51,7 +48,7 @@ from ..client import AsyncClient, RateLimit
 from .calls import Defaults, Outcome, call_item
 from .idset import IdSet
 from .output import OutputScan, OutputWriter, compact
-from .progress import BatchStats, Progress, format_summary
+from .progress import BatchStats, Progress
 from .records import (
     DUPLICATE,
     INVALID_LINE,
@@ -68,7 +65,6 @@ __all__ = [
     "BatchResult",
     "BatchRunner",
     "count_lines",
-    "run_batch",
 ]
 
 TICK = 0.25
@@ -396,75 +392,3 @@ class BatchRunner:
         self._slots.release()
         if self._progress is not None:
             self._progress.update()
-
-
-# --- the command -------------------------------------------------------------------------
-
-
-def _install_signals(loop: asyncio.AbstractEventLoop, runner: BatchRunner) -> None:
-    def on_signal() -> None:
-        if runner.stopping:
-            runner.say("batch: aborting (the requests in flight are not written)")
-            runner.abort()
-            return
-        runner.say(
-            f"batch: stopping — finishing {runner.in_flight} requests in flight "
-            "(press Ctrl-C again to abort)"
-        )
-        runner.stop()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, on_signal)
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    """uvloop's loop when installed (uvicorn[standard] brings it), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
-
-
-async def _main(runner: BatchRunner) -> BatchResult:
-    _install_signals(asyncio.get_running_loop(), runner)
-    return await runner.run()
-
-
-def run_batch(options: BatchOptions, *, stream: TextIO | None = None) -> int:
-    """Run a batch to the end and report; the exit status (0 done, 130 interrupted)."""
-    out = stream if stream is not None else sys.stderr
-    command = options.command or "the same command"
-    factory = _loop_factory()
-    try:
-        with asyncio.Runner(loop_factory=factory) as aio:
-            runner = BatchRunner(options, stream=out)
-            result = aio.run(_main(runner))
-    except OSError as exc:  # the input cannot be read or the output written
-        print(f"batch: error: {exc}", file=out)
-        print(f"batch: fix it, then resume with the same command:\n  {command}", file=out)
-        return 1
-    print(format_summary(result.stats, os.fspath(options.output)), file=out)
-    if result.interrupted:
-        how = "aborted" if result.aborted else "interrupted"
-        print(
-            f"batch: {how}; lines not written are redone on resume. "
-            f"Resume with the exact same command:\n  {command}",
-            file=out,
-            flush=True,
-        )
-        return 130
-    if result.compacted:
-        print(
-            f"batch: compacted the output ({result.compacted} superseded lines removed)", file=out
-        )
-    if result.stats.failed:
-        retry = command if command.endswith(" --retry-failed") else command + " --retry-failed"
-        print(
-            f'batch: {result.stats.failed} lines failed (see their "error"); re-run only '
-            f"those with:\n  {retry}",
-            file=out,
-        )
-    return 0
