@@ -13,7 +13,8 @@ came to import `upstreams`). The floors, bottom to top:
     server                       anything but cli
     cli                          anything
 
-and no module-level import circle anywhere.
+and no module-level import circle anywhere; a private `_module` is imported only from
+inside its own package (others use what the package exports).
 """
 
 from __future__ import annotations
@@ -169,3 +170,18 @@ def test_a_late_import_counts() -> None:
         t for node in ast.walk(tree) for t in _targets("interlingua.config", False, node, known)
     ]
     assert late == ["interlingua.upstreams"]
+
+
+def test_private_modules_stay_private() -> None:
+    """A ``_module`` is its package's business: others import what the package exports."""
+    wrong = sorted(
+        f"{a} -> {b}"
+        for a, targets in _graph().items()
+        for b in targets
+        if b.rsplit(".", 1)[-1].startswith("_") and not _inside(a, b.rsplit(".", 1)[0])
+    )
+    assert not wrong, "imports of another package's private module:\n" + "\n".join(wrong)
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")

@@ -32,9 +32,9 @@ from ..client import (
     APITimeoutError,
     AsyncClient,
     InputError,
+    better_usage,
     normalize_usage,
 )
-from ..client._outputs import better_usage
 from ..core import Request
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, get_dialect

@@ -42,6 +42,7 @@ from ._outputs import (
     StructuredOutputError,
     ToolArgumentsError,
     ToolCall,
+    better_usage,
     extract_json,
     normalize_usage,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "UnprocessableEntityError",
+    "better_usage",
     "detect_image_type",
     "extract_json",
     "normalize_usage",

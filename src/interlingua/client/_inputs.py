@@ -44,7 +44,7 @@ from typing import Any
 import orjson
 
 from ..core import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
-from ..dialects._common import parse_data_uri
+from ..dialects import parse_data_uri
 
 __all__ = [
     "DEFAULT_IMAGE_CACHE_BYTES",

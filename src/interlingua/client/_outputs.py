@@ -16,7 +16,7 @@ API (``input_tokens_details``) -- into one :class:`~interlingua.core.Usage`, whe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -315,7 +315,5 @@ def better_usage(response: Response, raw: Any) -> Response:
         return response
     usage = normalize_usage(raw)
     if usage.input_tokens or usage.output_tokens:
-        from dataclasses import replace
-
         return replace(response, usage=usage)
     return response

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ._common import encode_body
+from ._common import encode_body, parse_data_uri, random_id
 from .base import Dialect, EventDecoder, StreamDecoder, StreamEncoder
 
 _MODULES = {"openai": "openai_chat", "anthropic": "anthropic"}
@@ -31,4 +31,6 @@ __all__ = [
     "StreamEncoder",
     "encode_body",
     "get_dialect",
+    "parse_data_uri",
+    "random_id",
 ]

@@ -43,8 +43,7 @@ from ..core import (
     unfold,
 )
 from ..core.tokens import estimate_request_tokens, estimate_text
-from ..dialects import Dialect, EventDecoder, get_dialect
-from ..dialects._common import random_id
+from ..dialects import Dialect, EventDecoder, get_dialect, random_id
 from ..errors import InterlinguaError
 from .base import RawResponse, Upstream
 from .http import finalize_wire

@@ -44,7 +44,7 @@ from ...core import (
     Usage,
     fold,
 )
-from ...dialects._common import random_id
+from ...dialects import random_id
 from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ...text import TextProcessing, TextProcessingStream
 from ..base import Upstream
