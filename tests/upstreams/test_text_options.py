@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 
 from interlingua.config import ModelOptions, parse_config
@@ -13,6 +15,7 @@ from interlingua.core import (
     StopReason,
     TextPart,
     ToolCallPart,
+    ToolChoice,
     ToolSpec,
     fold,
 )
@@ -71,6 +74,21 @@ async def test_text_tool_calls_send_tools_as_prompt_and_parse_calls() -> None:
     assert isinstance(streamed.parts[-1], ToolCallPart)
     assert streamed.parts[-1].arguments == '{"city":"Paris"}'
     assert streamed.stop_reason == StopReason.TOOL_USE
+
+
+async def test_tool_choice_none_never_yields_a_call_even_if_the_model_writes_one() -> None:
+    """As the local engine does: a call the client ruled out stays text."""
+    fake = FakeUpstream("f", wire="openai", chunk_size=5)
+    wrapped = with_options(fake, ModelOptions(text_tool_calls=True))
+    none = replace(_request(tools=(WEATHER,)), tool_choice=ToolChoice("none"))
+    fake.enqueue(_answer(CALL_TEXT))
+    whole = await wrapped.complete(none)
+    fake.enqueue(_answer(CALL_TEXT))
+    streamed = fold([e async for e in wrapped.stream(replace(none, stream=True))])
+    for response in (whole, streamed):
+        assert not response.tool_calls and response.stop_reason != StopReason.TOOL_USE
+        assert response.text == CALL_TEXT
+    assert fake.requests[-1].tools == ()
 
 
 async def test_gateway_applies_model_options_for_anthropic_clients() -> None:

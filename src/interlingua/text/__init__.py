@@ -31,6 +31,7 @@ from .tool_calls import (
 )
 from .tool_prompt import (
     apply_text_tools,
+    parsed_tool_calls,
     render_tool_call,
     render_tool_history,
     render_tool_result,
@@ -52,6 +53,7 @@ __all__ = [
     "apply_text_tools",
     "new_call_id",
     "parse_tool_calls",
+    "parsed_tool_calls",
     "partial_suffix_len",
     "process_response",
     "render_tool_call",

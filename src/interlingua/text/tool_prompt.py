@@ -26,10 +26,12 @@ from ..core import (
     ToolResultPart,
     ToolSpec,
 )
+from .events import TextProcessing
 from .tool_calls import CLOSE_TAG, OPEN_TAG
 
 __all__ = [
     "apply_text_tools",
+    "parsed_tool_calls",
     "render_tool_call",
     "render_tool_history",
     "render_tool_result",
@@ -190,3 +192,17 @@ def apply_text_tools(request: Request) -> Request:
         else:
             messages = (Message("system", (TextPart(prompt),)), *messages)
     return replace(request, messages=messages, tools=(), tool_choice=None, parallel_tool_calls=None)
+
+
+def parsed_tool_calls(request: Request, *, think_tags: bool) -> TextProcessing | None:
+    """How to read the answer to ``request`` when its tools are described in the prompt,
+    or None when no call may come back: no tools, or ``tool_choice`` "none" (a call the
+    client ruled out must not reach it, even if the model writes one anyway)."""
+    choice = request.tool_choice
+    if not request.tools or (choice is not None and choice.mode == "none"):
+        return None
+    return TextProcessing(
+        think_tags=think_tags,
+        text_tool_calls=True,
+        tool_names=[tool.name for tool in request.tools],
+    )

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from ..config import ModelOptions
 from ..core import Request, Response, StreamEvent, aclose_iterator
 from ..text.events import TextProcessing, TextProcessingStream, process_response
-from ..text.tool_prompt import apply_text_tools
+from ..text.tool_prompt import apply_text_tools, parsed_tool_calls
 from .base import Upstream
 
 
@@ -39,12 +39,8 @@ class TextOptionsUpstream(Upstream):
         """The request to send on, and how to process its answer."""
         if not (self.options.text_tool_calls and request.tools):
             return request, self._plain
-        processing = TextProcessing(
-            think_tags=self.options.think_tags,
-            text_tool_calls=True,
-            tool_names=[tool.name for tool in request.tools],
-        )
-        return apply_text_tools(request), processing
+        processing = parsed_tool_calls(request, think_tags=self.options.think_tags)
+        return apply_text_tools(request), processing or self._plain
 
     async def complete(self, request: Request) -> Response:
         sent, processing = self._prepare(request)

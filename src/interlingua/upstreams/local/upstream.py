@@ -46,7 +46,7 @@ from ...core import (
 )
 from ...dialects import random_id
 from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
-from ...text import TextProcessing, TextProcessingStream
+from ...text import TextProcessing, TextProcessingStream, parsed_tool_calls
 from ..base import Upstream
 from .engine import Finish, Job, LlamaEngine, Sampling
 from .kind import bundled_model_path
@@ -180,19 +180,9 @@ class LocalUpstream(Upstream):
                 "response_format: llama.cpp could not compile a grammar for this schema",
                 param="response_format",
             )
-        choice = request.tool_choice
-        parse_tools = (
-            self.text_tool_calls
-            and bool(request.tools)
-            and (choice is None or choice.mode != "none")
-        )
         text = self._plain_text
-        if parse_tools:
-            text = TextProcessing(
-                think_tags=self.think_tags,
-                text_tool_calls=True,
-                tool_names=[t.name for t in request.tools],
-            )
+        if self.text_tool_calls:
+            text = parsed_tool_calls(request, think_tags=self.think_tags) or text
         return _Prepared(
             tokens=tokens,
             max_tokens=max(1, max_tokens),
