@@ -34,6 +34,7 @@ from interlingua.core import (
 )
 from interlingua.dialects import get_dialect
 from interlingua.errors import AuthenticationError, RateLimitError
+from interlingua.routing import Router
 from interlingua.server import create_app
 from interlingua.server.gateway import Gateway
 from interlingua.server.http import StreamResponse
@@ -47,7 +48,7 @@ REQUEST = Request(model="m", messages=(Message("user", (TextPart("hi"),)),), str
 
 
 def _gateway() -> Gateway:
-    return Gateway(CONFIG, None, [KEY])
+    return Gateway(CONFIG, Router(CONFIG, build_upstreams(CONFIG, None)), [KEY])
 
 
 def _echoing_error() -> RateLimitError:
@@ -119,7 +120,7 @@ async def test_an_in_band_error_is_rendered_scrubbed_and_left_as_it_was(dialect:
     # itself must be rendered scrubbed.
     odd = 'sk-"odd"-key'
     error.message = f"Slow down, {odd}"  # (before the stream: nobody else holds it yet)
-    gateway = Gateway(CONFIG, None, [odd])
+    gateway = Gateway(CONFIG, Router(CONFIG, build_upstreams(CONFIG, None)), [odd])
     response = await gateway._stream(get_dialect(dialect), route, REQUEST, REQUEST)
     text = b"".join([chunk async for chunk in response.chunks]).decode()
     assert "Slow down, ***" in text and "odd" not in text

@@ -31,9 +31,11 @@ from interlingua.core import (
     TextPart,
 )
 from interlingua.errors import OverloadedError
+from interlingua.routing import Router
 from interlingua.server import create_app
 from interlingua.server.gateway import Gateway
 from interlingua.sse import SSEDecoder, SSEEvent
+from interlingua.upstreams import build_upstreams
 from interlingua.upstreams.base import Upstream
 
 from ..live_server import live_server
@@ -266,7 +268,7 @@ async def test_secret_split_across_relayed_chunks_is_scrubbed() -> None:
     config = parse_config(
         {"upstreams": {"f": {"kind": "fake"}}, "models": [{"name": "m", "upstream": "f"}]}
     )
-    gateway = Gateway(config, None, [secret])
+    gateway = Gateway(config, Router(config, build_upstreams(config, None)), [secret])
     data = f'data: {{"error": {{"message": "bad key {secret}s"}}}}\n\nsk-\n\n'.encode()
     for cut in range(len(data) + 1):
         for second_cut in (cut, min(len(data), cut + 5)):

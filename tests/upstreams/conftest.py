@@ -12,10 +12,11 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+
+from interlingua.upstreams._transport import CLIENT_ENV, Transports
 
 Handler = Callable[[web.Request, bytes], Awaitable[web.StreamResponse]]
 
@@ -93,10 +94,18 @@ async def stub() -> AsyncIterator[Stub]:
         await runner.cleanup()
 
 
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
+@pytest.fixture(params=["lean", "aiohttp"])
+async def transports(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Transports]:
+    """The HTTP engines, shared as the app shares them: each test runs on both engines
+    for ``http://`` (the lean pool, and aiohttp as ``INTERLINGUA_HTTP_CLIENT`` picks it)."""
+    monkeypatch.setenv(CLIENT_ENV, request.param)
+    engines = Transports()
+    try:
+        yield engines
+    finally:
+        await engines.aclose()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import aiohttp
 import orjson
 import pytest
 from aiohttp import web
@@ -27,6 +26,7 @@ from interlingua.errors import (
     UpstreamConnectionError,
     UpstreamError,
 )
+from interlingua.upstreams._transport import Transports
 from interlingua.upstreams.anthropic import AnthropicUpstream
 
 from .conftest import SECRET, Stub, json_response, sse_response
@@ -81,13 +81,13 @@ STREAM = [
 ]
 
 
-def upstream(stub: Stub, session: aiohttp.ClientSession, base: str = "") -> AnthropicUpstream:
+def upstream(stub: Stub, transports: Transports, base: str = "") -> AnthropicUpstream:
     return AnthropicUpstream(
         "claude",
         stub.url + base,
         api_key=SECRET,
         timeout=TimeoutConfig(connect=2, read=5),
-        session=session,
+        transports=transports,
     )
 
 
@@ -103,13 +103,13 @@ def test_default_base_url_and_v1_suffix_are_both_accepted() -> None:
 
 @pytest.mark.parametrize("base", ["", "/", "/v1", "/v1/"])
 async def test_complete_sends_key_and_version_headers(
-    stub: Stub, session: aiohttp.ClientSession, base: str
+    stub: Stub, transports: Transports, base: str
 ) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return json_response(MESSAGE, headers={"request-id": "req_1"})
 
     stub.handler = handler
-    response = await upstream(stub, session, base).complete(REQUEST)
+    response = await upstream(stub, transports, base).complete(REQUEST)
     assert response.text == "Hello!"
     assert response.stop_reason is StopReason.END_TURN
     assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
@@ -123,12 +123,12 @@ async def test_complete_sends_key_and_version_headers(
     assert "stream_options" not in seen.json
 
 
-async def test_stream_decodes_events(stub: Stub, session: aiohttp.ClientSession) -> None:
+async def test_stream_decodes_events(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, STREAM)
 
     stub.handler = handler
-    events = await collect(upstream(stub, session))
+    events = await collect(upstream(stub, transports))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo!"]
     folded = fold(events)
     assert folded.text == "Hello!"
@@ -136,29 +136,27 @@ async def test_stream_decodes_events(stub: Stub, session: aiohttp.ClientSession)
     assert stub.seen[0].json["stream"] is True
 
 
-async def test_in_band_error_event_ends_the_stream(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_in_band_error_event_ends_the_stream(stub: Stub, transports: Transports) -> None:
     error = {"type": "overloaded_error", "message": "Overloaded"}
 
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, [*STREAM[:4], event("error", error=error), STREAM[4]])
 
     stub.handler = handler
-    events = await collect(upstream(stub, session))
+    events = await collect(upstream(stub, transports))
     assert isinstance(events[-1], StreamError)
     assert isinstance(events[-1].error, OverloadedError)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel"]
 
 
 async def test_stream_closed_before_its_end_is_a_stream_error(
-    stub: Stub, session: aiohttp.ClientSession
+    stub: Stub, transports: Transports
 ) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, STREAM[:4])
 
     stub.handler = handler
-    events = await collect(upstream(stub, session))
+    events = await collect(upstream(stub, transports))
     # The codec or the upstream reports it; either way a 5xx-kind in-band error.
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel"]
     assert isinstance(events[-1], StreamError)
@@ -166,15 +164,13 @@ async def test_stream_closed_before_its_end_is_a_stream_error(
     assert events[-1].error.status >= 500
 
 
-async def test_empty_stream_raises_before_any_event(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_empty_stream_raises_before_any_event(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, [])
 
     stub.handler = handler
     with pytest.raises(UpstreamConnectionError, match="closed the stream before it ended"):
-        await collect(upstream(stub, session))
+        await collect(upstream(stub, transports))
 
 
 @pytest.mark.parametrize(
@@ -189,7 +185,7 @@ async def test_empty_stream_raises_before_any_event(
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_status_errors_raise_before_any_event(
     stub: Stub,
-    session: aiohttp.ClientSession,
+    transports: Transports,
     status: int,
     error_type: str,
     cls: type[Exception],
@@ -204,7 +200,7 @@ async def test_status_errors_raise_before_any_event(
         return json_response(body_out, status=status, headers={"retry-after": "3"})
 
     stub.handler = handler
-    up = upstream(stub, session)
+    up = upstream(stub, transports)
     with pytest.raises(cls) as info:
         await (collect(up) if streaming else up.complete(REQUEST))
     err = info.value
@@ -216,14 +212,12 @@ async def test_status_errors_raise_before_any_event(
         assert getattr(err, "retry_after", None) == 3.0
 
 
-async def test_count_tokens_uses_the_count_endpoint(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_count_tokens_uses_the_count_endpoint(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return json_response({"input_tokens": 42})
 
     stub.handler = handler
-    assert await upstream(stub, session).count_tokens(REQUEST) == 42
+    assert await upstream(stub, transports).count_tokens(REQUEST) == 42
     seen = stub.seen[0]
     assert seen.path == "/v1/messages/count_tokens"
     assert seen.headers["x-api-key"] == SECRET
@@ -231,7 +225,7 @@ async def test_count_tokens_uses_the_count_endpoint(
 
 
 async def test_count_tokens_sends_what_the_count_endpoint_accepts(
-    stub: Stub, session: aiohttp.ClientSession
+    stub: Stub, transports: Transports
 ) -> None:
     # An Anthropic client's count_tokens body: its cache_control and fields this codec does
     # not know travel on; what count_tokens rejects (max_tokens, stream) does not.
@@ -250,7 +244,7 @@ async def test_count_tokens_sends_what_the_count_endpoint_accepts(
             "speed": "fast",
         }
     )
-    assert await upstream(stub, session).count_tokens(request) == 7
+    assert await upstream(stub, transports).count_tokens(request) == 7
     assert stub.seen[0].json == {
         "model": "claude-sonnet-4-5",
         "messages": [{"role": "user", "content": "Hi"}],
@@ -259,20 +253,18 @@ async def test_count_tokens_sends_what_the_count_endpoint_accepts(
     }
 
 
-async def test_count_tokens_relays_upstream_errors(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_count_tokens_relays_upstream_errors(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         error = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
         return json_response(error, status=401)
 
     stub.handler = handler
     with pytest.raises(AuthenticationError, match="bad key"):
-        await upstream(stub, session).count_tokens(REQUEST)
+        await upstream(stub, transports).count_tokens(REQUEST)
 
 
 async def test_passthrough_forwards_beta_flags_but_never_client_credentials(
-    stub: Stub, session: aiohttp.ClientSession
+    stub: Stub, transports: Transports
 ) -> None:
     answer = orjson.dumps(MESSAGE)
 
@@ -288,7 +280,7 @@ async def test_passthrough_forwards_beta_flags_but_never_client_credentials(
         "authorization": "Bearer client-key",
     }
     body = b'{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[]}'
-    raw = await upstream(stub, session).passthrough(body, False, client_headers)
+    raw = await upstream(stub, transports).passthrough(body, False, client_headers)
     assert (raw.status, raw.body) == (200, answer)
     assert raw.headers["upstream-request-id"] == "req_7"
     seen = stub.seen[0]
@@ -298,14 +290,12 @@ async def test_passthrough_forwards_beta_flags_but_never_client_credentials(
     assert "authorization" not in seen.headers
 
 
-async def test_passthrough_stream_relays_bytes_exactly(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_passthrough_stream_relays_bytes_exactly(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, STREAM)
 
     stub.handler = handler
-    raw = await upstream(stub, session).passthrough(b'{"stream":true}', True, {})
+    raw = await upstream(stub, transports).passthrough(b'{"stream":true}', True, {})
     assert raw.chunks is not None
     try:
         received = b"".join([piece async for piece in raw.chunks])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import traceback
 
-import aiohttp
 import orjson
 import pytest
 from aiohttp import web
@@ -29,6 +28,7 @@ from interlingua.errors import (
     UpstreamConnectionError,
     UpstreamError,
 )
+from interlingua.upstreams._transport import Transports
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
 
 from .conftest import SECRET, Stub, json_response, sse_response
@@ -75,16 +75,14 @@ STREAM = [
 ]
 
 
-def upstream(
-    stub: Stub, session: aiohttp.ClientSession, read: float = 5.0
-) -> OpenAICompatibleUpstream:
+def upstream(stub: Stub, transports: Transports, read: float = 5.0) -> OpenAICompatibleUpstream:
     return OpenAICompatibleUpstream(
         "vllm",
         f"{stub.url}/v1/",
         api_key=SECRET,
         headers={"X-Team": "research"},
         timeout=TimeoutConfig(connect=2, read=read),
-        session=session,
+        transports=transports,
     )
 
 
@@ -99,12 +97,12 @@ def assert_secret_free(err: BaseException) -> None:
         assert SECRET not in str(err.body) and SECRET not in str(err.headers)
 
 
-async def test_complete_posts_bearer_and_parses(stub: Stub, session: aiohttp.ClientSession) -> None:
+async def test_complete_posts_bearer_and_parses(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return json_response(COMPLETION)
 
     stub.handler = handler
-    response = await upstream(stub, session).complete(REQUEST)
+    response = await upstream(stub, transports).complete(REQUEST)
     assert response.text == "Hello there"
     assert response.stop_reason is StopReason.END_TURN
     assert (response.usage.input_tokens, response.usage.output_tokens) == (9, 2)
@@ -118,24 +116,22 @@ async def test_complete_posts_bearer_and_parses(stub: Stub, session: aiohttp.Cli
     assert "stream_options" not in seen.json
 
 
-async def test_no_key_sends_no_authorization(stub: Stub, session: aiohttp.ClientSession) -> None:
+async def test_no_key_sends_no_authorization(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return json_response(COMPLETION)
 
     stub.handler = handler
-    up = OpenAICompatibleUpstream("local", f"{stub.url}/v1", session=session)
+    up = OpenAICompatibleUpstream("local", f"{stub.url}/v1", transports=transports)
     await up.complete(REQUEST)
     assert "authorization" not in stub.seen[0].headers
 
 
-async def test_stream_decodes_events_and_asks_for_usage(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_stream_decodes_events_and_asks_for_usage(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, STREAM)
 
     stub.handler = handler
-    events = await collect(upstream(stub, session))
+    events = await collect(upstream(stub, transports))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
     folded = fold(events)
     assert folded.text == "Hello"
@@ -146,14 +142,14 @@ async def test_stream_decodes_events_and_asks_for_usage(
 
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_429_raises_rate_limit_with_retry_after(
-    stub: Stub, session: aiohttp.ClientSession, streaming: bool
+    stub: Stub, transports: Transports, streaming: bool
 ) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
         return json_response({"error": error}, status=429, headers={"Retry-After": "7"})
 
     stub.handler = handler
-    up = upstream(stub, session)
+    up = upstream(stub, transports)
     with pytest.raises(RateLimitError) as info:
         await (collect(up) if streaming else up.complete(REQUEST))
     assert info.value.status == 429
@@ -163,23 +159,23 @@ async def test_429_raises_rate_limit_with_retry_after(
 
 @pytest.mark.parametrize(("status", "cls"), [(529, OverloadedError), (500, UpstreamError)])
 async def test_server_errors_map_by_status(
-    stub: Stub, session: aiohttp.ClientSession, status: int, cls: type[InterlinguaError]
+    stub: Stub, transports: Transports, status: int, cls: type[InterlinguaError]
 ) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return json_response({"error": {"message": "boom", "type": "server_error"}}, status=status)
 
     stub.handler = handler
     with pytest.raises(cls) as info:
-        await collect(upstream(stub, session))
+        await collect(upstream(stub, transports))
     assert type(info.value) is cls
     assert info.value.status == status
 
 
 async def test_connection_refused_names_upstream_not_key(
-    session: aiohttp.ClientSession, closed_port: int
+    transports: Transports, closed_port: int
 ) -> None:
     up = OpenAICompatibleUpstream(
-        "vllm", f"http://127.0.0.1:{closed_port}/v1", api_key=SECRET, session=session
+        "vllm", f"http://127.0.0.1:{closed_port}/v1", api_key=SECRET, transports=transports
     )
     for call in (up.complete(REQUEST), collect(up)):
         with pytest.raises(UpstreamConnectionError) as info:
@@ -191,23 +187,21 @@ async def test_connection_refused_names_upstream_not_key(
         assert_secret_free(info.value)
 
 
-async def test_silence_before_the_answer_is_a_timeout(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_silence_before_the_answer_is_a_timeout(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         await stub.release.wait()
         return json_response(COMPLETION)
 
     stub.handler = handler
     with pytest.raises(TimeoutError_) as info:
-        await upstream(stub, session, read=0.2).complete(REQUEST)
+        await upstream(stub, transports, read=0.2).complete(REQUEST)
     assert info.value.status == 504
     assert "upstream 'vllm'" in info.value.message and "0.2s" in info.value.message
     assert_secret_free(info.value)
 
 
 async def test_silence_mid_stream_becomes_a_stream_error(
-    stub: Stub, session: aiohttp.ClientSession
+    stub: Stub, transports: Transports
 ) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
@@ -217,20 +211,20 @@ async def test_silence_mid_stream_becomes_a_stream_error(
         return resp
 
     stub.handler = handler
-    events = await collect(upstream(stub, session, read=0.2))
+    events = await collect(upstream(stub, transports, read=0.2))
     assert isinstance(events[-1], StreamError)
     assert isinstance(events[-1].error, TimeoutError_)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel"]
 
 
 async def test_disconnect_mid_stream_becomes_a_stream_error(
-    stub: Stub, session: aiohttp.ClientSession
+    stub: Stub, transports: Transports
 ) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, STREAM[:3], cut=True)
 
     stub.handler = handler
-    events = await collect(upstream(stub, session))
+    events = await collect(upstream(stub, transports))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
     assert isinstance(events[-1], StreamError)
     error = events[-1].error
@@ -240,7 +234,7 @@ async def test_disconnect_mid_stream_becomes_a_stream_error(
 
 
 async def test_consumer_leaving_early_closes_the_upstream_connection(
-    stub: Stub, session: aiohttp.ClientSession
+    stub: Stub, transports: Transports
 ) -> None:
     gone = asyncio.Event()
 
@@ -257,7 +251,7 @@ async def test_consumer_leaving_early_closes_the_upstream_connection(
         return resp
 
     stub.handler = handler
-    stream = upstream(stub, session).stream(REQUEST)
+    stream = upstream(stub, transports).stream(REQUEST)
     async for event in stream:
         if isinstance(event, TextDelta):
             break
@@ -265,7 +259,7 @@ async def test_consumer_leaving_early_closes_the_upstream_connection(
     await asyncio.wait_for(gone.wait(), 2)
 
 
-async def test_passthrough_relays_bytes_exactly(stub: Stub, session: aiohttp.ClientSession) -> None:
+async def test_passthrough_relays_bytes_exactly(stub: Stub, transports: Transports) -> None:
     answer = orjson.dumps(COMPLETION) + b"\n"
 
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
@@ -276,7 +270,7 @@ async def test_passthrough_relays_bytes_exactly(stub: Stub, session: aiohttp.Cli
     stub.handler = handler
     body = b'{"model":"qwen","messages":[{"role":"user","content":"Hi"}],"logit_bias":{"1":2}}'
     client_headers = {"authorization": "Bearer client-key", "x-api-key": "client-key"}
-    raw = await upstream(stub, session).passthrough(body, False, client_headers)
+    raw = await upstream(stub, transports).passthrough(body, False, client_headers)
     assert (raw.status, raw.body) == (200, answer)
     assert raw.headers == {"content-type": "application/json", "upstream-request-id": "req-9"}
     seen = stub.seen[0]
@@ -285,14 +279,12 @@ async def test_passthrough_relays_bytes_exactly(stub: Stub, session: aiohttp.Cli
     assert "x-api-key" not in seen.headers
 
 
-async def test_passthrough_stream_relays_bytes_exactly(
-    stub: Stub, session: aiohttp.ClientSession
-) -> None:
+async def test_passthrough_stream_relays_bytes_exactly(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, STREAM)
 
     stub.handler = handler
-    raw = await upstream(stub, session).passthrough(b'{"stream":true}', True, {})
+    raw = await upstream(stub, transports).passthrough(b'{"stream":true}', True, {})
     assert raw.chunks is not None
     try:
         received = b"".join([piece async for piece in raw.chunks])
@@ -306,7 +298,7 @@ async def test_passthrough_stream_relays_bytes_exactly(
 
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_passthrough_error_is_returned_as_sent(
-    stub: Stub, session: aiohttp.ClientSession, streaming: bool
+    stub: Stub, transports: Transports, streaming: bool
 ) -> None:
     # (An echoed key is left in: the gateway scrubs, tests/server/test_scrubbing.py.)
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
@@ -314,7 +306,7 @@ async def test_passthrough_error_is_returned_as_sent(
         return json_response({"error": error}, status=429, headers={"retry-after-ms": "1500"})
 
     stub.handler = handler
-    raw = await upstream(stub, session).passthrough(b"{}", streaming, {})
+    raw = await upstream(stub, transports).passthrough(b"{}", streaming, {})
     assert raw.status == 429
     assert raw.chunks is None
     assert orjson.loads(raw.body) == {"error": {"message": "Slow down", "type": "requests"}}
@@ -322,14 +314,16 @@ async def test_passthrough_error_is_returned_as_sent(
 
 
 async def test_passthrough_connection_refused_raises(
-    session: aiohttp.ClientSession, closed_port: int
+    transports: Transports, closed_port: int
 ) -> None:
-    up = OpenAICompatibleUpstream("vllm", f"http://127.0.0.1:{closed_port}/v1", session=session)
+    up = OpenAICompatibleUpstream(
+        "vllm", f"http://127.0.0.1:{closed_port}/v1", transports=transports
+    )
     with pytest.raises(UpstreamConnectionError, match="cannot reach upstream 'vllm'"):
         await up.passthrough(b"{}", False, {})
 
 
-async def test_owns_a_session_when_none_is_injected(stub: Stub) -> None:
+async def test_owns_its_transports_when_none_are_injected(stub: Stub) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return json_response(COMPLETION)
 
@@ -343,13 +337,13 @@ async def test_owns_a_session_when_none_is_injected(stub: Stub) -> None:
 
 
 async def test_stream_closed_cleanly_before_its_end_is_a_stream_error(
-    stub: Stub, session: aiohttp.ClientSession
+    stub: Stub, transports: Transports
 ) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
         return await sse_response(request, STREAM[:3])
 
     stub.handler = handler
-    events = await collect(upstream(stub, session))
+    events = await collect(upstream(stub, transports))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
     assert isinstance(events[-1], StreamError)
     assert isinstance(events[-1].error, UpstreamError)

@@ -16,19 +16,14 @@ import pytest
 
 from interlingua.config import TimeoutConfig
 from interlingua.errors import TimeoutError_, UpstreamConnectionError
-from interlingua.upstreams._pool import (
-    HIGH_WATER,
-    MAX_HEAD,
+from interlingua.upstreams._errors import (
     ConnectFailed,
     ConnectionLost,
     ConnectTimeout,
     DeadlineExceeded,
-    Pool,
-    PooledResponse,
     ReadTimeout,
-    Target,
 )
-from interlingua.upstreams.http import CLIENT_ENV
+from interlingua.upstreams._pool import HIGH_WATER, MAX_HEAD, Pool, PooledResponse, Target
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
 
 URL = "http://upstream.test:8000/v1/chat/completions"
@@ -170,7 +165,7 @@ async def test_answer_is_read_and_the_connection_reused() -> None:
         resp = await post(pool, target)
         assert (resp.status, resp.headers["content-type"]) == (200, "application/json")
         assert await resp.read() == b'{"a":1}'
-        assert resp.content.at_eof()
+        assert resp.at_eof()
         resp.release()
     assert len(net.transports) == 1 and len(net.requests) == 3
     assert pool.idle_count(KEY) == 1
@@ -222,7 +217,7 @@ async def test_answer_released_before_its_end_closes_the_connection() -> None:
         lambda t, d: t.reply(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
     )
     resp = await post(pool, target)
-    assert not resp.content.at_eof()
+    assert not resp.at_eof()
     resp.release()
     assert net.transports[0].closed and pool.idle_count(KEY) == 0
 
@@ -479,7 +474,7 @@ async def test_refused_connect_carries_the_os_error() -> None:
 # --- the HTTP upstream's side ----------------------------------------------------------
 
 
-def test_upstream_maps_pool_errors_as_it_maps_aiohttp_ones() -> None:
+def test_upstream_maps_pool_errors() -> None:
     up = OpenAICompatibleUpstream("vllm", "http://127.0.0.1:9/v1", timeout=TimeoutConfig(3, 7))
     refused = up.transport_error(ConnectFailed(ConnectionRefusedError(111, "refused")))
     assert isinstance(refused, UpstreamConnectionError)
@@ -492,25 +487,6 @@ def test_upstream_maps_pool_errors_as_it_maps_aiohttp_ones() -> None:
     assert isinstance(silent, TimeoutError_) and "no data for 7s" in silent.message
     lost = up.transport_error(ConnectionLost("the upstream closed the connection mid-answer"))
     assert isinstance(lost, UpstreamConnectionError) and "mid-answer" in lost.message
-
-
-@pytest.mark.parametrize(
-    ("choice", "base_url", "lean"),
-    [
-        (None, "http://127.0.0.1:8000/v1", True),
-        ("lean", "http://127.0.0.1:8000/v1", True),
-        ("aiohttp", "http://127.0.0.1:8000/v1", False),
-        (None, "https://api.openai.com/v1", False),
-    ],
-)
-def test_client_choice(
-    monkeypatch: pytest.MonkeyPatch, choice: str | None, base_url: str, lean: bool
-) -> None:
-    if choice is None:
-        monkeypatch.delenv(CLIENT_ENV, raising=False)
-    else:
-        monkeypatch.setenv(CLIENT_ENV, choice)
-    assert OpenAICompatibleUpstream("u", base_url).uses_lean_client is lean
 
 
 async def test_endless_upstream_headers_are_cut_off() -> None:

@@ -1,8 +1,10 @@
 """The Starlette application: routes, lifespan, and the thin endpoint handlers.
 
 ``create_app(config)`` builds everything from a :class:`~interlingua.config.Config`;
-tests may pass ready-made ``upstreams`` (e.g. a scripted fake) instead. The lifespan owns
-the one pooled aiohttp session every HTTP upstream shares.
+tests may pass ready-made ``upstreams`` (e.g. a scripted fake) instead. The app builds
+the HTTP engines every upstream shares (:class:`~interlingua.upstreams.Transports`: they
+open connections lazily, in the running loop) and the router up front; the lifespan starts
+the upstreams and closes them, and the engines, at shutdown.
 
 Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
@@ -19,7 +21,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-import aiohttp
 import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -38,7 +39,7 @@ from ..errors import (
     NotFoundError,
 )
 from ..routing import Router
-from ..upstreams import build_upstreams, check_config
+from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
@@ -225,30 +226,29 @@ def create_app(
     config: Config,
     *,
     upstreams: dict[str, Upstream] | None = None,
-    session: aiohttp.ClientSession | None = None,
+    transports: Transports | None = None,
     drain: Drain | None = None,
 ) -> ASGIApp:
     """Build the gateway ASGI app.
 
     ``upstreams`` replaces building them from ``config.upstreams`` (tests pass fakes);
-    ``session`` replaces the app-owned aiohttp session; ``drain`` is the shutdown state
-    the server's connection guard sets (server/serve.py; default: one never set).
+    ``transports`` replaces the app's own HTTP engines (the caller closes them); ``drain``
+    is the shutdown state the server's connection guard sets (server/serve.py; default:
+    one never set).
     """
     check_config(config)  # the kinds' half of validation: refuse a bad entry before serving
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
-    # Without injected upstreams the router is rebuilt in the lifespan, once the pooled
-    # session (which must be created inside the running event loop) exists.
-    gateway = Gateway(config, Router(config, upstreams) if upstreams is not None else None, secrets)
+    own_transports = None
+    if upstreams is None:
+        if transports is None:
+            transports = own_transports = Transports()
+        upstreams = build_upstreams(config, transports)
+    built = upstreams  # (a name the lifespan closure sees narrowed to not-None)
+    gateway = Gateway(config, Router(config, built), secrets)
     handlers = Handlers(gateway, config.server.api_keys, drain or Drain())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        own_session = None
-        built = upstreams
-        if built is None:
-            own_session = session or _new_session()
-            built = build_upstreams(config, own_session)
-            gateway.router = Router(config, built)
         for upstream in built.values():
             await upstream.start()
         try:
@@ -256,8 +256,8 @@ def create_app(
         finally:
             for upstream in built.values():
                 await upstream.aclose()
-            if own_session is not None and session is None:
-                await own_session.close()
+            if own_transports is not None:
+                await own_transports.aclose()
 
     # Bound methods, not partials: Starlette calls a Route's endpoint as a request handler
     # only when it is a function or method (else it is taken for an ASGI app).
@@ -278,16 +278,6 @@ def create_app(
     # header. The generation routes answer with or without the slash (server/middleware.py).
     app.router.redirect_slashes = False
     return Front(app, {("POST", path): handler for path, handler in generation.items()})
-
-
-def _new_session() -> aiohttp.ClientSession:
-    # One pooled session for every HTTP upstream: keep-alive connections are the single
-    # biggest saving on the hot path (no TCP/TLS handshake per request). No total timeout
-    # here; each upstream sets its own connect/read timeouts per request.
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
-    return aiohttp.ClientSession(
-        connector=connector, json_serialize=lambda v: orjson.dumps(v).decode()
-    )
 
 
 __all__ = ["GENERATION_ROUTES", "create_app"]

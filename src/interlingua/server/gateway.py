@@ -45,23 +45,12 @@ _PINGS: dict[str, bytes] = {}
 class Gateway:
     """Shared state of the request path. See the module docstring."""
 
-    def __init__(self, config: Config, router: Router | None, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, config: Config, router: Router, secrets: Iterable[str] = ()) -> None:
         self.config = config
-        self._router = router
+        self.router = router
         self.max_body = int(config.server.max_body_mb * 1024 * 1024)
         # Longest first so a key that contains another is scrubbed whole.
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-
-    @property
-    def router(self) -> Router:
-        """The router; set at construction or by the app lifespan once upstreams exist."""
-        if self._router is None:
-            raise UpstreamError("the gateway is still starting; retry shortly", status=503)
-        return self._router
-
-    @router.setter
-    def router(self, router: Router) -> None:
-        self._router = router
 
     # -- errors -------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
 """Upstreams and the tiny registry of their kinds.
 
 A *kind* (``openai``, ``anthropic``, ``local``, ``fake``) owns its part of the config: a
-:class:`KindSpec` holds the factory ``(UpstreamConfig, aiohttp.ClientSession | None) ->
-Upstream``, the option keys the kind takes beyond the common ones, and a check of their
-values. :mod:`interlingua.config` validates only what every entry shares and leaves the
-rest in ``UpstreamConfig.options``; :func:`check_config` runs the kinds' checks. The
-built-in kinds are registered below exactly as an outside package would register its own::
+:class:`KindSpec` holds the factory ``(UpstreamConfig, Transports | None) -> Upstream``,
+the option keys the kind takes beyond the common ones, and a check of their values.
+:class:`Transports` are the shared HTTP engines (``upstreams/_transport.py``) an HTTP kind
+posts through; a kind that makes no HTTP calls ignores them. :mod:`interlingua.config`
+validates only what every entry shares and leaves the rest in ``UpstreamConfig.options``;
+:func:`check_config` runs the kinds' checks. The built-in kinds are registered below
+exactly as an outside package would register its own::
 
     from interlingua.config import ConfigError
     from interlingua.upstreams import register_kind
@@ -16,7 +18,7 @@ built-in kinds are registered below exactly as an outside package would register
 
     register_kind(
         "gemini",
-        lambda cfg, session: GeminiUpstream.from_config(cfg, session),
+        lambda cfg, transports: GeminiUpstream.from_config(cfg, transports),
         options=("region",),               # None: any key, left to the check
         check=check_gemini,
     )
@@ -34,18 +36,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import COMMON_UPSTREAM_KEYS, Config, ConfigError, UpstreamConfig
 from .base import RawResponse, Upstream
 
 if TYPE_CHECKING:
-    import aiohttp
+    from ._transport import Transports
 
 __all__ = [
     "KindSpec",
     "OptionsCheck",
     "RawResponse",
+    "Transports",
     "Upstream",
     "UpstreamFactory",
     "build_upstream",
@@ -57,7 +60,7 @@ __all__ = [
     "require_local_engine",
 ]
 
-UpstreamFactory = Callable[[UpstreamConfig, "aiohttp.ClientSession | None"], Upstream]
+UpstreamFactory = Callable[[UpstreamConfig, "Transports | None"], Upstream]
 #: ``(cfg, where)`` -> None, or ConfigError naming ``where`` (``upstreams.<name>``) + key
 OptionsCheck = Callable[[UpstreamConfig, str], None]
 
@@ -74,6 +77,17 @@ class KindSpec:
 
 
 _KINDS: dict[str, KindSpec] = {}
+
+
+def __getattr__(name: str) -> Any:
+    # Transports imports aiohttp (a quarter of a second): loaded when first named, so
+    # that importing the registry (config checks, the CLI) stays cheap.
+    if name == "Transports":
+        from ._transport import Transports
+
+        return Transports
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 LOCAL_EXTRA_HINT = "the local engine needs the 'local' extra: pip install -e '.[local]'"
 
@@ -129,22 +143,22 @@ def _unknown_option(key: str, allowed: tuple[str, ...], where: str) -> str:
     return f"{where}: unknown key {key!r} ({hint})"
 
 
-def build_upstream(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
-    """Build the upstream ``cfg`` describes, sharing ``session`` for HTTP kinds.
+def build_upstream(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
+    """Build the upstream ``cfg`` describes, posting through ``transports`` if HTTP.
 
     The kind's check runs first, so a factory gets only entries its kind accepted. With
-    ``session=None`` an HTTP upstream opens its own on first use and closes it in
-    ``aclose()``; the gateway passes the lifespan's one pooled session instead. Raises
+    ``transports=None`` an HTTP upstream makes its own and closes them in ``aclose()``;
+    the app passes the ones it built for every upstream instead. Raises
     ConfigError for an unknown kind, a refused entry, a missing extra, or an unset
     ``api_key_env``.
     """
     check_upstream(cfg)
-    return _KINDS[cfg.kind].factory(cfg, session)
+    return _KINDS[cfg.kind].factory(cfg, transports)
 
 
-def build_upstreams(config: Config, session: aiohttp.ClientSession | None) -> dict[str, Upstream]:
+def build_upstreams(config: Config, transports: Transports | None) -> dict[str, Upstream]:
     """Build every configured upstream, by name."""
-    return {name: build_upstream(cfg, session) for name, cfg in config.upstreams.items()}
+    return {name: build_upstream(cfg, transports) for name, cfg in config.upstreams.items()}
 
 
 def require_local_engine(upstream: str) -> None:
@@ -168,10 +182,10 @@ def _import_local(module: str, upstream: str) -> ModuleType:
 # --- built-in kinds, registered like any outside kind -----------------------------------
 
 
-def _openai(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
+def _openai(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
     from .openai_compatible import OpenAICompatibleUpstream
 
-    return OpenAICompatibleUpstream.from_config(cfg, session)
+    return OpenAICompatibleUpstream.from_config(cfg, transports)
 
 
 def _check_openai(cfg: UpstreamConfig, where: str) -> None:
@@ -180,13 +194,13 @@ def _check_openai(cfg: UpstreamConfig, where: str) -> None:
     check_options(cfg, where)
 
 
-def _anthropic(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
+def _anthropic(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
     from .anthropic import AnthropicUpstream
 
-    return AnthropicUpstream.from_config(cfg, session)
+    return AnthropicUpstream.from_config(cfg, transports)
 
 
-def _fake(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
+def _fake(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
     from .fake import FakeUpstream
 
     return FakeUpstream.from_config(cfg)
@@ -198,7 +212,7 @@ def _check_fake(cfg: UpstreamConfig, where: str) -> None:
     check_options(cfg, where)
 
 
-def _local(cfg: UpstreamConfig, session: aiohttp.ClientSession | None) -> Upstream:
+def _local(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
     # The engine module imports llama-cpp: a missing extra is a ConfigError here.
     upstream: Upstream = _import_local("upstream", cfg.name).LocalUpstream.from_config(cfg)
     return upstream

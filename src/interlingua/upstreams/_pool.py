@@ -5,8 +5,9 @@ was 13 % of the gateway's busy time (request object, header merging, timers, URL
 payload handling) for what is, to a local upstream, one ``write`` and one parse. This
 client does only what the gateway needs:
 
-* one :class:`Pool` per upstream, idle connections per ``(host, port)`` reused LIFO (the
-  warmest socket first), at most ``max_idle`` kept per host, dropped after ``idle_ttl``
+* one :class:`Pool` for every ``http://`` upstream (the one
+  :class:`._transport.LeanTransport` holds), idle connections per ``(host, port)`` reused
+  LIFO (the warmest socket first), at most ``max_idle`` kept per host, dropped after ``idle_ttl``
   seconds (before a typical server's keep-alive timeout), on any error, on
   ``Connection: close`` and when a response is released before its end;
 * a request is one pre-assembled buffer: the request line and header block are encoded
@@ -18,11 +19,12 @@ client does only what the gateway needs:
   while someone waits for data, ``total_timeout`` the whole answer from the moment the
   request is sent (a drip-feeding upstream cannot hold a request forever); one timer per
   response, re-armed lazily;
-* ``http`` only: TLS upstreams stay on aiohttp (see ``http.py``).
+* ``http`` only: TLS upstreams stay on aiohttp (see :mod:`._transport`).
 
-Errors (all :class:`PoolError`): :class:`ConnectFailed` (carries the ``OSError``),
-:class:`ConnectTimeout`, :class:`ReadTimeout` and :class:`DeadlineExceeded` (all also
-``TimeoutError``), :class:`ConnectionLost` (closed, reset, or an unreadable answer).
+Errors: the :class:`._errors.TransportError` tree, raised natively: :class:`ConnectFailed`
+(carries the ``OSError``), :class:`ConnectTimeout`, :class:`ReadTimeout` and
+:class:`DeadlineExceeded` (all also ``TimeoutError``), :class:`ConnectionLost` (closed,
+reset, or an unreadable answer).
 
 A request is never sent twice (RFC 9112 9.3.1: a POST is not idempotent): a reused
 connection that closes before answering a byte may be one the server dropped as we sent,
@@ -42,20 +44,17 @@ from typing import cast
 
 import httptools
 
+from ._errors import (
+    ConnectFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    DeadlineExceeded,
+    ReadTimeout,
+    TransportError,
+)
 from ._head import Target
 
-__all__ = [
-    "HIGH_WATER",
-    "ConnectFailed",
-    "ConnectTimeout",
-    "ConnectionLost",
-    "DeadlineExceeded",
-    "Pool",
-    "PoolError",
-    "PooledResponse",
-    "ReadTimeout",
-    "Target",
-]
+__all__ = ["HIGH_WATER", "Pool", "PooledResponse", "Target"]
 
 #: buffered body bytes above which the connection stops reading until the consumer drains
 HIGH_WATER = 256 * 1024
@@ -74,41 +73,12 @@ Opener = Callable[
 ]
 
 
-class PoolError(Exception):
-    """A failure to talk HTTP to the upstream at all (no status to show for it)."""
-
-
-class ConnectFailed(PoolError):
-    """The TCP connection could not be opened; ``os_error`` says why."""
-
-    def __init__(self, os_error: OSError) -> None:
-        super().__init__(str(os_error))
-        self.os_error = os_error
-
-
-class ConnectTimeout(PoolError, TimeoutError):
-    """No TCP connection within the connect timeout."""
-
-
-class ReadTimeout(PoolError, TimeoutError):
-    """No bytes from the upstream for the read timeout while we waited for some."""
-
-
-class DeadlineExceeded(PoolError, TimeoutError):
-    """The answer did not end within the total timeout (slow, drip-fed or endless)."""
-
-
-class ConnectionLost(PoolError):
-    """The connection closed or broke before the answer ended, or the answer was not HTTP."""
-
-
 class PooledResponse:
     """One answer being read: ``status``, lowercase ``headers``, then the body.
 
     Read it with :meth:`read` (whole) or :meth:`iter_any` (chunks as they arrive), then
     :meth:`release` it: a fully read answer returns its connection to the pool, anything
-    else closes it. ``content`` is the response itself, so code written for aiohttp's
-    ``resp.content.iter_any()`` / ``resp.content.at_eof()`` reads both.
+    else closes it. It is the lean engine's :class:`._transport.Answer` as it is.
     """
 
     __slots__ = (
@@ -147,17 +117,12 @@ class PooledResponse:
         self._size = 0
         self._head_size = 0
         self._decoder: zlib._Decompress | None = None
-        self._error: PoolError | None = None
+        self._error: TransportError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._last_read = self._loop.time()
         self._headers_done = self._interim = self._keep_alive = self._paused = False
         self.done = self.got_bytes = False
-
-    @property
-    def content(self) -> PooledResponse:
-        """The body reader (``self``), named as aiohttp's."""
-        return self
 
     # --- httptools callbacks (must not raise) ---------------------------------------
 
@@ -255,7 +220,7 @@ class PooledResponse:
             "transfer-encoding", ""
         )
 
-    def fail(self, error: PoolError) -> None:
+    def fail(self, error: TransportError) -> None:
         """End the answer with ``error`` (the consumer sees it after the buffered bytes)."""
         if self.done:
             return
@@ -438,7 +403,7 @@ class _Connection(asyncio.Protocol):
 
 
 class Pool:
-    """Keep-alive connections per ``(host, port)``; one per upstream (see the module doc).
+    """Keep-alive connections per ``(host, port)``, for every upstream (see the module doc).
 
     ``max_idle`` bounds the idle connections kept per host (more are closed on release);
     ``idle_ttl`` is how long an idle one may be reused, kept below the keep-alive timeout
@@ -468,7 +433,7 @@ class Pool:
     ) -> PooledResponse:
         """POST ``body`` to ``target``; return once status and headers are in.
 
-        Raises a :class:`PoolError`. The caller must :meth:`~PooledResponse.release` (or
+        Raises a :class:`TransportError`. The caller must :meth:`~PooledResponse.release` (or
         ``close``) the answer. ``total_timeout`` counts from the send, connecting excluded.
         """
         data = target.request(body, extra_headers)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import aiohttp
 import orjson
 
 from ..config import TimeoutConfig, UpstreamConfig
 from ..core import Request
 from ..dialects.anthropic import DIALECT, api_root
 from ..errors import UpstreamError
+from ._transport import Transports
 from .http import HttpUpstream, merge_headers
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicUpstream"]
@@ -43,7 +43,7 @@ class AnthropicUpstream(HttpUpstream):
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: TimeoutConfig | None = None,
-        session: aiohttp.ClientSession | None = None,
+        transports: Transports | None = None,
     ) -> None:
         root = api_root(base_url or DEFAULT_BASE_URL)
         url, ours = DIALECT.endpoint(root, api_key)
@@ -54,14 +54,12 @@ class AnthropicUpstream(HttpUpstream):
             url=url,
             headers=merge_headers(ours, headers),
             timeout=timeout,
-            session=session,
+            transports=transports,
         )
         self.count_url = DIALECT.count_tokens_url(root)
 
     @classmethod
-    def from_config(
-        cls, cfg: UpstreamConfig, session: aiohttp.ClientSession | None
-    ) -> AnthropicUpstream:
+    def from_config(cls, cfg: UpstreamConfig, transports: Transports | None) -> AnthropicUpstream:
         """Build from config; reads the key from ``api_key_env`` now."""
         return cls(
             cfg.name,
@@ -69,7 +67,7 @@ class AnthropicUpstream(HttpUpstream):
             api_key=cfg.api_key(),
             headers=cfg.headers,
             timeout=cfg.timeout,
-            session=session,
+            transports=transports,
         )
 
     async def count_tokens(self, request: Request) -> int | None:

@@ -16,9 +16,8 @@ Errors: before the first event an upstream *raises* an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from ..core import Request, Response, StreamEvent, aclose_iterator
 
@@ -28,22 +27,22 @@ class RawResponse:
     """An upstream answer relayed as bytes (passthrough path).
 
     ``body`` is the whole body for a non-stream answer; for a stream, ``chunks`` yields the
-    upstream's bytes as they arrive and ``aclose`` releases the connection (call it in
-    ``finally``). ``usage_sink`` receives usage the relay sniffed, for accounting.
+    upstream's bytes as they arrive and :meth:`aclose` (call it in ``finally``) releases
+    the connection through ``closer``, a function or coroutine function the upstream
+    gives, called once.
     """
 
     status: int
     headers: dict[str, str]
     body: bytes = b""
     chunks: AsyncIterator[bytes] | None = None
-    closer: Any = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    closer: Callable[[], object] | None = None
 
     async def aclose(self) -> None:
         if self.closer is not None:
             closer, self.closer = self.closer, None
             result = closer()
-            if hasattr(result, "__await__"):
+            if result is not None and isinstance(result, Awaitable):
                 await result
 
 

@@ -1,16 +1,15 @@
-"""What every HTTP upstream shares: one pooled session, one wire dialect, error mapping.
+"""What every HTTP upstream shares: one wire dialect, one transport, error mapping.
 
 An :class:`HttpUpstream` speaks one wire dialect (``openai`` or ``anthropic``) to one URL.
 The neutral path renders the request with the dialect codec, posts it, and parses the
 answer back; the passthrough path posts the client's bytes and relays the upstream's.
 
-Hot path: ``http://`` upstreams are called through the lean keep-alive client of
-:mod:`._pool` (one pool per upstream, the request head encoded once per URL; measured
-~30 % more passthrough requests/s than aiohttp, see docs/decisions.md);
-``INTERLINGUA_HTTP_CLIENT=aiohttp`` switches back. ``https://`` upstreams use the injected
-``aiohttp.ClientSession`` (the app lifespan owns one pooled session for every upstream),
-which brings TLS and certificate handling. Headers and the timeout object are built once,
-bodies are ``orjson`` bytes. Failures map onto :mod:`interlingua.errors`:
+How the bytes travel is not its business: it posts through the
+:class:`~._transport.Transport` its :class:`~._transport.Transports` picks for its URL
+(the lean keep-alive pool for ``http://``, aiohttp for ``https://``; see that module),
+chosen once, at construction. Headers are built once, bodies are ``orjson`` bytes.
+Failures (the transport raises one family, :mod:`._errors`) map onto
+:mod:`interlingua.errors`:
 
 * a non-2xx answer -> the dialect's ``parse_error`` (status kept, ``retry-after`` parsed),
   raised before the first stream event;
@@ -30,13 +29,11 @@ even a key it echoes back: the gateway scrubs every upstream key at its exits
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
-import aiohttp
 import orjson
 
 from ..config import TimeoutConfig
@@ -51,25 +48,19 @@ from ..errors import (
     describe_os_error,
 )
 from ..sse import SSEEvent
-from ._pool import (
+from ._errors import (
     ConnectFailed,
     ConnectTimeout,
     DeadlineExceeded,
-    Pool,
-    PooledResponse,
-    PoolError,
-    Target,
+    InvalidTarget,
+    ReadTimeout,
+    TransportError,
 )
+from ._transport import Answer, Transports
 from .base import RawResponse, Upstream
 
 __all__ = ["HttpUpstream", "finalize_wire", "merge_headers", "relayed_headers"]
 
-# Transport failures: aiohttp's own, plus timeouts (aiohttp's timeout errors subclass the
-# builtin TimeoutError, which asyncio.TimeoutError is since Python 3.11).
-_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, PoolError)
-#: which client posts to plain-http upstreams: "lean" (``_pool``) or "aiohttp"
-CLIENT_ENV = "INTERLINGUA_HTTP_CLIENT"
-_Answer = aiohttp.ClientResponse | PooledResponse
 # What a codec raises on a body it cannot read: a malformed upstream answer is the
 # upstream's fault (502), never the client's (400).
 _DECODE_ERRORS = (InvalidRequestError, ValueError, KeyError, TypeError, IndexError)
@@ -119,8 +110,10 @@ def finalize_wire(dialect: str, wire: dict[str, Any], stream: bool) -> dict[str,
 class HttpUpstream(Upstream):
     """An upstream reached over HTTP in one wire dialect. Subclasses pick URL and headers.
 
-    ``headers`` must already hold authentication. With ``session=None`` the upstream
-    opens its own session on first use and closes it in :meth:`aclose`.
+    ``headers`` must already hold authentication. ``transports`` are the HTTP engines
+    every upstream shares (``create_app`` builds them); with ``None`` the upstream makes
+    its own and closes them in :meth:`aclose`. The engine is picked once, by ``url``'s
+    scheme, which all of an upstream's URLs share.
     """
 
     #: client request headers forwarded on the passthrough path (lowercase)
@@ -135,35 +128,21 @@ class HttpUpstream(Upstream):
         url: str,
         headers: Mapping[str, str],
         timeout: TimeoutConfig | None = None,
-        session: aiohttp.ClientSession | None = None,
+        transports: Transports | None = None,
     ) -> None:
         super().__init__(name)
         self.dialect = dialect
         self.base_url = base_url
         self.url = url
         self._headers = dict(headers)
-        limits = timeout or TimeoutConfig()
-        self.timeout = limits
-        # sock_read bounds the silence between two reads, total the whole answer (a
-        # stream may legitimately run for many minutes: the default is generous).
-        self._timeout = aiohttp.ClientTimeout(
-            total=limits.total, sock_connect=limits.connect, sock_read=limits.read
-        )
-        self._session = session
-        self._owns_session = session is None
+        # (a stream may legitimately run for many minutes: the default total is generous)
+        self.timeout = timeout or TimeoutConfig()
+        self._owns_transports = transports is None
+        self._transports = Transports() if transports is None else transports
+        self._transport = self._transports.for_url(url)
         self._codec: Dialect | None = None
         #: the codec's fast check of a 2xx JSON answer (set with the codec)
         self._body_looks_right: Callable[[bytes], bool] | None = None
-        # https stays on aiohttp (TLS, certificates); see _pool's module docstring.
-        lean = os.environ.get(CLIENT_ENV, "lean").strip().lower() != "aiohttp"
-        self._lean = lean and url.startswith("http://")
-        self._pool: Pool | None = None
-        self._targets: dict[str, Target] = {}
-
-    @property
-    def uses_lean_client(self) -> bool:
-        """Whether calls go through the lean pool (``http://`` and not switched off)."""
-        return self._lean
 
     @property
     def codec(self) -> Dialect:
@@ -207,22 +186,22 @@ class HttpUpstream(Upstream):
                 async for batch in batches:
                     yield batch
         finally:
-            _finish(resp)
+            resp.release()
 
     async def _decode_batches(
-        self, resp: _Answer, events: EventDecoder
+        self, resp: Answer, events: EventDecoder
     ) -> AsyncGenerator[list[StreamEvent], None]:
         """One list of events per upstream read; a StreamError ends its list and the
         stream; a stream that stops before its end event ends with an error."""
         try:
-            async for chunk in resp.content.iter_any():
+            async for chunk in resp.iter_any():
                 batch = events.decode(chunk)
                 if batch:
                     yield batch
                     if isinstance(batch[-1], StreamError):
                         return
             tail = events.flush()
-        except _TRANSPORT_ERRORS as exc:
+        except TransportError as exc:
             tail = [StreamError(self.transport_error(exc))]
         except _DECODE_ERRORS as exc:
             tail = [StreamError(self._unreadable(exc))]
@@ -272,14 +251,14 @@ class HttpUpstream(Upstream):
         ok = 200 <= resp.status < 300
         if stream and ok and _is_event_stream(resp.headers):
             return RawResponse(
-                resp.status, out_headers, chunks=self._relay(resp), closer=lambda: _finish(resp)
+                resp.status, out_headers, chunks=self._relay(resp), closer=resp.release
             )
         try:
             data = await resp.read()
-        except _TRANSPORT_ERRORS as exc:
+        except TransportError as exc:
             raise self.transport_error(exc) from exc
         finally:
-            _finish(resp)
+            resp.release()
         if not ok:
             if resp.status < 400:
                 raise self._unexpected_status(resp.status, resp.headers)
@@ -337,14 +316,14 @@ class HttpUpstream(Upstream):
         }
         return extra or None
 
-    async def _relay(self, resp: _Answer) -> AsyncIterator[bytes]:
+    async def _relay(self, resp: Answer) -> AsyncIterator[bytes]:
         """The upstream's whole, well-formed events; a fault or a cut raises (502/504)
         after the events before it, so the gateway's error event follows a whole one."""
         check = self.codec.relay_check()
         chunk = data = b""
         error: InterlinguaError | None = None
         try:
-            async for chunk in resp.content.iter_any():
+            async for chunk in resp.iter_any():
                 data = check.feed(chunk)
                 if check.first_error is not None:
                     # Nothing sent yet: the error gets a real status, as translated.
@@ -359,7 +338,7 @@ class HttpUpstream(Upstream):
                 if data:
                     yield data
             error = error or check.finish()
-        except _TRANSPORT_ERRORS as exc:
+        except TransportError as exc:
             # The stream had ended (an in-band error, say): then nothing is lost.
             error = None if check.ended else self.transport_error(exc)
         if error is None:
@@ -368,7 +347,8 @@ class HttpUpstream(Upstream):
         # too (freed now by reference counting, not at the next full gc pass).
         check.drop()
         chunk = data = b""
-        error.message = f"upstream '{self.name}' at {self.base_url}: {error.message}"
+        # A copy: the original may be held elsewhere (the relay check's first error).
+        error = error.with_message(f"upstream '{self.name}' at {self.base_url}: {error.message}")
         try:
             raise error
         finally:
@@ -391,89 +371,51 @@ class HttpUpstream(Upstream):
             if not 200 <= resp.status < 300:
                 raise await self._status_error(resp)
             return await resp.read()
-        except _TRANSPORT_ERRORS as exc:
+        except TransportError as exc:
             raise self.transport_error(exc) from exc
         finally:
-            _finish(resp)
+            resp.release()
 
-    async def _post(self, url: str, body: bytes, extra: Mapping[str, str] | None = None) -> _Answer:
-        if self._lean:
-            return await self._post_lean(url, body, extra)
-        headers = {**self._headers, **extra} if extra else self._headers
-        session = self._session
-        if session is None or (session.closed and self._owns_session):
-            session = self._session = aiohttp.ClientSession()
-            self._owns_session = True
+    async def _post(self, url: str, body: bytes, extra: Mapping[str, str] | None = None) -> Answer:
         try:
-            return await session.post(
-                url, data=body, headers=headers, timeout=self._timeout, allow_redirects=False
+            return await self._transport.post(
+                url, body, self._headers, timeout=self.timeout, extra=extra
             )
-        except _TRANSPORT_ERRORS as exc:
+        except TransportError as exc:
             raise self.transport_error(exc) from exc
 
-    async def _post_lean(
-        self, url: str, body: bytes, extra: Mapping[str, str] | None
-    ) -> PooledResponse:
-        pool = self._pool
-        if pool is None:
-            pool = self._pool = Pool()
-        target = self._targets.get(url)
-        if target is None:
-            try:
-                target = self._targets[url] = Target(url, self._headers)
-            except ValueError as exc:  # a configured header with CR/LF, a URL with no host
-                raise UpstreamConnectionError(
-                    f"cannot reach upstream '{self.name}' at {self.base_url}: {exc}"
-                ) from None
-        try:
-            return await pool.post(
-                target,
-                body,
-                connect_timeout=self.timeout.connect,
-                read_timeout=self.timeout.read,
-                total_timeout=self.timeout.total,
-                extra_headers=extra,
-            )
-        except PoolError as exc:
-            raise self.transport_error(exc) from exc
-
-    async def _status_error(self, resp: _Answer) -> InterlinguaError:
+    async def _status_error(self, resp: Answer) -> InterlinguaError:
         if resp.status < 400:
             return self._unexpected_status(resp.status, resp.headers)
         try:
             body = await resp.read()
-        except _TRANSPORT_ERRORS:
+        except TransportError:
             body = b""
         headers = {k.lower(): v for k, v in resp.headers.items()}
         return self.codec.parse_error(resp.status, body, headers)
 
-    def transport_error(self, exc: BaseException) -> InterlinguaError:
+    def transport_error(self, exc: TransportError) -> InterlinguaError:
         """The error for a failure to talk to the upstream at all (no HTTP status)."""
         where = f"upstream '{self.name}' at {self.base_url}"
-        if isinstance(exc, aiohttp.ConnectionTimeoutError | ConnectTimeout):
+        if isinstance(exc, ConnectTimeout):
             return TimeoutError_(f"{where} timed out connecting (after {self.timeout.connect}s)")
-        if isinstance(exc, DeadlineExceeded) or (
-            # aiohttp's total timeout is a bare TimeoutError; its read timeout is not
-            type(exc) is TimeoutError and not self._lean
-        ):
+        if isinstance(exc, DeadlineExceeded):
             return TimeoutError_(f"{where} did not finish its answer within {self.timeout.total}s")
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, ReadTimeout):
             return TimeoutError_(f"{where} timed out: no data for {self.timeout.read}s")
-        if isinstance(exc, aiohttp.ClientConnectorError | ConnectFailed):
+        if isinstance(exc, ConnectFailed):
             return UpstreamConnectionError(
                 f"cannot reach {where}: {describe_os_error(exc.os_error)}"
             )
+        if isinstance(exc, InvalidTarget):
+            return UpstreamConnectionError(f"cannot reach {where}: {exc}")
         detail = str(exc) or type(exc).__name__
         return UpstreamConnectionError(f"connection to {where} failed: {detail}")
 
     async def aclose(self) -> None:
-        """Close the session if this upstream opened it (an injected one is not ours)."""
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.aclose()
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the transports if this upstream made them (shared ones are not ours)."""
+        if self._owns_transports:
+            await self._transports.aclose()
 
 
 def _is_event_stream(headers: Mapping[str, str]) -> bool:
@@ -494,12 +436,3 @@ def _json_object(data: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def _finish(resp: _Answer) -> None:
-    # A fully read answer hands its connection back to the pool; one abandoned halfway
-    # (client disconnect, error) must not, or the next request would read its leftovers.
-    if resp.content.at_eof():
-        resp.release()
-    else:
-        resp.close()

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import aiohttp
-
 from ..config import ConfigError, TimeoutConfig, UpstreamConfig
 from ..dialects.openai_chat import DIALECT
+from ._transport import Transports
 from .http import HttpUpstream, merge_headers
 
 __all__ = ["OpenAICompatibleUpstream", "check_options"]
@@ -36,7 +35,7 @@ class OpenAICompatibleUpstream(HttpUpstream):
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: TimeoutConfig | None = None,
-        session: aiohttp.ClientSession | None = None,
+        transports: Transports | None = None,
     ) -> None:
         url, ours = DIALECT.endpoint(base_url, api_key)
         super().__init__(
@@ -46,12 +45,12 @@ class OpenAICompatibleUpstream(HttpUpstream):
             url=url,
             headers=merge_headers(ours, headers),
             timeout=timeout,
-            session=session,
+            transports=transports,
         )
 
     @classmethod
     def from_config(
-        cls, cfg: UpstreamConfig, session: aiohttp.ClientSession | None
+        cls, cfg: UpstreamConfig, transports: Transports | None
     ) -> OpenAICompatibleUpstream:
         """Build from config; reads the key from ``api_key_env`` now."""
         # Also when called directly, not through the registry (which checks first).
@@ -62,7 +61,7 @@ class OpenAICompatibleUpstream(HttpUpstream):
             api_key=cfg.api_key(),
             headers=cfg.headers,
             timeout=cfg.timeout,
-            session=session,
+            transports=transports,
         )
 
 

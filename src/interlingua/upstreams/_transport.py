@@ -1,0 +1,345 @@
+"""The seam between :class:`.http.HttpUpstream` and the HTTP engines that post for it.
+
+An HTTP upstream knows its URL, headers and wire dialect; how the bytes travel is a
+:class:`Transport`'s business (httpx's pattern: ``Client`` → ``transport.handle_request``).
+A transport posts and returns an :class:`Answer` once status and headers are in; both
+raise only the :mod:`._errors` tree (each engine maps its own errors once), so the
+upstream turns one family of failures into :mod:`interlingua.errors`. Two engines:
+
+* :class:`LeanTransport` -- the lean keep-alive HTTP/1.1 pool of :mod:`._pool`, for
+  ``http://`` (the hot path: local servers; measured ~30 % more passthrough requests/s
+  than aiohttp, docs/decisions.md). Its answers are the pool's own, unwrapped.
+* :class:`AiohttpTransport` -- an ``aiohttp.ClientSession``, for ``https://`` (TLS,
+  certificates), and for ``http://`` too with ``INTERLINGUA_HTTP_CLIENT=aiohttp``.
+
+:class:`Transports` picks one by URL scheme; it reads that variable once, when built.
+``create_app`` builds one for every upstream and its lifespan closes it (server/app.py);
+an upstream built without one makes its own and closes it in ``aclose()``. Tests inject a fake
+:class:`Transport` (no sockets) or the pool's fake network.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import Protocol
+
+import aiohttp
+from aiohttp.streams import EofStream
+
+from ..config import TimeoutConfig
+from ._errors import (
+    ConnectFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    DeadlineExceeded,
+    InvalidTarget,
+    ReadTimeout,
+    TransportError,
+)
+from ._head import Target
+from ._pool import Pool, PooledResponse
+
+__all__ = [
+    "CLIENT_ENV",
+    "AiohttpTransport",
+    "Answer",
+    "LeanTransport",
+    "Transport",
+    "Transports",
+]
+
+#: which engine posts to plain-http upstreams: "lean" (the default) or "aiohttp"
+CLIENT_ENV = "INTERLINGUA_HTTP_CLIENT"
+
+
+class Answer(Protocol):
+    """An upstream's answer, status and headers in, the body still to read.
+
+    Read the body with :meth:`read` (whole) or :meth:`iter_any` (chunks as they arrive),
+    then :meth:`release` it, always: a fully read answer hands its connection back for
+    reuse; one abandoned halfway (client gone, error) closes it, or the next request would
+    read its leftovers. Reading raises :class:`._errors.TransportError` only.
+    """
+
+    @property
+    def status(self) -> int:
+        """The HTTP status (never 1xx: interim answers are skipped)."""
+        ...
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The response headers, looked up by lowercase name."""
+        ...
+
+    async def read(self) -> bytes:
+        """The whole (rest of the) body."""
+        ...
+
+    def iter_any(self) -> AsyncIterator[bytes]:
+        """Body bytes as they arrive."""
+        ...
+
+    def release(self) -> None:
+        """Done with the answer: reuse its connection if read to its end, else close it."""
+        ...
+
+
+class Transport(Protocol):
+    """Posts one request body to an upstream URL."""
+
+    def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        timeout: TimeoutConfig,
+        extra: Mapping[str, str] | None = None,
+    ) -> Awaitable[Answer]:
+        """POST ``body``; the :class:`Answer` once status and headers are in.
+
+        ``headers`` are the caller's own for this URL, the same mapping on every call
+        (the lean engine encodes them once and keeps them); ``extra`` are this request's
+        (forwarded client headers), replacing any of the same name. ``timeout.connect``
+        bounds connecting, ``timeout.read`` the silence between two reads, and
+        ``timeout.total`` the whole answer. Raises :class:`._errors.TransportError`;
+        redirects are not followed.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Close what this transport opened (it may be used again: it reopens)."""
+        ...
+
+
+class LeanTransport:
+    """The :mod:`._pool` engine (``http://`` only). ``pool`` replaces the one it makes."""
+
+    __slots__ = ("_kept", "_owns_pool", "_pool", "_targets")
+
+    #: distinct header mappings kept encoded before the cache is emptied (a bound: each
+    #: upstream passes one, so only a caller that builds a new mapping per call reaches it)
+    MAX_HEADER_SETS = 1024
+
+    def __init__(self, pool: Pool | None = None) -> None:
+        self._owns_pool = pool is None
+        self._pool = Pool() if pool is None else pool
+        # Encoded request heads by the identity of the caller's headers, then by URL: one
+        # transport serves every upstream, and two may post to one URL with different
+        # keys. ``_kept`` holds each mapping so its id cannot be reused while cached.
+        self._targets: dict[int, dict[str, Target]] = {}
+        self._kept: dict[int, Mapping[str, str]] = {}
+
+    def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        timeout: TimeoutConfig,
+        extra: Mapping[str, str] | None = None,
+    ) -> Awaitable[PooledResponse]:
+        """:meth:`Transport.post` (not itself a coroutine: the pool's is returned as it
+        is, one frame less per request; the pool raises the :mod:`._errors` tree)."""
+        by_url = self._targets.get(id(headers))
+        target = None if by_url is None else by_url.get(url)
+        if target is None:
+            target = self._target(url, headers)
+        return self._pool.post(
+            target,
+            body,
+            connect_timeout=timeout.connect,
+            read_timeout=timeout.read,
+            total_timeout=timeout.total,
+            extra_headers=extra,
+        )
+
+    def _target(self, url: str, headers: Mapping[str, str]) -> Target:
+        try:
+            target = Target(url, headers)
+        except ValueError as exc:  # a configured header with CR/LF, a URL with no host
+            raise InvalidTarget(str(exc)) from None
+        key = id(headers)
+        by_url = self._targets.get(key)
+        if by_url is None:
+            if len(self._targets) >= self.MAX_HEADER_SETS:
+                self._targets.clear()
+                self._kept.clear()
+            by_url = self._targets[key] = {}
+            self._kept[key] = headers
+        by_url[url] = target
+        return target
+
+    async def aclose(self) -> None:
+        """Close the idle connections; connections in use close when released."""
+        pool = self._pool
+        if self._owns_pool:
+            self._pool = Pool()  # a closed pool keeps nothing alive: start a fresh one
+        await pool.aclose()
+
+
+# aiohttp's failures: its own, plus timeouts (its timeout errors subclass the builtin
+# TimeoutError, which asyncio.TimeoutError is since Python 3.11).
+_AIOHTTP_ERRORS = (aiohttp.ClientError, TimeoutError)
+
+
+def aiohttp_error(exc: BaseException) -> TransportError:
+    """``exc``, one of :data:`_AIOHTTP_ERRORS`, as the :mod:`._errors` tree has it."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return ConnectTimeout(str(exc) or "no connection within the connect timeout")
+    if type(exc) is TimeoutError:  # the total timeout is a bare one; sock_read's is not
+        return DeadlineExceeded("the answer did not end within the total timeout")
+    if isinstance(exc, TimeoutError):
+        return ReadTimeout(str(exc) or "no data within the read timeout")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ConnectFailed(exc.os_error)
+    return ConnectionLost(str(exc) or type(exc).__name__)
+
+
+class AiohttpTransport:
+    """An ``aiohttp.ClientSession`` engine (TLS). With ``session=None`` it opens its own
+    on first use (inside the running loop, as aiohttp requires) and closes it in
+    :meth:`aclose`; an injected session is the caller's to close."""
+
+    __slots__ = ("_owns_session", "_session", "_timeouts")
+
+    def __init__(self, session: aiohttp.ClientSession | None = None) -> None:
+        self._session = session
+        self._owns_session = session is None
+        self._timeouts: dict[TimeoutConfig, aiohttp.ClientTimeout] = {}
+
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        timeout: TimeoutConfig,
+        extra: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """:meth:`Transport.post`."""
+        session = self._session
+        if session is None or (session.closed and self._owns_session):
+            session = self._session = _new_session()
+            self._owns_session = True
+        limits = self._timeouts.get(timeout)
+        if limits is None:
+            # sock_read bounds the silence between two reads, total the whole answer.
+            limits = self._timeouts[timeout] = aiohttp.ClientTimeout(
+                total=timeout.total, sock_connect=timeout.connect, sock_read=timeout.read
+            )
+        try:
+            resp = await session.post(
+                url,
+                data=body,
+                headers={**headers, **extra} if extra else headers,
+                timeout=limits,
+                allow_redirects=False,  # a POST must not be re-sent blindly
+            )
+        except _AIOHTTP_ERRORS as exc:
+            raise aiohttp_error(exc) from exc
+        return _AiohttpAnswer(resp)
+
+    async def aclose(self) -> None:
+        """Close the session if this transport opened it."""
+        if self._owns_session and self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+
+def _new_session() -> aiohttp.ClientSession:
+    # No connection limit (the gateway's own limits bound the load); DNS cached, since
+    # every request goes to one of a few hosts. No session-wide timeout: each post sets
+    # its upstream's.
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=connector)
+
+
+class _AiohttpAnswer:
+    """An ``aiohttp.ClientResponse`` as an :class:`Answer`, its errors mapped."""
+
+    __slots__ = ("_resp", "headers", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers: Mapping[str, str] = resp.headers
+
+    async def read(self) -> bytes:
+        try:
+            return await self._resp.read()
+        except _AIOHTTP_ERRORS as exc:
+            raise aiohttp_error(exc) from exc
+
+    def iter_any(self) -> AsyncIterator[bytes]:
+        return _Chunks(self._resp.content)
+
+    def release(self) -> None:
+        resp = self._resp
+        if resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()
+
+
+class _Chunks:
+    """aiohttp's ``content.iter_any()`` with errors mapped: the same one ``readany`` per
+    chunk, not a generator wrapped around theirs."""
+
+    __slots__ = ("_content",)
+
+    def __init__(self, content: aiohttp.StreamReader) -> None:
+        self._content = content
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._content.readany()
+        except EofStream:
+            raise StopAsyncIteration from None
+        except _AIOHTTP_ERRORS as exc:
+            raise aiohttp_error(exc) from exc
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
+
+
+class Transports:
+    """The engine for each URL scheme, chosen once (see the module docstring).
+
+    ``http://`` goes to ``http`` (default: a :class:`LeanTransport`, or the ``https``
+    engine when ``INTERLINGUA_HTTP_CLIENT=aiohttp``, read here); anything else to
+    ``https`` (default: an :class:`AiohttpTransport` over ``session``, or its own).
+
+    >>> t = Transports()
+    >>> type(t.for_url("https://api.anthropic.com/v1/messages")).__name__
+    'AiohttpTransport'
+    """
+
+    __slots__ = ("http", "https")
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession | None = None,
+        *,
+        http: Transport | None = None,
+        https: Transport | None = None,
+    ) -> None:
+        self.https: Transport = AiohttpTransport(session) if https is None else https
+        if http is None:
+            engine = os.environ.get(CLIENT_ENV, "lean").strip().lower()
+            http = self.https if engine == "aiohttp" else LeanTransport()
+        self.http: Transport = http
+
+    def for_url(self, url: str) -> Transport:
+        """The engine that posts to ``url``."""
+        return self.http if url.startswith("http://") else self.https
+
+    async def aclose(self) -> None:
+        """Close both engines (each closes only what it opened)."""
+        await self.http.aclose()
+        if self.https is not self.http:
+            await self.https.aclose()

@@ -1,0 +1,284 @@
+"""The transport seam (``upstreams/_transport.py``): an HTTP upstream over a fake engine
+(no sockets), the engine chosen by URL scheme, and each engine's errors in one tree."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping
+
+import aiohttp
+import orjson
+import pytest
+
+from interlingua.config import TimeoutConfig
+from interlingua.core import StreamError, TextDelta
+from interlingua.errors import TimeoutError_, UpstreamConnectionError
+from interlingua.upstreams._errors import (
+    ConnectFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    DeadlineExceeded,
+    ReadTimeout,
+    TransportError,
+)
+from interlingua.upstreams._pool import Pool
+from interlingua.upstreams._transport import (
+    CLIENT_ENV,
+    AiohttpTransport,
+    LeanTransport,
+    Transports,
+    aiohttp_error,
+)
+from interlingua.upstreams.anthropic import AnthropicUpstream
+from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
+
+from .test_openai_compatible import COMPLETION, REQUEST, STREAM
+from .test_pool import KEY, URL, FakeNet
+
+
+class FakeAnswer:
+    """An answer scripted as chunks, optionally failing after them."""
+
+    def __init__(
+        self,
+        chunks: list[bytes],
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        error: TransportError | None = None,
+    ) -> None:
+        self.status = status
+        self.headers = dict(headers or {"content-type": "application/json"})
+        self.chunks = chunks
+        self.error = error
+        self.released = False
+
+    async def read(self) -> bytes:
+        if self.error is not None:
+            raise self.error
+        return b"".join(self.chunks)
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        if self.error is not None:
+            raise self.error
+
+    def release(self) -> None:
+        self.released = True
+
+
+class FakeTransport:
+    """Records every post; answers with ``answer`` or raises ``error``."""
+
+    def __init__(
+        self, answer: FakeAnswer | None = None, error: TransportError | None = None
+    ) -> None:
+        self.answer = answer
+        self.error = error
+        self.posts: list[tuple[str, bytes, dict[str, str], dict[str, str] | None]] = []
+        self.closed = False
+
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        timeout: TimeoutConfig,
+        extra: Mapping[str, str] | None = None,
+    ) -> FakeAnswer:
+        self.posts.append((url, body, dict(headers), dict(extra) if extra else None))
+        if self.error is not None:
+            raise self.error
+        assert self.answer is not None
+        return self.answer
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def openai(fake: FakeTransport) -> OpenAICompatibleUpstream:
+    engines = Transports(http=fake, https=FakeTransport())
+    return OpenAICompatibleUpstream(
+        "vllm", "http://up.test/v1", api_key="k", timeout=TimeoutConfig(2, 7), transports=engines
+    )
+
+
+# --- an HTTP upstream over a fake engine ----------------------------------------------
+
+
+async def test_complete_posts_through_the_injected_transport() -> None:
+    fake = FakeTransport(FakeAnswer([orjson.dumps(COMPLETION)]))
+    up = openai(fake)
+    assert (await up.complete(REQUEST)).text == "Hello there"
+    [(url, body, headers, extra)] = fake.posts
+    assert url == "http://up.test/v1/chat/completions" and extra is None
+    assert headers["authorization"] == "Bearer k"
+    assert orjson.loads(body)["model"] == "qwen"
+    assert fake.answer is not None and fake.answer.released
+    await up.aclose()
+    assert not fake.closed  # shared engines are the app's to close
+
+
+async def test_stream_decodes_the_transports_chunks_and_releases_the_answer() -> None:
+    answer = FakeAnswer(STREAM, headers={"content-type": "text/event-stream"})
+    up = openai(FakeTransport(answer))
+    events = [event async for event in up.stream(REQUEST)]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
+    assert answer.released
+
+
+async def test_a_transport_error_mid_stream_is_one_stream_error() -> None:
+    answer = FakeAnswer(
+        STREAM[:3],
+        headers={"content-type": "text/event-stream"},
+        error=DeadlineExceeded("the answer did not end"),
+    )
+    events = [event async for event in openai(FakeTransport(answer)).stream(REQUEST)]
+    assert isinstance(events[-1], StreamError)
+    assert isinstance(events[-1].error, TimeoutError_)
+    assert "did not finish its answer" in events[-1].error.message
+    assert answer.released
+
+
+async def test_a_relayed_stream_cut_short_raises_after_its_whole_events() -> None:
+    lost = ConnectionLost("the upstream closed the connection mid-answer")
+    answer = FakeAnswer(
+        [STREAM[0], STREAM[1][:10]], headers={"content-type": "text/event-stream"}, error=lost
+    )
+    raw = await openai(FakeTransport(answer)).passthrough(b"{}", True, {})
+    assert raw.chunks is not None
+    got = []
+    with pytest.raises(
+        UpstreamConnectionError, match=re.escape("upstream 'vllm' at http://up.test/v1: ")
+    ):
+        async for data in raw.chunks:
+            got.append(data)
+    assert b"".join(got) == STREAM[0]
+    await raw.aclose()
+    assert answer.released
+
+
+async def test_forwarded_client_headers_go_as_extra() -> None:
+    fake = FakeTransport(FakeAnswer([b'{"type":"message"}'], status=400))
+    engines = Transports(http=fake, https=fake)
+    up = AnthropicUpstream("claude", "http://up.test", api_key="k", transports=engines)
+    await up.passthrough(b"{}", False, {"Anthropic-Beta": "b1", "Authorization": "theirs"})
+    [(_, _, headers, extra)] = fake.posts
+    assert extra == {"anthropic-beta": "b1"}  # never the client's credentials
+    assert headers["x-api-key"] == "k"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "text"),
+    [
+        (ConnectFailed(ConnectionRefusedError(111, "refused")), UpstreamConnectionError,
+         "cannot reach upstream 'vllm' at http://up.test/v1: connection refused"),
+        (ConnectTimeout("x"), TimeoutError_, "timed out connecting (after 2s)"),
+        (ReadTimeout("x"), TimeoutError_, "no data for 7s"),
+        (DeadlineExceeded("x"), TimeoutError_, "did not finish its answer within 3600.0s"),
+        (ConnectionLost("reset"), UpstreamConnectionError, "failed: reset"),
+    ],
+)  # fmt: skip
+async def test_each_transport_error_maps_to_one_gateway_error(
+    error: TransportError, kind: type[Exception], text: str
+) -> None:
+    with pytest.raises(kind, match=re.escape(text)):
+        await openai(FakeTransport(error=error)).complete(REQUEST)
+
+
+async def test_an_upstream_without_transports_makes_and_closes_its_own() -> None:
+    up = OpenAICompatibleUpstream("u", "http://up.test/v1")
+    assert type(up._transport) is LeanTransport
+    fake = up._transports.http = up._transports.https = FakeTransport()
+    await up.aclose()
+    assert fake.closed
+
+
+# --- picking an engine ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("choice", "url", "engine"),
+    [
+        (None, "http://127.0.0.1:8000/v1", LeanTransport),
+        ("lean", "http://127.0.0.1:8000/v1", LeanTransport),
+        (" AIOHTTP ", "http://127.0.0.1:8000/v1", AiohttpTransport),
+        (None, "https://api.openai.com/v1", AiohttpTransport),
+        ("aiohttp", "https://api.openai.com/v1", AiohttpTransport),
+    ],
+)
+def test_transports_pick_by_scheme_and_honour_the_variable(
+    monkeypatch: pytest.MonkeyPatch, choice: str | None, url: str, engine: type
+) -> None:
+    if choice is None:
+        monkeypatch.delenv(CLIENT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(CLIENT_ENV, choice)
+    engines = Transports()
+    assert type(engines.for_url(url)) is engine
+    if engine is AiohttpTransport:
+        # one aiohttp engine (one session) for both schemes
+        assert engines.for_url(url) is engines.https
+
+
+def test_the_variable_is_read_once_when_transports_are_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(CLIENT_ENV, raising=False)
+    engines = Transports()
+    monkeypatch.setenv(CLIENT_ENV, "aiohttp")
+    assert type(engines.for_url("http://h/v1")) is LeanTransport
+    up = OpenAICompatibleUpstream("u", "http://h/v1", transports=engines)
+    assert up._transport is engines.http
+
+
+# --- the lean engine ------------------------------------------------------------------
+
+
+async def test_lean_transport_keeps_one_head_per_header_set() -> None:
+    net = FakeNet()
+    lean = LeanTransport(Pool(opener=net.open))  # type: ignore[arg-type]
+    limits = TimeoutConfig(5, 5)
+    first, second = {"authorization": "Bearer a"}, {"authorization": "Bearer b"}
+    for headers in (first, second, first):
+        answer = await lean.post(URL, b"{}", headers, timeout=limits)
+        await answer.read()
+        answer.release()
+    assert [b"Bearer a" in r for r in net.requests] == [True, False, True]
+    assert len(net.transports) == 1  # one pool: the connection serves both
+    await lean.aclose()
+    assert lean._pool.idle_count(KEY) == 0
+
+
+async def test_a_header_that_cannot_be_sent_is_a_connection_error() -> None:
+    up = OpenAICompatibleUpstream("u", "http://h/v1", headers={"x-bad": "a\r\nhost: evil"})
+    with pytest.raises(
+        UpstreamConnectionError, match=re.escape("cannot reach upstream 'u' at http://h/v1")
+    ):
+        await up.complete(REQUEST)
+
+
+# --- the aiohttp engine's errors ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "mapped"),
+    [
+        (aiohttp.ConnectionTimeoutError(), ConnectTimeout),
+        (TimeoutError(), DeadlineExceeded),
+        (aiohttp.SocketTimeoutError(), ReadTimeout),
+        (aiohttp.ServerDisconnectedError(), ConnectionLost),
+        (aiohttp.ClientPayloadError("Response payload is not completed"), ConnectionLost),
+    ],
+)
+def test_aiohttp_errors_map_onto_the_tree(error: Exception, mapped: type) -> None:
+    assert type(aiohttp_error(error)) is mapped
+
+
+def test_aiohttp_connect_failure_keeps_its_os_error() -> None:
+    refused = ConnectionRefusedError(111, "Connection refused")
+    key = aiohttp.client_reqrep.ConnectionKey("h", 1, False, True, None, None, None)
+    mapped = aiohttp_error(aiohttp.ClientConnectorError(key, refused))
+    assert isinstance(mapped, ConnectFailed) and mapped.os_error is refused
