@@ -24,7 +24,8 @@ from interlingua.core import (
     fold,
 )
 from interlingua.dialects import EventDecoder, get_dialect
-from interlingua.errors import OverloadedError, UpstreamError
+from interlingua.errors import OverloadedError
+from interlingua.sse import SSEDecoder
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 TRANSCRIPTS = [
@@ -176,21 +177,36 @@ def test_an_in_band_error_ends_the_list() -> None:
     assert not events.ended
 
 
-def test_a_list_is_cut_after_its_first_error() -> None:
-    # The dialects' decoders say nothing after an error; the rule holds for any decoder.
-    class Chatty:
-        def feed(self, event: object) -> list[StreamEvent]:
-            error = StreamError(UpstreamError("boom", status=502))
-            return [error, StreamEnd(StopReason.END_TURN)]
+AFTER_THE_END = {
+    "openai": [openai_chunk("a"), b'data: {"error": {"message": "boom"}}\n\n', openai_chunk("b")],
+    "anthropic": [
+        anthropic_event("message_start", message={"id": "m1", "model": "m", "usage": {}}),
+        anthropic_event("error", error={"type": "api_error", "message": "boom"}),
+        anthropic_event("message_stop"),
+    ],
+}
 
-        def flush(self) -> list[StreamEvent]:
-            return []
 
-    class Dialect:
-        def stream_decoder(self, request: Request) -> Chatty:
-            return Chatty()
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_nothing_follows_an_error_in_one_chunk_or_later(dialect: str) -> None:
+    """The contract EventDecoder relies on (dialects.base.StreamDecoder): an error is the
+    last event of its list and the decoder says nothing after it."""
+    events = decoder(dialect)
+    batch = events.decode(b"".join(AFTER_THE_END[dialect]))
+    assert isinstance(batch[-1], StreamError)
+    assert sum(isinstance(e, StreamError) for e in batch) == 1
+    assert events.decode(AFTER_THE_END[dialect][-1]) == []
+    assert events.flush() == [] and not events.ended
 
-    events = EventDecoder(Dialect(), REQUEST)  # type: ignore[arg-type]
-    batch = events.decode(b"data: x\n\n")
-    assert len(batch) == 1 and isinstance(batch[0], StreamError)
-    assert not events.ended
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_every_end_or_error_a_decoder_emits_is_last_in_its_list(dialect: str) -> None:
+    for name in [t for d, t in TRANSCRIPTS if d == dialect]:
+        stream = (FIXTURES / name).read_bytes()
+        raw = get_dialect(dialect).stream_decoder(REQUEST)
+        sse = SSEDecoder()
+        lists = [raw.feed(event) for event in [*sse.decode(stream), *sse.flush()]]
+        lists.append(raw.flush())
+        for events in lists:
+            ends = [i for i, e in enumerate(events) if isinstance(e, StreamEnd | StreamError)]
+            assert ends in ([], [len(events) - 1])

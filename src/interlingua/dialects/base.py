@@ -40,7 +40,9 @@ class StreamDecoder(Protocol):
     returns zero or more neutral events; ``flush`` is called at end of input and returns
     whatever is still owed (for OpenAI: the held-back ``StreamEnd``). An in-band upstream
     error becomes a :class:`~interlingua.core.StreamError`. The decoder never raises on
-    unknown event types; it ignores them.
+    unknown event types; it ignores them. A ``StreamEnd`` or ``StreamError`` is the last
+    event of the list it comes in, and every call after it returns ``[]``
+    (:class:`EventDecoder` relies on both: it looks only at the end of each list).
     """
 
     def feed(self, event: SSEEvent) -> list[StreamEvent]: ...
@@ -168,7 +170,11 @@ class EventDecoder:
             return self._passed(feed(sse_events[0]))
         out: list[StreamEvent] = []
         for sse_event in sse_events:
-            out.extend(feed(sse_event))
+            events = feed(sse_event)
+            if events:
+                out.extend(events)
+                if isinstance(events[-1], _LAST):
+                    break  # the stream is over: later events in the chunk are ignored
         return self._passed(out)
 
     def flush(self) -> list[StreamEvent]:
@@ -176,17 +182,15 @@ class EventDecoder:
         out: list[StreamEvent] = []
         for sse_event in self._sse.flush():
             out.extend(self._feed(sse_event))
-        out.extend(self._decoder.flush())
+        if not (out and isinstance(out[-1], _LAST)):
+            out.extend(self._decoder.flush())
         return self._passed(out)
 
     def _passed(self, events: list[StreamEvent]) -> list[StreamEvent]:
-        """``events`` cut after a ``StreamError``; notes whether it started and ended."""
+        """``events``, noting whether the stream started and ended (per call, not per
+        event: an end or error is always last, see :class:`StreamDecoder`)."""
         if events:
             self.started = True
-            for i, event in enumerate(events):
-                if isinstance(event, _LAST):
-                    if isinstance(event, StreamEnd):
-                        self.ended = True
-                    else:
-                        return events[: i + 1]
+            if type(events[-1]) is StreamEnd:
+                self.ended = True
         return events
