@@ -15,9 +15,9 @@ Anthropic), and handlers never choose status codes.
     ├── UpstreamError                     upstream_error       500/502 (any other upstream 5xx)
     │   └── UpstreamConnectionError       upstream_error       502 (could not reach it)
     ├── OverloadedError                   overloaded           529 (rendered 503 to OpenAI)
-    └── TimeoutError_                     timeout              504
+    └── UpstreamTimeoutError              timeout              504
 
-Transport failures (``UpstreamConnectionError``, ``TimeoutError_``) are apart from
+Transport failures (``UpstreamConnectionError``, ``UpstreamTimeoutError``) are apart from
 status failures. This module imports nothing of ours, so every layer may use it.
 """
 
@@ -140,7 +140,10 @@ class OverloadedError(InterlinguaError):
     default_status = 529
 
 
-class TimeoutError_(InterlinguaError):
+class UpstreamTimeoutError(InterlinguaError):
+    """The upstream did not answer (or finish answering) in time; named so it does not
+    shadow the builtin ``TimeoutError``, which the transports catch."""
+
     kind = ErrorKind.TIMEOUT
     default_status = 504
 
@@ -150,12 +153,12 @@ _BY_STATUS: dict[int, type[InterlinguaError]] = {
     401: AuthenticationError,
     403: PermissionDeniedError,
     404: NotFoundError,
-    408: TimeoutError_,
+    408: UpstreamTimeoutError,
     413: RequestTooLargeError,
     422: UnprocessableError,
     429: RateLimitError,
     503: OverloadedError,
-    504: TimeoutError_,
+    504: UpstreamTimeoutError,
     529: OverloadedError,
 }
 
@@ -168,7 +171,7 @@ _BY_KIND: dict[ErrorKind, type[InterlinguaError]] = {
     ErrorKind.RATE_LIMIT: RateLimitError,
     ErrorKind.UPSTREAM_ERROR: UpstreamError,
     ErrorKind.OVERLOADED: OverloadedError,
-    ErrorKind.TIMEOUT: TimeoutError_,
+    ErrorKind.TIMEOUT: UpstreamTimeoutError,
 }
 
 

@@ -13,7 +13,7 @@ from interlingua.client import (
     BadRequestError,
     RateLimitError,
 )
-from interlingua.errors import TimeoutError_, UpstreamConnectionError
+from interlingua.errors import UpstreamConnectionError, UpstreamTimeoutError
 from interlingua.retry import MAX_DELAY, MAX_RETRY_AFTER, retry_delay, should_retry
 
 
@@ -45,7 +45,7 @@ def test_exceptions() -> None:
     assert should_retry(ValueError("bug")) is False
     # the gateway's error tree is judged by status too
     assert should_retry(UpstreamConnectionError("x")) is True  # 502
-    assert should_retry(TimeoutError_("x")) is True  # 504
+    assert should_retry(UpstreamTimeoutError("x")) is True  # 504
 
 
 def test_retry_after_seconds_and_ms() -> None:

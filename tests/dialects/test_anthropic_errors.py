@@ -16,10 +16,10 @@ from interlingua.errors import (
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
-    TimeoutError_,
     UnprocessableError,
     UpstreamConnectionError,
     UpstreamError,
+    UpstreamTimeoutError,
 )
 from interlingua.sse import SSEDecoder
 
@@ -41,7 +41,7 @@ def wire(error_type: str, message: str = "boom") -> bytes:
         (413, "request_too_large", RequestTooLargeError),
         (429, "rate_limit_error", RateLimitError),
         (500, "api_error", UpstreamError),
-        (504, "timeout_error", TimeoutError_),
+        (504, "timeout_error", UpstreamTimeoutError),
         (529, "overloaded_error", OverloadedError),
         (503, "overloaded_error", OverloadedError),
         (418, "teapot_error", InvalidRequestError),
@@ -103,7 +103,7 @@ def test_parse_error_tolerates_other_bodies(
         (UpstreamError("x", status=503), 529, "overloaded_error"),
         (OverloadedError("busy"), 529, "overloaded_error"),
         (OverloadedError("busy", status=503), 529, "overloaded_error"),
-        (TimeoutError_("slow"), 504, "timeout_error"),
+        (UpstreamTimeoutError("slow"), 504, "timeout_error"),
         (
             PermissionDeniedError("pay", status=402, upstream_type="billing_error"),
             402,
@@ -186,7 +186,7 @@ def test_openai_upstream_status_is_kept_for_anthropic_clients(
     ("error", "status", "error_type"),
     [
         (InvalidRequestError("conflict", status=409), 409, "invalid_request_error"),
-        (TimeoutError_("slow", status=408), 408, "timeout_error"),
+        (UpstreamTimeoutError("slow", status=408), 408, "timeout_error"),
         (InvalidRequestError("ours"), 400, "invalid_request_error"),  # our own validation
         (RequestTooLargeError("ours"), 413, "request_too_large"),
         (NotFoundError("ours"), 404, "not_found_error"),

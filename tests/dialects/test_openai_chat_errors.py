@@ -19,9 +19,9 @@ from interlingua.errors import (
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
-    TimeoutError_,
     UnprocessableError,
     UpstreamError,
+    UpstreamTimeoutError,
 )
 from interlingua.sse import SSEDecoder
 
@@ -58,7 +58,7 @@ def test_parse_keeps_param_and_class_by_status() -> None:
         (500, UpstreamError),
         (502, UpstreamError),
         (503, OverloadedError),
-        (504, TimeoutError_),
+        (504, UpstreamTimeoutError),
         (529, OverloadedError),
         (418, InvalidRequestError),
     ],
@@ -117,11 +117,11 @@ def test_parse_other_shapes(body: bytes, message: str, code: str | None) -> None
         (UpstreamError("m", status=502), 502, "server_error", None),
         (OverloadedError("m"), 503, "server_error", "overloaded"),
         (OverloadedError("m", status=503), 503, "server_error", "overloaded"),
-        (TimeoutError_("m"), 504, "server_error", "timeout"),
+        (UpstreamTimeoutError("m"), 504, "server_error", "timeout"),
         # §4.9: an upstream's status is kept when re-wrapping (only 529 -> 503).
         (InvalidRequestError("m", status=409), 409, "invalid_request_error", None),
         (InvalidRequestError("m", status=402), 402, "invalid_request_error", None),
-        (TimeoutError_("m", status=408), 408, "server_error", "timeout"),
+        (UpstreamTimeoutError("m", status=408), 408, "server_error", "timeout"),
     ],
 )
 def test_render_error(error: InterlinguaError, status: int, etype: str, code: str | None) -> None:

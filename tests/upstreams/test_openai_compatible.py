@@ -24,9 +24,9 @@ from interlingua.errors import (
     InterlinguaError,
     OverloadedError,
     RateLimitError,
-    TimeoutError_,
     UpstreamConnectionError,
     UpstreamError,
+    UpstreamTimeoutError,
 )
 from interlingua.upstreams._transport import Transports
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
@@ -193,7 +193,7 @@ async def test_silence_before_the_answer_is_a_timeout(stub: Stub, transports: Tr
         return json_response(COMPLETION)
 
     stub.handler = handler
-    with pytest.raises(TimeoutError_) as info:
+    with pytest.raises(UpstreamTimeoutError) as info:
         await upstream(stub, transports, read=0.2).complete(REQUEST)
     assert info.value.status == 504
     assert "upstream 'vllm'" in info.value.message and "0.2s" in info.value.message
@@ -213,7 +213,7 @@ async def test_silence_mid_stream_becomes_a_stream_error(
     stub.handler = handler
     events = await collect(upstream(stub, transports, read=0.2))
     assert isinstance(events[-1], StreamError)
-    assert isinstance(events[-1].error, TimeoutError_)
+    assert isinstance(events[-1].error, UpstreamTimeoutError)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel"]
 
 

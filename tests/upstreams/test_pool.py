@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from interlingua.config import TimeoutConfig
-from interlingua.errors import TimeoutError_, UpstreamConnectionError
+from interlingua.errors import UpstreamConnectionError, UpstreamTimeoutError
 from interlingua.upstreams._errors import (
     ConnectFailed,
     ConnectionLost,
@@ -482,9 +482,11 @@ def test_upstream_maps_pool_errors() -> None:
         "cannot reach upstream 'vllm' at http://127.0.0.1:9/v1: connection refused"
     )
     slow = up.transport_error(ConnectTimeout("x"))
-    assert isinstance(slow, TimeoutError_) and "timed out connecting (after 3s)" in slow.message
+    assert (
+        isinstance(slow, UpstreamTimeoutError) and "timed out connecting (after 3s)" in slow.message
+    )
     silent = up.transport_error(ReadTimeout("x"))
-    assert isinstance(silent, TimeoutError_) and "no data for 7s" in silent.message
+    assert isinstance(silent, UpstreamTimeoutError) and "no data for 7s" in silent.message
     lost = up.transport_error(ConnectionLost("the upstream closed the connection mid-answer"))
     assert isinstance(lost, UpstreamConnectionError) and "mid-answer" in lost.message
 

@@ -12,7 +12,7 @@ import pytest
 
 from interlingua.config import TimeoutConfig
 from interlingua.core import StreamError, TextDelta
-from interlingua.errors import TimeoutError_, UpstreamConnectionError
+from interlingua.errors import UpstreamConnectionError, UpstreamTimeoutError
 from interlingua.upstreams._errors import (
     ConnectFailed,
     ConnectionLost,
@@ -137,7 +137,7 @@ async def test_a_transport_error_mid_stream_is_one_stream_error() -> None:
     )
     events = [event async for event in openai(FakeTransport(answer)).stream(REQUEST)]
     assert isinstance(events[-1], StreamError)
-    assert isinstance(events[-1].error, TimeoutError_)
+    assert isinstance(events[-1].error, UpstreamTimeoutError)
     assert "did not finish its answer" in events[-1].error.message
     assert answer.released
 
@@ -175,9 +175,9 @@ async def test_forwarded_client_headers_go_as_extra() -> None:
     [
         (ConnectFailed(ConnectionRefusedError(111, "refused")), UpstreamConnectionError,
          "cannot reach upstream 'vllm' at http://up.test/v1: connection refused"),
-        (ConnectTimeout("x"), TimeoutError_, "timed out connecting (after 2s)"),
-        (ReadTimeout("x"), TimeoutError_, "no data for 7s"),
-        (DeadlineExceeded("x"), TimeoutError_, "did not finish its answer within 3600.0s"),
+        (ConnectTimeout("x"), UpstreamTimeoutError, "timed out connecting (after 2s)"),
+        (ReadTimeout("x"), UpstreamTimeoutError, "no data for 7s"),
+        (DeadlineExceeded("x"), UpstreamTimeoutError, "did not finish its answer within 3600.0s"),
         (ConnectionLost("reset"), UpstreamConnectionError, "failed: reset"),
     ],
 )  # fmt: skip

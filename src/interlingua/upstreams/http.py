@@ -15,7 +15,7 @@ Failures (the transport raises one family, :mod:`._errors`) map onto
   raised before the first stream event;
 * cannot connect -> :class:`UpstreamConnectionError` (502); the connection drops while
   reading -> the same; no bytes for ``timeout.read`` seconds, or an answer not finished
-  within ``timeout.total`` -> :class:`TimeoutError_` (504);
+  within ``timeout.total`` -> :class:`UpstreamTimeoutError` (504);
 * a 2xx answer that is not what was asked for (HTML, text, JSON cut short, an event that
   is not JSON, a stream that stops before its end) -> :class:`UpstreamError` (502), on
   both paths: a relayed stream is checked event by event (:mod:`..dialects.relay`);
@@ -42,9 +42,9 @@ from ..dialects import Dialect, EventDecoder, get_dialect
 from ..errors import (
     InterlinguaError,
     InvalidRequestError,
-    TimeoutError_,
     UpstreamConnectionError,
     UpstreamError,
+    UpstreamTimeoutError,
     describe_os_error,
 )
 from ..sse import SSEEvent
@@ -398,11 +398,15 @@ class HttpUpstream(Upstream):
         """The error for a failure to talk to the upstream at all (no HTTP status)."""
         where = f"upstream '{self.name}' at {self.base_url}"
         if isinstance(exc, ConnectTimeout):
-            return TimeoutError_(f"{where} timed out connecting (after {self.timeout.connect}s)")
+            return UpstreamTimeoutError(
+                f"{where} timed out connecting (after {self.timeout.connect}s)"
+            )
         if isinstance(exc, DeadlineExceeded):
-            return TimeoutError_(f"{where} did not finish its answer within {self.timeout.total}s")
+            return UpstreamTimeoutError(
+                f"{where} did not finish its answer within {self.timeout.total}s"
+            )
         if isinstance(exc, ReadTimeout):
-            return TimeoutError_(f"{where} timed out: no data for {self.timeout.read}s")
+            return UpstreamTimeoutError(f"{where} timed out: no data for {self.timeout.read}s")
         if isinstance(exc, ConnectFailed):
             return UpstreamConnectionError(
                 f"cannot reach {where}: {describe_os_error(exc.os_error)}"

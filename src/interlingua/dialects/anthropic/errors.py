@@ -29,8 +29,8 @@ from ...errors import (
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
-    TimeoutError_,
     UpstreamError,
+    UpstreamTimeoutError,
     error_class_for_status,
     parse_retry_after,
 )
@@ -48,7 +48,7 @@ _CLASS_BY_TYPE: dict[str, type[InterlinguaError]] = {
     "request_too_large": RequestTooLargeError,
     "rate_limit_error": RateLimitError,
     "api_error": UpstreamError,
-    "timeout_error": TimeoutError_,
+    "timeout_error": UpstreamTimeoutError,
     "overloaded_error": OverloadedError,
 }
 

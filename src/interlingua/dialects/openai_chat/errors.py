@@ -26,8 +26,8 @@ from ...errors import (
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
-    TimeoutError_,
     UpstreamError,
+    UpstreamTimeoutError,
     error_class_for_status,
     parse_retry_after,
 )
@@ -60,7 +60,7 @@ _CLASS_BY_TYPE: dict[str, type[InterlinguaError]] = {
     "server_error": UpstreamError,
     "api_error": UpstreamError,
     "overloaded_error": OverloadedError,
-    "timeout_error": TimeoutError_,
+    "timeout_error": UpstreamTimeoutError,
 }
 
 # error.code strings that say more than error.type (401 arrives as type
@@ -72,7 +72,7 @@ _CLASS_BY_CODE: dict[str, type[InterlinguaError]] = {
     "rate_limit_exceeded": RateLimitError,
     "insufficient_quota": RateLimitError,
     "overloaded": OverloadedError,
-    "timeout": TimeoutError_,
+    "timeout": UpstreamTimeoutError,
 }
 
 # Headers worth relaying to our client with the error (retry guidance, §4.9).
