@@ -22,8 +22,8 @@ The rules are the ones both official SDKs share (PROTOCOLS.md 4.9, their
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Protocol
 
 from .errors import parse_retry_after
 
@@ -51,7 +51,14 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Retryable 4xx statuses; every status >= 500 is retryable too."""
 
 
-def _header(headers: Mapping[str, str] | Any, name: str) -> str | None:
+class Headers(Protocol):
+    """What is read of response headers: a dict, aiohttp's or the pool's case-insensitive
+    mapping, or httpx's ``Headers`` all fit."""
+
+    def get(self, name: str, /) -> object: ...
+
+
+def _header(headers: Headers | None, name: str) -> str | None:
     """A header value by lowercase ``name`` from a dict or a case-insensitive mapping."""
     if not headers:
         return None
@@ -64,14 +71,14 @@ def _header(headers: Mapping[str, str] | Any, name: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _lowered(headers: Mapping[str, str] | Any) -> Mapping[str, str] | Any:
+def _lowered(headers: Headers) -> Headers:
     if isinstance(headers, dict):
         return {str(k).lower(): v for k, v in headers.items()}
     return headers
 
 
 def should_retry(
-    failure: int | BaseException, headers: Mapping[str, str] | Any | None = None
+    failure: int | BaseException, headers: Headers | None = None
 ) -> bool:
     """Whether a failed attempt is worth repeating.
 
@@ -100,7 +107,7 @@ def should_retry(
 
 def retry_delay(
     attempt: int,
-    headers: Mapping[str, str] | Any | None = None,
+    headers: Headers | None = None,
     base: float = INITIAL_DELAY,
     cap: float = MAX_DELAY,
     *,

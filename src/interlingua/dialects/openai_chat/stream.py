@@ -50,6 +50,12 @@ from .response import (
 __all__ = ["OpenAIChatStreamDecoder", "OpenAIChatStreamEncoder"]
 
 
+
+#: how an upstream tool call is told apart: its ``index``, or ``("id", call id)`` from
+#: servers that omit the index
+_ToolKey = int | tuple[str, Any] | None
+
+
 class OpenAIChatStreamDecoder:
     """Upstream Chat SSE events -> neutral events. See the module docstring.
 
@@ -88,8 +94,8 @@ class OpenAIChatStreamDecoder:
         self._text: int | None = None  # the open text block, if any
         self._refusal: int | None = None  # the open refusal (text) block, if any
         self._reasoning: int | None = None  # the open reasoning block, if any
-        self._tools: dict[Any, int] = {}  # upstream tool-call index -> neutral index
-        self._last_tool: Any = None
+        self._tools: dict[_ToolKey, int] = {}  # upstream tool-call key -> neutral index
+        self._last_tool: _ToolKey = None
         self._finish: str | None = None
         self._matched_stop: str | None = None
         self._usage: Usage | None = None
