@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -39,6 +39,8 @@ from interlingua.server import create_app
 from interlingua.server.gateway import Gateway
 from interlingua.server.http import StreamResponse
 from interlingua.upstreams import build_upstreams
+
+from ..stub_upstream import Stub
 
 KEY = "sk-secret-123"
 CONFIG = parse_config(
@@ -170,12 +172,22 @@ CLIENT_HEADERS = {"anthropic-version": "2023-06-01"}
 
 @dataclass
 class Echoing:
-    """What the stub upstream answers: ``(status, content type, body)`` per request path."""
+    """What the stub upstream answers: ``(status, content type, body)``; by default an
+    error in the dialect of the request's path, quoting the key it was sent."""
 
+    stub: Stub
     status: int = 401
     content_type: str = "application/json"
     body: bytes = b""
-    seen_keys: list[str] = field(default_factory=list)
+
+    async def answer(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        reply = self.body or _error_body(request.path, f"Incorrect API key provided: {KEY}.")
+        return web.Response(body=reply, status=self.status, content_type=self.content_type)
+
+    def last_key(self) -> str:
+        """The credential header of the last request the upstream saw."""
+        headers = self.stub.seen[-1].headers
+        return headers.get("x-api-key") or headers.get("authorization", "")
 
 
 def _error_body(path: str, message: str) -> bytes:
@@ -187,40 +199,17 @@ def _error_body(path: str, message: str) -> bytes:
 
 @pytest.fixture
 async def echoing(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, stub: Stub
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Echoing]]:
     """A gateway in front of an openai and an anthropic upstream on one echoing stub."""
-    state = Echoing()
-
-    async def handle(request: web.Request) -> web.Response:
-        await request.read()
-        state.seen_keys.append(
-            request.headers.get("x-api-key") or request.headers.get("authorization", "")
-        )
-        body = state.body or _error_body(request.path, f"Incorrect API key provided: {KEY}.")
-        return web.Response(body=body, status=state.status, content_type=state.content_type)
-
-    app = web.Application()
-    app.router.add_route("POST", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
+    state = Echoing(stub)
+    stub.handler = state.answer
     monkeypatch.setenv(KEY_ENV, KEY)
     config = parse_config(
         {
             "upstreams": {
-                "oa": {
-                    "kind": "openai",
-                    "base_url": f"http://{host}:{port}/v1",
-                    "api_key_env": KEY_ENV,
-                },
-                "an": {
-                    "kind": "anthropic",
-                    "base_url": f"http://{host}:{port}",
-                    "api_key_env": KEY_ENV,
-                },
+                "oa": {"kind": "openai", "base_url": f"{stub.url}/v1", "api_key_env": KEY_ENV},
+                "an": {"kind": "anthropic", "base_url": stub.url, "api_key_env": KEY_ENV},
             },
             "models": [{"name": "oa", "upstream": "oa"}, {"name": "an", "upstream": "an"}],
         }
@@ -234,7 +223,6 @@ async def echoing(
     finally:
         for upstream in upstreams.values():
             await upstream.aclose()
-        await runner.cleanup()
 
 
 async def _call(
@@ -263,7 +251,7 @@ async def test_a_key_echoed_in_an_upstream_error_never_reaches_the_client(
     assert resp.status_code == 401, resp.text
     assert "Incorrect API key provided: ***." in resp.text
     assert KEY not in resp.text and KEY not in caplog.text
-    assert state.seen_keys[-1].endswith(KEY)  # the key did go upstream
+    assert state.last_key().endswith(KEY)  # the key did go upstream
 
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])

@@ -1,97 +1,57 @@
-"""A tiny scripted aiohttp server on 127.0.0.1 for the HTTP upstream tests.
-
-Each test sets ``stub.handler`` to a coroutine ``(request, body) -> StreamResponse``; the
-stub records every request (path, lowercase headers, raw body). Handlers that must hang
-wait on ``stub.release`` so teardown never waits for them.
-"""
+"""Fixtures for the HTTP upstream tests: the scripted ``stub`` server (tests/stub_upstream.py),
+both HTTP engines, a closed port, and the key that must never leak."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+import traceback
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
-import orjson
 import pytest
-from aiohttp import web
 
+from interlingua.config import TimeoutConfig
+from interlingua.errors import InterlinguaError
 from interlingua.upstreams._transport import CLIENT_ENV, Transports
+from interlingua.upstreams.http import HttpUpstream
 
-Handler = Callable[[web.Request, bytes], Awaitable[web.StreamResponse]]
+from ..stub_upstream import Handler, Seen, Stub, json_response, sse_response, stub
+
+# Re-exported: the tests here import them from this conftest; ``stub`` is the fixture.
+__all__ = ["Handler", "Seen", "Stub", "json_response", "sse_response", "stub"]
+
+U = TypeVar("U", bound=HttpUpstream)
 
 SECRET = "sk-test-S3CR3T-key-0123456789"
 
 
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> dict[str, object]:
-        data: dict[str, object] = orjson.loads(self.body)
-        return data
-
-
-@dataclass
-class Stub:
-    url: str = ""
-    handler: Handler | None = None
-    seen: list[Seen] = field(default_factory=list)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-def json_response(
-    payload: object, status: int = 200, headers: dict[str, str] | None = None
-) -> web.Response:
-    return web.Response(
-        body=orjson.dumps(payload), status=status, content_type="application/json", headers=headers
+def build_upstream(
+    cls: Callable[..., U],
+    name: str,
+    base_url: str,
+    transports: Transports | None,
+    *,
+    api_key: str | None = SECRET,
+    read: float = 5.0,
+) -> U:
+    """An HTTP upstream of kind ``cls`` as the tests configure it: our key, a header of
+    our own, and a read timeout a test may shorten to wait out a silence."""
+    return cls(
+        name,
+        base_url,
+        api_key=api_key,
+        headers={"X-Team": "research"},
+        timeout=TimeoutConfig(connect=2, read=read),
+        transports=transports,
     )
 
 
-async def sse_response(
-    request: web.Request, chunks: list[bytes], *, cut: bool = False
-) -> web.StreamResponse:
-    """Send ``chunks`` as an event stream; ``cut`` drops the connection instead of ending."""
-    resp = web.StreamResponse(headers={"content-type": "text/event-stream", "x-request-id": "r1"})
-    await resp.prepare(request)
-    for chunk in chunks:
-        await resp.write(chunk)
-        await asyncio.sleep(0)
-    if cut:
-        assert request.transport is not None
-        request.transport.close()
-        return resp
-    await resp.write_eof()
-    return resp
-
-
-@pytest.fixture
-async def stub() -> AsyncIterator[Stub]:
-    state = Stub()
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        state.seen.append(Seen(request.path, headers, body))
-        assert state.handler is not None, "test forgot to set stub.handler"
-        return await state.handler(request, body)
-
-    app = web.Application()
-    app.router.add_route("POST", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    state.url = f"http://{host}:{port}"
-    try:
-        yield state
-    finally:
-        state.release.set()
-        await runner.cleanup()
+def assert_secret_free(err: BaseException) -> None:
+    """``SECRET`` is nowhere in the error: not its traceback, repr, body or headers."""
+    text = "".join(traceback.format_exception(err)) + repr(err)
+    assert SECRET not in text
+    if isinstance(err, InterlinguaError):
+        assert SECRET not in str(err.body) and SECRET not in str(err.headers)
 
 
 @pytest.fixture(params=["lean", "aiohttp"])

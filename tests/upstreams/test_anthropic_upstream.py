@@ -1,36 +1,25 @@
-"""Anthropic upstream against a scripted local aiohttp server."""
+"""Anthropic upstream: its dialect's answers, and what only this kind does (base URLs,
+the version header, token counts, beta flags).
+
+What both HTTP kinds do alike (keys, errors, timeouts, streams cut short, passthrough) is
+tested once for both in test_http_upstreams.py, from the answers and :func:`build` here.
+"""
 
 from __future__ import annotations
+
+from functools import partial
 
 import orjson
 import pytest
 from aiohttp import web
 
-from interlingua.config import TimeoutConfig
-from interlingua.core import (
-    Message,
-    Request,
-    StopReason,
-    StreamError,
-    StreamEvent,
-    TextDelta,
-    TextPart,
-    ToolSpec,
-    fold,
-)
+from interlingua.core import Message, Request, TextPart, ToolSpec
 from interlingua.dialects.anthropic import DIALECT
-from interlingua.errors import (
-    AuthenticationError,
-    OverloadedError,
-    RateLimitError,
-    UpstreamConnectionError,
-    UpstreamError,
-)
+from interlingua.errors import AuthenticationError
 from interlingua.upstreams._transport import Transports
 from interlingua.upstreams.anthropic import AnthropicUpstream
 
-from .conftest import SECRET, Stub, json_response, sse_response
-from .test_openai_compatible import assert_secret_free
+from .conftest import SECRET, Stub, build_upstream, json_response
 
 REQUEST = Request(
     model="claude-sonnet-4-5",
@@ -56,6 +45,10 @@ def event(kind: str, **data: object) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **data}) + b"\n\n"
 
 
+def text_chunk(text: str) -> bytes:
+    return event("content_block_delta", index=0, delta={"type": "text_delta", "text": text})
+
+
 START = event(
     "message_start",
     message={
@@ -69,8 +62,8 @@ STREAM = [
     START,
     event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
     event("ping"),
-    event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hel"}),
-    event("content_block_delta", index=0, delta={"type": "text_delta", "text": "lo!"}),
+    text_chunk("Hel"),
+    text_chunk("lo!"),
     event("content_block_stop", index=0),
     event(
         "message_delta",
@@ -81,18 +74,25 @@ STREAM = [
 ]
 
 
-def upstream(stub: Stub, transports: Transports, base: str = "") -> AnthropicUpstream:
-    return AnthropicUpstream(
-        "claude",
-        stub.url + base,
-        api_key=SECRET,
-        timeout=TimeoutConfig(connect=2, read=5),
-        transports=transports,
-    )
+# error.type as Anthropic sends it with each status.
+_ERROR_TYPES = {
+    529: "overloaded_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    401: "authentication_error",
+}
 
 
-async def collect(up: AnthropicUpstream) -> list[StreamEvent]:
-    return [e async for e in up.stream(REQUEST)]
+def error_body(status: int, message: str) -> dict[str, object]:
+    error = {"type": _ERROR_TYPES.get(status, "api_error"), "message": message}
+    return {"type": "error", "error": error, "request_id": "req_2"}
+
+
+def error_event(error_type: str, message: str) -> bytes:
+    return event("error", error={"type": error_type, "message": message})
+
+
+build = partial(build_upstream, AnthropicUpstream, "claude")
 
 
 def test_default_base_url_and_v1_suffix_are_both_accepted() -> None:
@@ -109,107 +109,13 @@ async def test_complete_sends_key_and_version_headers(
         return json_response(MESSAGE, headers={"request-id": "req_1"})
 
     stub.handler = handler
-    response = await upstream(stub, transports, base).complete(REQUEST)
-    assert response.text == "Hello!"
-    assert response.stop_reason is StopReason.END_TURN
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
+    assert (await build(stub.url + base, transports).complete(REQUEST)).text == "Hello!"
     seen = stub.seen[0]
     assert seen.path == "/v1/messages"
     assert seen.headers["x-api-key"] == SECRET
     assert seen.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in seen.headers
     assert seen.json["system"] in ("Be brief.", [{"type": "text", "text": "Be brief."}])
-    assert seen.json["stream"] is False
-    assert "stream_options" not in seen.json
-
-
-async def test_stream_decodes_events(stub: Stub, transports: Transports) -> None:
-    async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        return await sse_response(request, STREAM)
-
-    stub.handler = handler
-    events = await collect(upstream(stub, transports))
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo!"]
-    folded = fold(events)
-    assert folded.text == "Hello!"
-    assert (folded.usage.input_tokens, folded.usage.output_tokens) == (12, 3)
-    assert stub.seen[0].json["stream"] is True
-
-
-async def test_in_band_error_event_ends_the_stream(stub: Stub, transports: Transports) -> None:
-    error = {"type": "overloaded_error", "message": "Overloaded"}
-
-    async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        return await sse_response(request, [*STREAM[:4], event("error", error=error), STREAM[4]])
-
-    stub.handler = handler
-    events = await collect(upstream(stub, transports))
-    assert isinstance(events[-1], StreamError)
-    assert isinstance(events[-1].error, OverloadedError)
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel"]
-
-
-async def test_stream_closed_before_its_end_is_a_stream_error(
-    stub: Stub, transports: Transports
-) -> None:
-    async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        return await sse_response(request, STREAM[:4])
-
-    stub.handler = handler
-    events = await collect(upstream(stub, transports))
-    # The codec or the upstream reports it; either way a 5xx-kind in-band error.
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel"]
-    assert isinstance(events[-1], StreamError)
-    assert isinstance(events[-1].error, UpstreamError)
-    assert events[-1].error.status >= 500
-
-
-async def test_empty_stream_raises_before_any_event(stub: Stub, transports: Transports) -> None:
-    async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        return await sse_response(request, [])
-
-    stub.handler = handler
-    with pytest.raises(UpstreamConnectionError, match="closed the stream before it ended"):
-        await collect(upstream(stub, transports))
-
-
-@pytest.mark.parametrize(
-    ("status", "error_type", "cls"),
-    [
-        (529, "overloaded_error", OverloadedError),
-        (429, "rate_limit_error", RateLimitError),
-        (500, "api_error", UpstreamError),
-        (401, "authentication_error", AuthenticationError),
-    ],
-)
-@pytest.mark.parametrize("streaming", [False, True])
-async def test_status_errors_raise_before_any_event(
-    stub: Stub,
-    transports: Transports,
-    status: int,
-    error_type: str,
-    cls: type[Exception],
-    streaming: bool,
-) -> None:
-    async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        body_out = {
-            "type": "error",
-            "error": {"type": error_type, "message": "nope"},
-            "request_id": "req_2",
-        }
-        return json_response(body_out, status=status, headers={"retry-after": "3"})
-
-    stub.handler = handler
-    up = upstream(stub, transports)
-    with pytest.raises(cls) as info:
-        await (collect(up) if streaming else up.complete(REQUEST))
-    err = info.value
-    assert type(err) is cls
-    assert getattr(err, "status", None) == status
-    assert str(err) == "nope"  # (an echoed key is the gateway's to scrub)
-    assert_secret_free(err)
-    if cls is RateLimitError:
-        assert getattr(err, "retry_after", None) == 3.0
 
 
 async def test_count_tokens_uses_the_count_endpoint(stub: Stub, transports: Transports) -> None:
@@ -217,7 +123,7 @@ async def test_count_tokens_uses_the_count_endpoint(stub: Stub, transports: Tran
         return json_response({"input_tokens": 42})
 
     stub.handler = handler
-    assert await upstream(stub, transports).count_tokens(REQUEST) == 42
+    assert await build(stub.url, transports).count_tokens(REQUEST) == 42
     seen = stub.seen[0]
     assert seen.path == "/v1/messages/count_tokens"
     assert seen.headers["x-api-key"] == SECRET
@@ -244,7 +150,7 @@ async def test_count_tokens_sends_what_the_count_endpoint_accepts(
             "speed": "fast",
         }
     )
-    assert await upstream(stub, transports).count_tokens(request) == 7
+    assert await build(stub.url, transports).count_tokens(request) == 7
     assert stub.seen[0].json == {
         "model": "claude-sonnet-4-5",
         "messages": [{"role": "user", "content": "Hi"}],
@@ -255,50 +161,20 @@ async def test_count_tokens_sends_what_the_count_endpoint_accepts(
 
 async def test_count_tokens_relays_upstream_errors(stub: Stub, transports: Transports) -> None:
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        error = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
-        return json_response(error, status=401)
+        return json_response(error_body(401, "bad key"), status=401)
 
     stub.handler = handler
     with pytest.raises(AuthenticationError, match="bad key"):
-        await upstream(stub, transports).count_tokens(REQUEST)
+        await build(stub.url, transports).count_tokens(REQUEST)
 
 
-async def test_passthrough_forwards_beta_flags_but_never_client_credentials(
-    stub: Stub, transports: Transports
-) -> None:
-    answer = orjson.dumps(MESSAGE)
-
+async def test_passthrough_forwards_beta_flags(stub: Stub, transports: Transports) -> None:
+    # (That client credentials are not forwarded: test_http_upstreams.py.)
     async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        return web.Response(
-            body=answer, content_type="application/json", headers={"request-id": "req_7"}
-        )
+        return json_response(MESSAGE)
 
     stub.handler = handler
-    client_headers = {
-        "Anthropic-Beta": "fine-grained-tool-streaming-2025-05-14",
-        "x-api-key": "client-key",
-        "authorization": "Bearer client-key",
-    }
-    body = b'{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[]}'
-    raw = await upstream(stub, transports).passthrough(body, False, client_headers)
-    assert (raw.status, raw.body) == (200, answer)
-    assert raw.headers["upstream-request-id"] == "req_7"
-    seen = stub.seen[0]
-    assert seen.body == body
-    assert seen.headers["anthropic-beta"] == "fine-grained-tool-streaming-2025-05-14"
-    assert seen.headers["x-api-key"] == SECRET
-    assert "authorization" not in seen.headers
-
-
-async def test_passthrough_stream_relays_bytes_exactly(stub: Stub, transports: Transports) -> None:
-    async def handler(request: web.Request, body: bytes) -> web.StreamResponse:
-        return await sse_response(request, STREAM)
-
-    stub.handler = handler
-    raw = await upstream(stub, transports).passthrough(b'{"stream":true}', True, {})
-    assert raw.chunks is not None
-    try:
-        received = b"".join([piece async for piece in raw.chunks])
-    finally:
-        await raw.aclose()
-    assert received == b"".join(STREAM)
+    client_headers = {"Anthropic-Beta": "fine-grained-tool-streaming-2025-05-14"}
+    raw = await build(stub.url, transports).passthrough(b"{}", False, client_headers)
+    assert raw.status == 200
+    assert stub.seen[0].headers["anthropic-beta"] == "fine-grained-tool-streaming-2025-05-14"

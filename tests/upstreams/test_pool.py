@@ -2,8 +2,8 @@
 
 No sockets: :class:`FakeNet` is the pool's ``opener``; each connection is a
 :class:`FakeTransport` whose "server" side is a handler called with every request written.
-The HTTP upstream tests (test_openai_compatible.py, test_anthropic_upstream.py) run the
-same client against a real local server.
+The HTTP upstream tests (test_http_upstreams.py and each kind's own file) run the same
+client against a real local server.
 """
 
 from __future__ import annotations
