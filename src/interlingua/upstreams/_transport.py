@@ -257,14 +257,37 @@ def _new_session() -> aiohttp.ClientSession:
 
 
 class _AiohttpAnswer:
-    """An ``aiohttp.ClientResponse`` as an :class:`Answer`, its errors mapped."""
+    """An ``aiohttp.ClientResponse`` as an :class:`Answer`, its errors mapped.
 
-    __slots__ = ("_resp", "headers", "status")
+    It also watches the connection: aiohttp 3.14 hands a body parse error that arrives
+    after the first chunk (an invalid chunk-size line) to the connection, not to the
+    body, drops the read timeout and closes the socket, so a reader of the body waited
+    until ``timeout.total`` (an hour by default). When the connection closes with the
+    body unfinished, the body is failed here, which the reader sees as a lost
+    connection. One callback per answer, removed on release (a keep-alive connection
+    serves many answers).
+    """
+
+    __slots__ = ("_closed", "_resp", "headers", "status")
 
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
         self.status = resp.status
         self.headers: Mapping[str, str] = resp.headers
+        connection = resp.connection
+        # (`is not None`: the protocol is a queue, false while empty)
+        protocol = connection.protocol if connection is not None else None
+        closed = protocol.closed if protocol is not None else None
+        if closed is not None and not closed.done():
+            closed.add_done_callback(self._connection_closed)
+        self._closed = closed
+
+    def _connection_closed(self, _: object) -> None:
+        content = self._resp.content
+        if not content.is_eof() and content.exception() is None:
+            content.set_exception(
+                aiohttp.ClientPayloadError("the connection closed before the body ended")
+            )
 
     async def read(self) -> bytes:
         try:
@@ -276,6 +299,9 @@ class _AiohttpAnswer:
         return _Chunks(self._resp.content)
 
     def release(self) -> None:
+        if self._closed is not None:
+            self._closed.remove_done_callback(self._connection_closed)
+            self._closed = None
         resp = self._resp
         if resp.content.at_eof():
             resp.release()
