@@ -50,7 +50,6 @@ from .response import (
 __all__ = ["OpenAIChatStreamDecoder", "OpenAIChatStreamEncoder"]
 
 
-
 #: how an upstream tool call is told apart: its ``index``, or ``("id", call id)`` from
 #: servers that omit the index
 _ToolKey = int | tuple[str, Any] | None
