@@ -77,9 +77,7 @@ def _lowered(headers: Headers) -> Headers:
     return headers
 
 
-def should_retry(
-    failure: int | BaseException, headers: Headers | None = None
-) -> bool:
+def should_retry(failure: int | BaseException, headers: Headers | None = None) -> bool:
     """Whether a failed attempt is worth repeating.
 
     ``failure`` is an HTTP status, or the exception the attempt raised: one with an int
