@@ -13,7 +13,7 @@ after construction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 Meta: TypeAlias = dict[str, Any]
 
@@ -83,13 +83,16 @@ class ToolCallPart:
     """A call the model makes to a client tool.
 
     ``arguments`` is the JSON text exactly as the model produced it (it may be invalid
-    JSON; converting to a dialect that needs an object is where that is checked).
+    JSON; converting to a dialect that needs an object is where that is checked). For a
+    call of a ``custom`` tool (see :class:`~.request.ToolSpec`) ``kind`` is ``custom``
+    and ``arguments`` is the raw input text, not JSON.
     """
 
     id: str
     name: str
     arguments: str = ""
     meta: Meta = field(default_factory=_no_meta, compare=False)
+    kind: Literal["function", "custom"] = "function"
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,13 +39,23 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """A client tool definition. ``parameters`` is the JSON Schema, passed through intact."""
+    """A client tool definition. ``parameters`` is the JSON Schema, passed through intact.
+
+    ``kind`` is ``function`` (arguments are a JSON object per ``parameters``) or
+    ``custom`` (the OpenAI Responses API's free-form tools, e.g. Codex's ``apply_patch``:
+    the input is raw text, optionally constrained by ``format``, the client's
+    ``{"type": "text"}`` or ``{"type": "grammar", "syntax": ..., "definition": ...}``).
+    A dialect without custom tools offers one as a function with a single string
+    parameter and turns its call back into a custom call.
+    """
 
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
     meta: Meta = field(default_factory=_no_meta, compare=False)
+    kind: Literal["function", "custom"] = "function"
+    format: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
