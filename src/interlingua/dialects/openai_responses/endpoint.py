@@ -1,0 +1,23 @@
+"""Where an OpenAI Responses request goes, and how it authenticates (PROTOCOLS.md §3).
+
+The same transport as Chat Completions (§1.1): Bearer auth, another path.
+
+>>> url, headers = endpoint("https://api.openai.com/v1/", "k")
+>>> url, headers["authorization"]
+('https://api.openai.com/v1/responses', 'Bearer k')
+"""
+
+from __future__ import annotations
+
+__all__ = ["endpoint"]
+
+
+def endpoint(base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+    """The generation URL and the request headers (``Authorization`` only with a key).
+
+    ``base_url`` is the API root including its version, as the OpenAI SDK takes it.
+    """
+    headers = {"content-type": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return f"{base_url.rstrip('/')}/responses", headers
