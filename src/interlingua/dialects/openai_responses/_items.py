@@ -23,8 +23,9 @@ Responses restores the items (the keys below); a renderer of another dialect ign
 * ``STRING``: the client sent ``content`` (or a tool ``output``) as a plain string.
 
 Items we do not model (``item_reference``, ``web_search_call``, ``computer_call_output``,
-...) are kept whole as :class:`UnknownPart` with dialect ``ITEM_DIALECT``; another
-dialect's renderer rejects them with a 400, as it does any history it cannot carry.
+..., and an assistant ``message`` with a part other than text or refusal) are kept whole
+as :class:`UnknownPart` with dialect ``ITEM_DIALECT``; another dialect's renderer rejects
+them with a 400, as it does any history it cannot carry.
 
 Rendering a request of another dialect: reasoning parts are DROPPED (a Responses
 ``reasoning`` item must carry an ``rs_`` id and OpenAI's ``encrypted_content``; a
