@@ -1,0 +1,1 @@
+"""The OpenAI Responses API dialect (PROTOCOLS.md §3)."""
