@@ -7,12 +7,15 @@ final object."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai._types import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response as SDKResponse
@@ -39,6 +42,7 @@ from interlingua.core import (
     fold,
     unfold,
 )
+from interlingua.dialects import EventDecoder
 from interlingua.dialects.openai_responses.response import parse_response, render_response
 from interlingua.dialects.openai_responses.stream import (
     ResponsesStreamDecoder,
@@ -296,9 +300,29 @@ def test_fixture_decodes_to_the_final_object() -> None:
 def test_fixture_split_at_every_byte_decodes_the_same() -> None:
     data = _fixture()
     whole = _decode([data])
-    step = max(1, len(data) // 400)
-    for cut in range(1, len(data), step):
+    for cut in range(1, len(data)):
         assert _decode([data[:cut], data[cut:]]) == whole
+
+
+class _Dialect:
+    """Just enough of a dialect for :class:`EventDecoder`."""
+
+    def stream_decoder(self, request: Request) -> ResponsesStreamDecoder:
+        return ResponsesStreamDecoder(request)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=11_000), max_size=12))
+def test_fixture_split_anywhere_through_event_decoder(cuts: list[int]) -> None:
+    data = _fixture()
+    bounds = [0, *sorted(c % len(data) for c in cuts), len(data)]
+    decoder = EventDecoder(_Dialect(), REQUEST)  # type: ignore[arg-type]
+    out: list[StreamEvent] = []
+    for a, b in itertools.pairwise(bounds):
+        out.extend(decoder.decode(data[a:b]))
+    out.extend(decoder.flush())
+    assert out == _decode([data])
+    assert decoder.ended
 
 
 def test_fixture_round_trips_through_our_encoder() -> None:
