@@ -1,6 +1,8 @@
 """The OpenAI Responses API dialect (``POST /v1/responses``, PROTOCOLS.md §3).
 
-A pure codec, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_items``
-and ``_render``) converts request bodies, ``errors`` error bodies, ``endpoint`` builds
-the upstream URL; the dialect's name is ``_items.DIALECT_NAME`` (``"responses"``).
+Pure codecs, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_items``,
+``_render`` and ``_tools``) converts request bodies both ways, ``response`` response
+objects, ``stream`` the event stream (its decoder in ``_decoder``), ``errors`` error
+bodies, and ``endpoint`` builds the upstream URL. The dialect's name is ``"responses"``.
+Not yet registered with :func:`interlingua.dialects.get_dialect` nor served (issue 10).
 """

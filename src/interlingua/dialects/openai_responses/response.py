@@ -1,0 +1,362 @@
+"""Responses API ``response`` objects <-> neutral :class:`Response` (PROTOCOLS.md §3.3, §4.5).
+
+Each neutral part is one output item (a text part a ``message`` with one content part,
+a reasoning part a ``reasoning`` item, a tool call a ``function_call`` or
+``custom_tool_call``); parts with no Responses form are left out. The stream encoder
+renders its items with the same :func:`render_item` and :func:`item_id`, so an item
+sent in ``response.output_item.done`` is the one in the final ``response.completed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from ...core import (
+    Part,
+    ReasoningPart,
+    Request,
+    Response,
+    StopReason,
+    TextPart,
+    ToolCallPart,
+    UnknownPart,
+    Usage,
+)
+from ...errors import UpstreamError
+from .._common import random_id
+from ..openai_chat.errors import error_from_payload
+
+__all__ = [
+    "NAME",
+    "item_id",
+    "parse_response",
+    "parse_usage",
+    "render_item",
+    "render_response",
+    "render_usage",
+    "response_body",
+    "response_id",
+]
+
+NAME = "responses"
+"""The dialect's name, as :class:`~interlingua.core.UnknownPart` ``dialect`` records it."""
+
+# Neutral stop reason -> ``incomplete_details.reason`` (§4.5); the rest are ``completed``.
+_INCOMPLETE: dict[StopReason, str] = {
+    StopReason.MAX_TOKENS: "max_output_tokens",
+    StopReason.CONTEXT_WINDOW: "max_output_tokens",
+    StopReason.REFUSAL: "content_filter",
+}
+_STOP_FOR_INCOMPLETE = {
+    "max_output_tokens": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.REFUSAL,
+}
+
+
+def response_id(neutral_id: str) -> str:
+    """A ``resp_`` id: kept when it is one, else prefixed (a fresh one when empty)."""
+    if neutral_id.startswith("resp_"):
+        return neutral_id
+    return "resp_" + neutral_id if neutral_id else random_id("resp_")
+
+
+def item_id(prefix: str, resp_id: str, output_index: int, part: Part) -> str:
+    """The id of output item ``output_index``: the upstream's own (``meta["id"]``) when
+    the part came from a Responses upstream, else derived from the response id, so the
+    stream and the final object name an item alike without sharing state."""
+    own = getattr(part, "meta", {}).get("id")
+    if isinstance(own, str) and own:
+        return own
+    digest = hashlib.blake2b(f"{resp_id}/{output_index}".encode(), digest_size=12).hexdigest()
+    return prefix + digest
+
+
+def item_prefix(part: Part) -> str | None:
+    """The id prefix of ``part``'s output item; None: the part has no Responses form."""
+    if isinstance(part, TextPart):
+        return "msg_"
+    if isinstance(part, ToolCallPart):
+        return "ctc_" if part.kind == "custom" else "fc_"
+    if isinstance(part, ReasoningPart):
+        return "rs_"
+    if isinstance(part, UnknownPart) and part.dialect == NAME:
+        return ""
+    return None
+
+
+def content_part(part: TextPart) -> dict[str, Any]:
+    """A message's content part for a text part: ``output_text`` or ``refusal``."""
+    if part.meta.get("refusal"):
+        return {"type": "refusal", "refusal": part.text}
+    return {"type": "output_text", "text": part.text, "annotations": [], "logprobs": []}
+
+
+def render_item(part: Part, iid: str) -> dict[str, Any]:
+    """The finished output item for ``part`` (``item_prefix(part)`` is not None)."""
+    if isinstance(part, TextPart):
+        return {
+            "id": iid,
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [content_part(part)],
+        }
+    if isinstance(part, ToolCallPart):
+        if part.kind == "custom":
+            return {
+                "id": iid,
+                "type": "custom_tool_call",
+                "call_id": part.id,
+                "name": part.name,
+                "input": part.arguments,
+            }
+        return {
+            "id": iid,
+            "type": "function_call",
+            "call_id": part.id,
+            "name": part.name,
+            "arguments": part.arguments,
+            "status": "completed",
+        }
+    if isinstance(part, ReasoningPart):
+        summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+        item: dict[str, Any] = {"id": iid, "type": "reasoning", "summary": summary}
+        encrypted = part.meta.get("encrypted_content") or part.signature
+        if isinstance(encrypted, str) and encrypted:
+            item["encrypted_content"] = encrypted
+        return item
+    assert isinstance(part, UnknownPart)
+    return part.raw
+
+
+def render_usage(usage: Usage) -> dict[str, Any]:
+    """Usage -> the Responses ``usage`` object (§4.6: input includes cache reads)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def _tools(request: Request) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    for spec in request.tools:
+        if spec.kind == "custom":
+            tool: dict[str, Any] = {"type": "custom", "name": spec.name}
+            if spec.format is not None:
+                tool["format"] = spec.format
+        else:
+            tool = {
+                "type": "function",
+                "name": spec.name,
+                "parameters": spec.parameters,
+                "strict": spec.strict,
+            }
+        if spec.description is not None:
+            tool["description"] = spec.description
+        tools.append(tool)
+    return tools
+
+
+def _tool_choice(request: Request) -> Any:
+    choice = request.tool_choice
+    if choice is None:
+        return "auto"
+    if choice.mode != "tool":
+        return choice.mode
+    custom = any(t.name == choice.name and t.kind == "custom" for t in request.tools)
+    return {"type": "custom" if custom else "function", "name": choice.name}
+
+
+def _text_format(request: Request) -> dict[str, Any]:
+    fmt = request.response_format
+    if fmt is None or fmt.type == "text":
+        return {"type": "text"}
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    out: dict[str, Any] = {"type": "json_schema", "name": fmt.name or "response"}
+    out["schema"] = fmt.schema or {}
+    if fmt.strict is not None:
+        out["strict"] = fmt.strict
+    if fmt.description is not None:
+        out["description"] = fmt.description
+    return out
+
+
+def response_body(
+    resp_id: str, created: int, request: Request, status: str, output: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A ``response`` object without ``usage``: the echo of the request's settings the
+    SDK's type requires, around ``output``. Shared by the stream's lifecycle events."""
+    reasoning = request.reasoning
+    return {
+        "id": resp_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": request.max_tokens,
+        "model": request.model,
+        "output": output,
+        "parallel_tool_calls": request.parallel_tool_calls is not False,
+        "previous_response_id": None,
+        "reasoning": {"effort": reasoning.effort if reasoning else None, "summary": None},
+        "store": False,
+        "temperature": request.temperature if request.temperature is not None else 1.0,
+        "text": {"format": _text_format(request)},
+        "tool_choice": _tool_choice(request),
+        "tools": _tools(request),
+        "top_p": request.top_p if request.top_p is not None else 1.0,
+        "truncation": "disabled",
+        "usage": None,
+        "user": request.user,
+        "metadata": request.metadata or {},
+    }
+
+
+def finish(body: dict[str, Any], stop: StopReason, usage: Usage) -> dict[str, Any]:
+    """Set ``body``'s terminal status (completed/incomplete) and usage; returns it."""
+    reason = _INCOMPLETE.get(stop)
+    body["status"] = "incomplete" if reason else "completed"
+    body["incomplete_details"] = {"reason": reason} if reason else None
+    body["usage"] = render_usage(usage)
+    return body
+
+
+def render_output(parts: tuple[Part, ...], resp_id: str) -> list[dict[str, Any]]:
+    """The output items of ``parts``, in order (parts without a Responses form skipped)."""
+    items: list[dict[str, Any]] = []
+    for part in parts:
+        prefix = item_prefix(part)
+        if prefix is not None:
+            items.append(render_item(part, item_id(prefix, resp_id, len(items), part)))
+    return items
+
+
+def render_response(response: Response, request: Request) -> dict[str, Any]:
+    """Response -> a Responses ``response`` object the official SDK parses (§3.3).
+
+    ``model`` echoes the name the client asked for; a length stop is ``incomplete``
+    with ``incomplete_details.reason`` ``max_output_tokens`` (a refusal:
+    ``content_filter``), anything else ``completed``.
+    """
+    resp_id = response_id(response.id)
+    output = render_output(response.parts, resp_id)
+    body = response_body(resp_id, response.created or int(time.time()), request, "", output)
+    return finish(body, response.stop_reason, response.usage)
+
+
+def _count(obj: Any, key: str) -> int:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return max(0, int(value))
+    return 0
+
+
+def parse_usage(raw: Any) -> Usage | None:
+    """A Responses ``usage`` object -> Usage, or None when it is absent/null."""
+    if not isinstance(raw, dict):
+        return None
+    inputs = raw.get("input_tokens_details")
+    return Usage(
+        input_tokens=_count(raw, "input_tokens"),
+        output_tokens=_count(raw, "output_tokens"),
+        cache_read_tokens=_count(inputs, "cached_tokens"),
+        cache_write_tokens=_count(inputs, "cache_write_tokens"),
+        reasoning_tokens=_count(raw.get("output_tokens_details"), "reasoning_tokens"),
+    )
+
+
+def _str(item: dict[str, Any], key: str) -> str:
+    value = item.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _item_meta(item: dict[str, Any]) -> dict[str, Any]:
+    iid = item.get("id")
+    return {"id": iid} if isinstance(iid, str) and iid else {}
+
+
+def parse_item(item: Any) -> list[Part]:
+    """One output item -> its neutral parts (a message may hold several contents)."""
+    if not isinstance(item, dict):
+        return []
+    kind = item.get("type")
+    if kind == "message":
+        parts: list[Part] = []
+        for content in item.get("content") or ():
+            if not isinstance(content, dict):
+                continue
+            # The item's id goes on its first part only: ids must stay unique on render.
+            meta = {} if parts else _item_meta(item)
+            if content.get("type") == "refusal":
+                parts.append(TextPart(_str(content, "refusal"), meta={**meta, "refusal": True}))
+            elif content.get("type") == "output_text":
+                parts.append(TextPart(_str(content, "text"), meta=meta))
+        return parts
+    if kind == "reasoning":
+        summary = item.get("summary") or ()
+        text = "\n\n".join(_str(s, "text") for s in summary if isinstance(s, dict))
+        if not text:  # raw reasoning (gpt-oss on vLLM) where there is no summary
+            content = item.get("content") or ()
+            text = "".join(_str(c, "text") for c in content if isinstance(c, dict))
+        encrypted = item.get("encrypted_content")
+        # encrypted_content is opaque state that round-trips only to OpenAI, as a
+        # signature does only to Anthropic: it travels as the part's signature.
+        signature = encrypted if isinstance(encrypted, str) and encrypted else None
+        return [ReasoningPart(text, signature=signature, meta=_item_meta(item))]
+    if kind in ("function_call", "custom_tool_call"):
+        custom = kind == "custom_tool_call"
+        return [
+            ToolCallPart(
+                id=_str(item, "call_id") or random_id("call_"),
+                name=_str(item, "name"),
+                arguments=_str(item, "input" if custom else "arguments"),
+                meta=_item_meta(item),
+                kind="custom" if custom else "function",
+            )
+        ]
+    return [UnknownPart(NAME, item)]
+
+
+def stop_reason_for(status: Any, incomplete: Any, has_tool_calls: bool) -> StopReason:
+    """``status`` + ``incomplete_details`` -> StopReason (§4.5)."""
+    if status == "incomplete":
+        reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
+        return _STOP_FOR_INCOMPLETE.get(str(reason), StopReason.MAX_TOKENS)
+    return StopReason.TOOL_USE if has_tool_calls else StopReason.END_TURN
+
+
+def parse_response(body: Any) -> Response:
+    """An upstream's ``response`` object -> Response.
+
+    A ``failed`` response (or one with an ``error``) raises its error; a body that is
+    not a response object raises ``UpstreamError`` (502). A completed response with
+    a tool call is TOOL_USE.
+    """
+    if not isinstance(body, dict) or not isinstance(body.get("output"), list):
+        raise UpstreamError("upstream returned no response object", status=502, body=body)
+    if body.get("status") == "failed" or body.get("error"):
+        raise error_from_payload(body.get("error") or "upstream response failed")
+    parts = [part for item in body["output"] for part in parse_item(item)]
+    has_calls = any(isinstance(p, ToolCallPart) for p in parts)
+    created = body.get("created_at")
+    return Response(
+        id=str(body.get("id") or random_id("resp_")),
+        model=str(body.get("model") or ""),
+        parts=tuple(parts),
+        stop_reason=stop_reason_for(body.get("status"), body.get("incomplete_details"), has_calls),
+        usage=parse_usage(body.get("usage")) or Usage(),
+        created=int(created)
+        if isinstance(created, int | float) and not isinstance(created, bool)
+        else 0,
+    )
