@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -220,3 +221,40 @@ def test_the_sync_client_takes_a_transport_too() -> None:
     with Client(model="m", transport=transport) as client:
         assert client.chat("hi").text == "sync"
     assert len(transport.bodies) == 1
+
+
+# --- the Responses dialect: the same client over /v1/responses ------------------------
+
+RESPONSES_STREAM = (
+    Path(__file__).parent.parent / "fixtures" / "openai_responses_tools.sse"
+).read_bytes()
+
+
+def _completed() -> dict[str, Any]:
+    """The final ``response`` object of the recorded stream (its last event)."""
+    last = RESPONSES_STREAM.strip().rsplit(b"\n\n", 1)[-1]
+    payload: dict[str, Any] = orjson.loads(last.split(b"data: ", 1)[1])
+    return payload["response"]  # type: ignore[no-any-return]
+
+
+async def test_a_responses_client_reads_answers_and_streams_alike() -> None:
+    body = _completed()
+    split = [RESPONSES_STREAM[i : i + 97] for i in range(0, len(RESPONSES_STREAM), 97)]
+    transport = FakeTransport(Say(200, body), Say(200, split))
+    client = AsyncClient(model="m", transport=transport, dialect="responses")
+    whole = await client.chat("Weather in Paris and Rome?", max_tokens=50)
+    async with client.stream("Weather in Paris and Rome?", max_tokens=50) as stream:
+        streamed = await stream.final()
+    for result in (whole, streamed):
+        assert [call.name for call in result.tool_calls] == ["get_weather", "get_weather"]
+        assert result.usage.input_tokens == body["usage"]["input_tokens"]
+        assert result.usage.output_tokens == body["usage"]["output_tokens"]
+    assert streamed.text == whole.text and streamed.reasoning == whole.reasoning
+    sent = transport.bodies[0]
+    assert sent["input"][0]["role"] == "user" and sent["max_output_tokens"] == 50
+    assert "messages" not in sent and transport.bodies[1]["stream"] is True
+
+
+def test_a_responses_client_defaults_to_the_local_gateway() -> None:
+    client = AsyncClient(dialect="responses")
+    assert client.url == "http://127.0.0.1:8400/v1/responses"

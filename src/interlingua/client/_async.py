@@ -50,7 +50,11 @@ __all__ = ["DEFAULT_TIMEOUT", "AsyncClient", "CallOptions", "RawReply"]
 
 V = TypeVar("V")
 
-_DEFAULT_BASE = {"openai": "http://127.0.0.1:8400/v1", "anthropic": "http://127.0.0.1:8400"}
+_DEFAULT_BASE = {
+    "openai": "http://127.0.0.1:8400/v1",
+    "anthropic": "http://127.0.0.1:8400",
+    "responses": "http://127.0.0.1:8400/v1",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +98,8 @@ class AsyncClient:
     ...     print((await c.chat("Hello")).text)
 
     ``dialect="openai"`` POSTs to ``{base_url}/chat/completions`` (base URL ending in
-    ``/v1``); ``dialect="anthropic"`` to ``{base_url}/v1/messages`` with ``x-api-key``.
+    ``/v1``); ``dialect="anthropic"`` to ``{base_url}/v1/messages`` with ``x-api-key``;
+    ``dialect="responses"`` to ``{base_url}/responses`` (the OpenAI Responses API).
     ``rate_limit`` is a :class:`~interlingua.limits.RateLimit`, a dict of its fields, or a
     :class:`~interlingua.limits.RateLimiter` to share between clients. ``session`` injects
     an aiohttp session (then not closed by :meth:`aclose`).

@@ -1,7 +1,7 @@
 """Wire dialects: pure codecs between each API's JSON and the neutral core.
 
-``get_dialect("openai")`` / ``get_dialect("anthropic")`` return the codec object; see
-:mod:`interlingua.dialects.base` for the contract.
+``get_dialect("openai")`` / ``get_dialect("anthropic")`` / ``get_dialect("responses")``
+return the codec object; see :mod:`interlingua.dialects.base` for the contract.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from importlib import import_module
 from ._common import encode_body, parse_data_uri, random_id
 from .base import Dialect, EventDecoder, StreamDecoder, StreamEncoder
 
-_MODULES = {"openai": "openai_chat", "anthropic": "anthropic"}
+_MODULES = {"openai": "openai_chat", "anthropic": "anthropic", "responses": "openai_responses"}
 
 
 def get_dialect(name: str) -> Dialect:

@@ -15,7 +15,8 @@ A :class:`RelayCheck` sits on the relayed stream and:
   not, with ``error`` set to a 502 :class:`~interlingua.errors.UpstreamError`; drops events
   that have fields but no data (``event: ping`` alone, a blank ``data:``), which WHATWG
   readers ignore but the openai SDK parses as JSON and fails on; keeps comments;
-* knows the dialect's end (``[DONE]`` / ``message_stop``, or an in-band error event) and,
+* knows the dialect's end (``[DONE]`` / ``message_stop`` / ``response.completed``, or an
+  in-band error event) and,
   at :meth:`finish`, says whether a stream that stopped without it was cut short; the
   lenient rule matches the translating decoders' ``flush``: a stream that already said
   why it stopped (a ``finish_reason`` for every choice, a ``message_delta``) may skip the
@@ -40,7 +41,13 @@ import orjson
 
 from ..errors import UpstreamError
 
-__all__ = ["MAX_EVENT_BYTES", "AnthropicRelayCheck", "OpenAIChatRelayCheck", "RelayCheck"]
+__all__ = [
+    "MAX_EVENT_BYTES",
+    "AnthropicRelayCheck",
+    "OpenAIChatRelayCheck",
+    "RelayCheck",
+    "ResponsesRelayCheck",
+]
 
 #: the largest partial event held back (a stream that never ends an event would
 #: otherwise be buffered without bound); far above any real event
@@ -408,6 +415,60 @@ class AnthropicRelayCheck(RelayCheck):
         except msgspec.DecodeError:  # (ValidationError included: a shape to look at)
             return False
         return body.type != "error" and body.error is None
+
+
+#: the Responses events after which nothing more comes (PROTOCOLS.md §3.4)
+_RESPONSES_ENDS = frozenset(
+    {"response.completed", "response.incomplete", "response.failed", "error"}
+)
+
+
+class _ResponseBody(msgspec.Struct):
+    output: list[msgspec.Raw]
+    error: Any = None
+
+
+_RESPONSE_BODY = msgspec.json.Decoder(_ResponseBody)
+
+
+class ResponsesRelayCheck(RelayCheck):
+    """Responses events: ``response.completed`` / ``incomplete`` / ``failed`` or ``error``
+    ends. No event says why before the end, so a stream without one was cut short."""
+
+    __slots__ = ()
+
+    def _read(self, name: bytes, data: bytes) -> bool:
+        try:
+            kind = _TYPED.decode(data).type
+        except msgspec.ValidationError:
+            return self._read_loose(name, data)
+        except msgspec.DecodeError:
+            return False
+        self._kind(kind if kind is not None else name.decode("latin-1"))
+        return True
+
+    def _inspect(self, name: bytes, payload: dict[str, Any]) -> None:
+        kind = payload.get("type")
+        self._kind(kind if kind is not None else name.decode("latin-1"))
+
+    def _kind(self, kind: Any) -> None:
+        if kind in _RESPONSES_ENDS:
+            self.ended = True
+
+    @staticmethod
+    def check_body(payload: dict[str, Any]) -> str | None:
+        if isinstance(payload.get("error"), dict):
+            return "an error body"
+        if not isinstance(payload.get("output"), list):
+            return "a JSON object that is not a response"
+        return None
+
+    @classmethod
+    def body_looks_right(cls, data: bytes) -> bool:
+        try:
+            return _RESPONSE_BODY.decode(data).error is None
+        except msgspec.DecodeError:  # (ValidationError included: a shape to look at)
+            return False
 
 
 def _fields(event: bytes) -> tuple[bytes, bytes | None, bool]:

@@ -3,6 +3,97 @@
 Pure codecs, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_items``,
 ``_render`` and ``_tools``) converts request bodies both ways, ``response`` response
 objects, ``stream`` the event stream (its decoder in ``_decoder``), ``errors`` error
-bodies, and ``endpoint`` builds the upstream URL. The dialect's name is ``"responses"``.
-Not yet registered with :func:`interlingua.dialects.get_dialect` nor served (issue 10).
+bodies, and ``endpoint`` builds the upstream URL. ``DIALECT`` satisfies
+:class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``); the gateway
+does not serve ``/v1/responses`` yet (issue 10).
+
+>>> DIALECT.parse_request({"model": "m", "input": "hi"}).messages[0].parts[0].text
+'hi'
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core import Request, Response
+from ...errors import InterlinguaError
+from ..openai_chat.response import render_model_list
+from ..relay import ResponsesRelayCheck
+from .endpoint import endpoint
+from .errors import client_status, parse_error, render_error
+from .request import DIALECT_NAME, parse_request, render_request
+from .response import parse_response, render_response
+from .stream import ResponsesStreamDecoder, ResponsesStreamEncoder
+
+
+class ResponsesDialect:
+    """The Responses codec; see :mod:`interlingua.dialects.base` for who calls what."""
+
+    name = DIALECT_NAME
+
+    def parse_request(self, body: Any) -> Request:
+        """Validate and convert a client's request body (400 naming the field)."""
+        return parse_request(body)
+
+    def validate_request(self, body: dict[str, Any]) -> None:
+        """The 400 ``parse_request`` would raise. For now by parsing: the passthrough
+        path that wants a cheaper walk (as the other dialects have) is not built yet."""
+        parse_request(body)
+
+    def render_request(self, request: Request) -> dict[str, Any]:
+        """The body for a Responses upstream."""
+        return render_request(request)
+
+    def parse_response(self, body: Any) -> Response:
+        """An upstream's ``response`` object -> Response."""
+        return parse_response(body)
+
+    def render_response(self, response: Response, request: Request) -> dict[str, Any]:
+        """Response -> a ``response`` object for a client."""
+        return render_response(response, request)
+
+    def stream_decoder(self, request: Request) -> ResponsesStreamDecoder:
+        """A decoder for an upstream's event stream answering ``request``."""
+        return ResponsesStreamDecoder(request)
+
+    def stream_encoder(self, request: Request) -> ResponsesStreamEncoder:
+        """An encoder of events for a client that sent ``request``."""
+        return ResponsesStreamEncoder(request)
+
+    def relay_check(self) -> ResponsesRelayCheck:
+        """A check on an upstream's event stream relayed byte for byte."""
+        return ResponsesRelayCheck()
+
+    def parse_error(self, status: int, body: bytes, headers: dict[str, str]) -> InterlinguaError:
+        """An upstream's non-2xx answer -> the error to raise."""
+        return parse_error(status, body, headers)
+
+    def render_error(self, error: InterlinguaError, request_id: str) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, ``{"error": {...}}``) for a client: the Chat shape."""
+        return render_error(error, request_id)
+
+    def client_status(self, status: int) -> int:
+        """An error status as an OpenAI client should see it (529 -> 503)."""
+        return client_status(status)
+
+    def endpoint(self, base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+        """``{base_url}/responses`` and its headers (``Authorization: Bearer``)."""
+        return endpoint(base_url, api_key)
+
+    def render_model_list(self, names: list[str], created: int) -> dict[str, Any]:
+        """The ``GET /v1/models`` body (the OpenAI list)."""
+        return render_model_list(names, created)
+
+
+DIALECT = ResponsesDialect()
+
+__all__ = [
+    "DIALECT",
+    "ResponsesDialect",
+    "ResponsesStreamDecoder",
+    "ResponsesStreamEncoder",
+    "parse_request",
+    "parse_response",
+    "render_request",
+    "render_response",
+]

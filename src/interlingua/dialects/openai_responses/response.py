@@ -27,6 +27,7 @@ from ...core import (
 from ...errors import UpstreamError
 from .._common import random_id
 from ..openai_chat.errors import error_from_payload
+from ._items import DIALECT_NAME
 
 __all__ = [
     "NAME",
@@ -40,7 +41,7 @@ __all__ = [
     "response_id",
 ]
 
-NAME = "responses"
+NAME = DIALECT_NAME
 """The dialect's name, as :class:`~interlingua.core.UnknownPart` ``dialect`` records it."""
 
 # Neutral stop reason -> ``incomplete_details.reason`` (§4.5); the rest are ``completed``.
