@@ -12,6 +12,7 @@ from interlingua.dialects.relay import (
     AnthropicRelayCheck,
     OpenAIChatRelayCheck,
     RelayCheck,
+    ResponsesRelayCheck,
 )
 
 OPENAI = (
@@ -29,7 +30,25 @@ ANTHROPIC = (
     b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}\n\n'
     b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 )
-CASES = [(OpenAIChatRelayCheck, OPENAI), (AnthropicRelayCheck, ANTHROPIC)]
+RESPONSES = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
+    b'"response":{"id":"resp_1","status":"in_progress","output":[]}}\n\n'
+    b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+    b'"sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,'
+    b'"delta":"h\xc3\xa9"}\n\n'
+    b'event: response.completed\ndata: {"type":"response.completed","sequence_number":2,'
+    b'"response":{"id":"resp_1","status":"completed","output":[]}}\n\n'
+)
+CASES = [
+    (OpenAIChatRelayCheck, OPENAI),
+    (AnthropicRelayCheck, ANTHROPIC),
+    (ResponsesRelayCheck, RESPONSES),
+]
+FIRST = {
+    OpenAIChatRelayCheck: OPENAI,
+    AnthropicRelayCheck: ANTHROPIC,
+    ResponsesRelayCheck: RESPONSES,
+}
 
 
 def relay(check: RelayCheck, *chunks: bytes) -> bytes:
@@ -114,6 +133,12 @@ def test_nothing_is_relayed_before_the_first_event_with_data() -> None:
     [
         (OpenAIChatRelayCheck, b'data: {"error":{"message":"busy","code":"overloaded"}}\n\n'),
         (AnthropicRelayCheck, b'event: error\ndata: {"type":"error","error":{"type":"x"}}\n\n'),
+        (ResponsesRelayCheck, b'event: error\ndata: {"type":"error","code":"server_error"}\n\n'),
+        (
+            ResponsesRelayCheck,
+            b'event: response.failed\ndata: {"type":"response.failed","response":'
+            b'{"status":"failed","error":{"code":"server_error","message":"boom"}}}\n\n',
+        ),
     ],
 )
 def test_an_error_as_the_first_event_is_noted(cls: type[RelayCheck], error: bytes) -> None:
@@ -121,13 +146,7 @@ def test_an_error_as_the_first_event_is_noted(cls: type[RelayCheck], error: byte
     relay(check, b": hi\n\n", error)
     assert check.first_error is not None and "error" in check.first_error[1]
     started = cls()
-    relay(
-        started,
-        OPENAI[: OPENAI.index(b"\n\n") + 2]
-        if cls is OpenAIChatRelayCheck
-        else ANTHROPIC[: ANTHROPIC.index(b"\n\n") + 2],
-        error,
-    )
+    relay(started, FIRST[cls][: FIRST[cls].index(b"\n\n") + 2], error)
     assert started.ended and started.first_error is None
 
 
@@ -151,6 +170,9 @@ def test_with_several_choices_each_must_finish_before_the_marker_may_be_skipped(
         (AnthropicRelayCheck, {"type": "message", "content": []}, False),
         (AnthropicRelayCheck, {"type": "error", "error": {"type": "api_error"}}, True),
         (AnthropicRelayCheck, {"hello": "world"}, True),
+        (ResponsesRelayCheck, {"object": "response", "output": [], "error": None}, False),
+        (ResponsesRelayCheck, {"error": {"message": "provider error"}}, True),
+        (ResponsesRelayCheck, {"hello": "world"}, True),
     ],
 )
 def test_a_body_of_the_wrong_shape_is_told(
