@@ -57,6 +57,7 @@ log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
 
 OPENAI = get_dialect("openai")
+RESPONSES = get_dialect("responses")
 
 
 def _request_id(request: HTTPRequest) -> str:
@@ -67,7 +68,7 @@ def _client_dialect(request: HTTPRequest) -> Dialect:
     """Which dialect to answer a non-generation request in (errors, model lists)."""
     if "anthropic-version" in request.headers or request.url.path.startswith("/v1/messages"):
         return ANTHROPIC
-    return OPENAI
+    return OPENAI  # (the Responses API's errors have the Chat shape)
 
 
 class Handlers:
@@ -134,9 +135,10 @@ class Handlers:
         headers = plain_headers(request)
         self._check_auth(headers)
         raw = await read_body(request, self.gateway.max_body, headers)
-        return await self.gateway.generate(
-            dialect, decode_json_object(raw), headers, request.receive
-        )
+        body = decode_json_object(raw)
+        if dialect is RESPONSES:
+            _no_stored_state(body)
+        return await self.gateway.generate(dialect, body, headers, request.receive)
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
         response = self.gateway.error_response(dialect, shutting_down_error(), _request_id(request))
@@ -148,6 +150,9 @@ class Handlers:
 
     async def messages(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
         return await self._generate(request, ANTHROPIC)
+
+    async def responses(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
+        return await self._generate(request, RESPONSES)
 
     async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
         return await self._answer(request, ANTHROPIC, self._count_tokens(request))
@@ -182,6 +187,19 @@ class Handlers:
 
 _STARTED = int(time.time())
 
+
+def _no_stored_state(body: dict[str, Any]) -> None:
+    """A 400 for ``previous_response_id``: the gateway keeps no responses yet (issue 10),
+    and dropping the id would answer without the conversation as if it had it."""
+    if body.get("previous_response_id") is not None:
+        raise InvalidRequestError(
+            "previous_response_id is not supported by this gateway yet: it stores no "
+            "responses. Send the whole conversation in 'input' instead.",
+            param="previous_response_id",
+            code="unsupported_parameter",
+        )
+
+
 Endpoint = Callable[[Handlers, HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
 
 #: The generation endpoints (all POST) and the handler of each. The one table both the
@@ -193,6 +211,8 @@ GENERATION_ROUTES: dict[str, Endpoint] = {
     "/chat/completions": Handlers.chat_completions,
     "/v1/messages": Handlers.messages,
     "/v1/messages/count_tokens": Handlers.count_tokens,
+    "/v1/responses": Handlers.responses,
+    "/responses": Handlers.responses,
 }
 
 
