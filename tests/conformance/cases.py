@@ -88,6 +88,10 @@ class Case:
     #: the client sees partial output and then an in-band error (streams only)
     mid_stream_error: bool = False
     expect: dict[str, Any] = field(default_factory=dict)
+    #: the client dialects that can ask for what the case tests
+    clients: tuple[str, ...] = ("openai", "anthropic", "responses")
+    #: the upstream dialects that can carry it
+    wires: tuple[str, ...] = ("openai", "anthropic", "responses")
 
 
 def _req(*messages: Message, **kw: Any) -> Request:
@@ -206,6 +210,9 @@ CASES = [
         _req(user("Count to ten"), stop=("###",)),
         reply("1 2 3", stop=StopReason.STOP_SEQUENCE, stop_sequence="###"),
         check_upstream=_stop_seen,
+        # the Responses API has no stop sequences (toward it they are dropped: mapping.md)
+        clients=("openai", "anthropic"),
+        wires=("openai", "anthropic"),
     ),
     Case(
         "max_tokens",

@@ -138,7 +138,7 @@ def test_an_entry_its_kind_refuses_is_a_config_error_naming_the_file(
     assert main([*command.split(), "-c", str(path)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"interlingua: config error: {path}: upstreams.f.wire: must be openai or anthropic, "
+        f"interlingua: config error: {path}: upstreams.f.wire: must be openai, anthropic or responses, "
         "got 'grpc'\n"
     )
 

@@ -163,7 +163,10 @@ def test_build_upstreams_builds_every_entry() -> None:
             "{kind: openai, base_url: 'http://h', wire: openai}",
             "upstreams.u.wire: only for kind fake",
         ),
-        ("{kind: fake, wire: grpc}", "upstreams.u.wire: must be openai or anthropic, got 'grpc'"),
+        (
+            "{kind: fake, wire: grpc}",
+            "upstreams.u.wire: must be openai, anthropic or responses, got 'grpc'",
+        ),
         (
             "{kind: fake, chunk_size: 0}",
             "upstreams.u.chunk_size: expected a positive integer, got 0",
@@ -220,7 +223,9 @@ def test_the_default_configs_pass_the_kind_checks() -> None:
 
 
 def test_building_runs_the_kind_check_first() -> None:
-    with pytest.raises(ConfigError, match=r"upstreams\.f\.wire: must be openai or anthropic"):
+    with pytest.raises(
+        ConfigError, match=r"upstreams\.f\.wire: must be openai, anthropic or responses"
+    ):
         build_upstream(UpstreamConfig(name="f", kind="fake", options={"wire": "grpc"}), None)
 
 

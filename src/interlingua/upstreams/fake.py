@@ -10,8 +10,8 @@ Queue what the next requests get with :meth:`FakeUpstream.enqueue`:
 
 With nothing queued it echoes: ``"echo: " + the last user message's text``.
 
-With ``wire="openai"`` or ``"anthropic"`` everything goes through that dialect's codec
-both ways, as if over a socket: the request is rendered (recorded in ``wire_requests``)
+With ``wire`` (``"openai"``, ``"anthropic"`` or ``"responses"``) everything goes through
+that dialect's codec both ways, as if over a socket: the request is rendered (recorded in ``wire_requests``)
 and parsed back as the upstream's view of it; answers are rendered, serialized and parsed
 back; streams are encoded to SSE bytes and decoded by the same
 :class:`~interlingua.dialects.EventDecoder` the HTTP upstreams read through; errors are rendered and parsed back with their
@@ -54,14 +54,16 @@ Answer: TypeAlias = Response | list[StreamEvent] | InterlinguaError
 FakeItem: TypeAlias = Answer | Callable[[Request], Answer]
 
 _FAKE_REQUEST_ID = "req_fake"
+#: the wire dialects a fake can speak
+WIRES = ("openai", "anthropic", "responses")
 _PASSTHROUGH_PIECES = 3
 
 
 def check_options(cfg: UpstreamConfig, where: str) -> None:
     """The registry's check of a ``fake`` entry: ``wire`` and ``chunk_size``."""
     wire = cfg.options.get("wire")
-    if wire is not None and wire not in ("openai", "anthropic"):
-        raise ConfigError(f"{where}.wire: must be openai or anthropic, got {wire!r}")
+    if wire is not None and wire not in WIRES:
+        raise ConfigError(f"{where}.wire: must be openai, anthropic or responses, got {wire!r}")
     size = cfg.options.get("chunk_size")
     if size is not None:
         expect_positive_int(size, f"{where}.chunk_size")
@@ -96,8 +98,8 @@ class FakeUpstream(Upstream):
 
     def __init__(self, name: str = "fake", wire: str | None = None, chunk_size: int | None = 4):
         super().__init__(name)
-        if wire not in (None, "openai", "anthropic"):
-            raise ValueError(f"wire must be 'openai', 'anthropic' or None, got {wire!r}")
+        if wire is not None and wire not in WIRES:
+            raise ValueError(f"wire must be one of {WIRES} or None, got {wire!r}")
         self.dialect = wire
         self.wire = wire
         self.chunk_size = chunk_size
