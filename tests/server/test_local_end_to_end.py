@@ -443,3 +443,37 @@ def test_prompt_too_long_anthropic_streaming(tight_url: str) -> None:
     assert error["type"] == "invalid_request_error"
     assert error["message"].startswith("prompt is too long: ")
     assert error["message"].endswith(" tokens > 255 maximum")
+
+
+def test_responses_answer_and_stream_alike(gpt: openai.OpenAI, tokenizer: LlamaEngine) -> None:
+    # Greedy decoding (temperature 0): the same prompt gives the same text within a run.
+    ask: dict[str, Any] = {"model": "smollm2", "input": QUESTION, "temperature": 0}
+    whole = gpt.responses.create(**ask, max_output_tokens=60)
+    with gpt.responses.stream(**ask, max_output_tokens=60) as stream:
+        # the SDK's get_final_response() wants response.completed; a length stop ends
+        # with response.incomplete, as the API's own streams do
+        ends = [
+            e.response for e in stream if e.type in ("response.completed", "response.incomplete")
+        ]
+    assert len(ends) == 1
+    streamed = ends[0]
+    assert whole.status == streamed.status and whole.status in ("completed", "incomplete")
+    assert whole.output_text.strip() and streamed.output_text == whole.output_text
+    assert whole.usage is not None
+    assert whole.usage.input_tokens == prompt_tokens(tokenizer, user(QUESTION))
+    short = gpt.responses.create(**ask, max_output_tokens=3)
+    assert short.status == "incomplete" and short.usage is not None
+    assert short.incomplete_details is not None
+    assert short.incomplete_details.reason == "max_output_tokens"
+    assert short.usage.output_tokens == 3
+
+
+def test_responses_json_schema_output_validates(gpt: openai.OpenAI) -> None:
+    response = gpt.responses.create(
+        model="smollm2",
+        input="What is the largest city in France and its population? Answer in JSON.",
+        max_output_tokens=200,
+        text={"format": {"type": "json_schema", "name": "city", "schema": SCHEMA, "strict": True}},
+    )
+    assert response.status == "completed"
+    check_city(json.loads(response.output_text))
