@@ -175,6 +175,22 @@ def _per_chunk(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | N
     return None if found is None else (f"{found.value:.1f} µs/chunk", found.value <= 15)
 
 
+def _beside(
+    scenario: str, other: str, conns: int, floor: float
+) -> Callable[..., tuple[str, bool | None] | None]:
+    """``scenario``'s req/s as a ratio of ``other``'s in the same run (≥ ``floor``)."""
+
+    def measure(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
+        ours = find_row(rows, OURS, scenario, conns)
+        base = find_row(rows, OURS, other, conns)
+        if ours is None or base is None or base.rps <= 0:
+            return None
+        ratio = ours.rps / base.rps
+        return f"{ratio:.2f}× ({ours.rps:,.0f} vs {base.rps:,.0f} req/s)", ratio >= floor
+
+    return measure
+
+
 def _memory(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
     ours = [r.rss_mb for r in rows if r.server == OURS and not r.note]
     return None if not ours else (f"{max(ours):.0f} MB (max)", max(ours) <= 80)
@@ -190,7 +206,11 @@ TARGETS = (
     Target("translation cost per chunk", "≤ 15 µs", _per_chunk),
     Target("80 KB Anthropic→OpenAI, 50 conns", "≥ 500 req/s", _rps_at("a2o-80k", 50, 500)),
     Target("gateway RSS after the run", "≤ 80 MB", _memory),
-)
+    Target("Responses→OpenAI vs Anthropic→OpenAI, 50 conns", "≥ 0.75×",
+           _beside("r2o", "a2o", 50, 0.75)),
+    Target("Responses→OpenAI stream vs Anthropic→OpenAI stream, 50 conns", "≥ 0.75×",
+           _beside("r2o-stream", "a2o-stream", 50, 0.75)),
+)  # fmt: skip
 
 
 def render_targets(rows: list[Row], micro: list[MicroResult], workers_note: str) -> str:

@@ -36,7 +36,7 @@ class Scenario:
 
     name: str
     title: str
-    client: str  # "openai" | "anthropic": the dialect of the body and of the answer
+    client: str  # "openai" | "anthropic" | "responses": the dialect of body and answer
     path: str  # request path on the server under test
     body: str  # file in bench/bodies
     model: str  # the model alias routed by the gateway config ("" = keep, direct runs)
@@ -76,6 +76,10 @@ GATEWAY = (
              "openai_chat.json", "bench-o2a-stream", True, "direct-anthropic-stream"),
     Scenario("a2o-80k", "80 KB Claude Code body, Anthropic→OpenAI non-stream", "anthropic",
              "/v1/messages", "claude_code_80k.json", "bench-a2o", False, "direct-json"),
+    Scenario("r2o", "Responses→OpenAI non-stream", "responses", "/v1/responses",
+             "responses.json", "bench-r2o", False, "direct-json"),
+    Scenario("r2o-stream", "Responses→OpenAI stream", "responses", "/v1/responses",
+             "responses.json", "bench-r2o-stream", True, "direct-stream"),
 )  # fmt: skip
 ALL = DIRECT + GATEWAY
 BY_NAME = {s.name: s for s in ALL}
@@ -87,6 +91,8 @@ ROUTES = {
     "bench-a2o": ("openai_json", "gpt-4o-mini"),
     "bench-a2o-stream": ("openai_stream", "gpt-4o-mini"),
     "bench-o2a-stream": ("anthropic_stream", "claude-sonnet-4-5"),
+    "bench-r2o": ("openai_json", "gpt-4o-mini"),
+    "bench-r2o-stream": ("openai_stream", "gpt-4o-mini"),
 }
 #: upstream name -> (kind, path under the nginx root that is its base_url)
 UPSTREAMS = {
@@ -143,6 +149,8 @@ def check_answer(scenario: Scenario, status: int, content_type: str, body: bytes
             return f"OpenAI stream does not end with [DONE]: ...{body[-200:]!r}"
         if scenario.client == "anthropic" and b"event: message_stop" not in body:
             return f"Anthropic stream has no message_stop: ...{body[-200:]!r}"
+        if scenario.client == "responses" and b"event: response.completed" not in body:
+            return f"Responses stream has no response.completed: ...{body[-200:]!r}"
         if b"42" not in body:
             return "the streamed text is missing"
         return ""
@@ -152,6 +160,14 @@ def check_answer(scenario: Scenario, status: int, content_type: str, body: bytes
         return f"not JSON: {body[:300]!r}"
     if scenario.client == "openai":
         text = data.get("choices", [{}])[0].get("message", {}).get("content")
+    elif scenario.client == "responses":
+        text = "".join(
+            part.get("text", "")
+            for item in data.get("output", [])
+            if isinstance(item, dict) and item.get("type") == "message"
+            for part in item.get("content", [])
+            if isinstance(part, dict)
+        )
     else:
         text = "".join(b.get("text", "") for b in data.get("content", []) if isinstance(b, dict))
     if not text or "42" not in text:
