@@ -423,13 +423,22 @@ def test_function_tools_pass_parameters_intact() -> None:
     assert render_request(r)["tools"] == tools
 
 
-def test_custom_tools_ride_in_extra() -> None:
+def test_custom_tools_are_neutral_tool_specs() -> None:
     custom = {"type": "custom", "custom": {"name": "grammar", "format": {"type": "text"}}}
     fn = {"type": "function", "function": {"name": "f"}}
     r = parse_request(body(tools=[fn, custom]))
-    assert r.tools == (ToolSpec("f"),)
+    assert r.tools == (ToolSpec("f"), ToolSpec("grammar", kind="custom", format={"type": "text"}))
     assert render_request(r)["tools"] == [fn, custom]
-    # Another dialect's request never carries them.
+    # Neutral, so a request from another dialect carries them too.
+    assert render_request(Request("m", r.messages, tools=r.tools))["tools"] == [fn, custom]
+
+
+def test_tools_of_unknown_types_ride_in_extra() -> None:
+    other = {"type": "web_search_preview"}
+    fn = {"type": "function", "function": {"name": "f"}}
+    r = parse_request(body(tools=[fn, other]))
+    assert r.tools == (ToolSpec("f"),)
+    assert render_request(r)["tools"] == [fn, other]
     assert render_request(Request("m", r.messages, tools=r.tools))["tools"] == [fn]
 
 

@@ -92,6 +92,7 @@ def test_rare_shapes_fall_back_and_are_accepted(dialect: str) -> None:
 
 _SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
 _CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+_CUSTOM_CALL = {"id": "c2", "type": "custom", "custom": {"name": "g", "input": "raw"}}
 RICH: dict[str, dict[str, Any]] = {
     "openai": {
         "model": "m", "max_tokens": 5, "max_completion_tokens": 5, "stream": False,
@@ -104,6 +105,8 @@ RICH: dict[str, dict[str, Any]] = {
             {"type": "function", "function": {"name": "f", "description": "d",
                                               "parameters": _SCHEMA, "strict": False}},
             {"type": "custom", "custom": {"name": "g"}},
+            {"type": "custom", "custom": {"name": "h", "description": "d",
+                                          "format": {"type": "text"}}},
         ],
         "tool_choice": {"type": "function", "function": {"name": "f"}},
         "messages": [
@@ -118,7 +121,7 @@ RICH: dict[str, dict[str, Any]] = {
             ]},
             {"role": "assistant", "content": [{"type": "text", "text": "a"},
                                               {"type": "refusal", "refusal": "r"}],
-             "reasoning_content": "why", "refusal": "no", "tool_calls": [_CALL]},
+             "reasoning_content": "why", "refusal": "no", "tool_calls": [_CALL, _CUSTOM_CALL]},
             {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "ok"}]},
         ],
     },

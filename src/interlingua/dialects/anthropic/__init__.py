@@ -52,9 +52,10 @@ class AnthropicDialect:
         """Neutral request -> the body for an upstream ``/v1/messages/count_tokens``."""
         return render_count_tokens_request(request)
 
-    def parse_response(self, body: Any) -> Response:
-        """An Anthropic upstream's message -> neutral response."""
-        return parse_response(body)
+    def parse_response(self, body: Any, request: Request | None = None) -> Response:
+        """An Anthropic upstream's message -> neutral response (``request``, the one sent,
+        turns calls of custom tools back into custom calls)."""
+        return parse_response(body, request)
 
     def render_response(self, response: Response, request: Request) -> dict[str, Any]:
         """Neutral response -> the message body for an Anthropic client."""

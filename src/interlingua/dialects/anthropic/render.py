@@ -30,6 +30,7 @@ from ...core import (
 from ...core.parts import Meta
 from ...errors import InvalidRequestError
 from .._common import SOURCE_INDEX, SOURCE_PARAM, parse_data_uri, sanitize_tool_id
+from ._custom import custom_schema, wrap
 from .request import EXTRA_META, NAME, effort_to_budget
 
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -153,7 +154,8 @@ def _render_document(part: DocumentPart, param: str) -> dict[str, Any]:
 
 
 def _render_tool_call(part: ToolCallPart, param: str) -> dict[str, Any]:
-    tool_input = parse_arguments(part.arguments)
+    # A custom call's arguments are raw text, wrapped as the tool was offered (._custom).
+    tool_input = wrap(part.arguments) if part.kind == "custom" else parse_arguments(part.arguments)
     if tool_input is None:
         # §4.4: never guess what the caller meant; Anthropic needs an object.
         raise InvalidRequestError(
@@ -291,7 +293,9 @@ def _render_messages(
 
 def _render_tool(spec: ToolSpec) -> dict[str, Any]:
     schema = spec.parameters
-    if not schema:
+    if spec.kind == "custom":
+        schema = custom_schema(spec)  # offered as a function of one string (._custom)
+    elif not schema:
         schema = {"type": "object", "properties": {}}
     elif "type" not in schema:
         schema = {"type": "object", **schema}  # Anthropic requires a top-level object type

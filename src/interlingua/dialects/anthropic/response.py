@@ -29,6 +29,7 @@ from ...core import (
 )
 from ...errors import InvalidRequestError, UpstreamError
 from .._common import random_id, sanitize_tool_id
+from ._custom import custom_names, unwrap_call
 from .errors import error_from_type
 from .render import parse_arguments, render_text_block
 from .request import NAME, parse_block
@@ -104,8 +105,12 @@ def message_id(response_id: str) -> str:
     return random_id("msg_")
 
 
-def parse_response(body: Any) -> Response:
+def parse_response(body: Any, request: Request | None = None) -> Response:
     """An Anthropic upstream's ``Message`` body -> neutral response.
+
+    ``request``, the neutral request that was sent, tells which ``tool_use`` blocks are
+    calls of custom tools offered as functions (:mod:`._custom`): they become custom
+    calls again. Without it they stay function calls of ``{"input": <text>}``.
 
     A body with an ``error`` (a 200 some providers send) raises that error; a body that
     is not a message at all (no ``content`` list) raises ``UpstreamError`` with status 502
@@ -131,6 +136,11 @@ def parse_response(body: Any) -> Response:
         raise UpstreamError(
             f"upstream returned a malformed Anthropic message: {exc}", status=502
         ) from exc
+    custom = custom_names(request)
+    if custom:
+        parts = tuple(
+            unwrap_call(p) if isinstance(p, ToolCallPart) and p.name in custom else p for p in parts
+        )
     stop_sequence = body.get("stop_sequence")
     meta = {k: body[k] for k in _KEPT_META if body.get(k) is not None}
     return Response(

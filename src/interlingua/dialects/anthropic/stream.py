@@ -40,6 +40,7 @@ from ...core import (
 from ...errors import InterlinguaError, UpstreamError
 from ...sse import SSEEvent, encode_json_event
 from .._common import random_id, sanitize_tool_id
+from ._custom import custom_names, unwrap
 from .errors import error_from_type, render_stream_error
 from .render import parse_arguments
 from .request import NAME
@@ -66,10 +67,17 @@ class AnthropicStreamDecoder:
     until their ``content_block_stop`` and then emitted complete, as an
     ``UnknownPart("anthropic", raw)`` whose ``input`` has the streamed JSON folded in.
     ``citations_delta`` is ignored (citations have no neutral form).
+
+    A ``tool_use`` of a tool the request declared custom (offered as a function of one
+    string, :mod:`._custom`) opens a custom call, but its ``input_json_delta`` fragments
+    of ``{"input": "..."}`` are held: the raw text is known only once the JSON is
+    complete, so it comes as one ``ArgumentsDelta`` just before the ``BlockStop``.
     """
 
     def __init__(self, request: Request) -> None:
         self._request = request
+        self._custom = custom_names(request)
+        self._custom_json: dict[int, list[str]] = {}  # open custom calls' JSON fragments
         self._started = False
         self._ended = False
         self._next = 0
@@ -156,7 +164,12 @@ class AnthropicStreamDecoder:
         elif kind == "tool_use":
             tool_input = block.get("input")  # always {} at start; the JSON follows in deltas
             arguments = orjson.dumps(tool_input).decode() if tool_input else ""
-            part = ToolCallPart(str(block.get("id") or ""), str(block.get("name") or ""), arguments)
+            name = str(block.get("name") or "")
+            if name in self._custom:
+                self._custom_json[wire_index] = [arguments]
+                part = ToolCallPart(str(block.get("id") or ""), name, kind="custom")
+            else:
+                part = ToolCallPart(str(block.get("id") or ""), name, arguments)
         else:
             self._held[wire_index] = dict(block)
             self._held_json[wire_index] = []
@@ -183,9 +196,12 @@ class AnthropicStreamDecoder:
         if kind == "input_json_delta":
             fragment = delta.get("partial_json")
             # The first fragment is often "" (§2.6); it carries nothing.
-            return (
-                [ArgumentsDelta(index, fragment)] if isinstance(fragment, str) and fragment else []
-            )
+            if not isinstance(fragment, str) or not fragment:
+                return []
+            if self._custom_json and wire_index in self._custom_json:
+                self._custom_json[wire_index].append(fragment)  # unwrapped at the stop
+                return []
+            return [ArgumentsDelta(index, fragment)]
         if kind == "thinking_delta":
             text = delta.get("thinking")
             return [ReasoningDelta(index, text)] if isinstance(text, str) and text else []
@@ -213,6 +229,10 @@ class AnthropicStreamDecoder:
         if wire_index not in self._open:
             return []
         self._open.remove(wire_index)
+        custom = self._custom_json.pop(wire_index, None) if self._custom_json else None
+        if custom is not None:
+            text = unwrap("".join(custom))
+            return [ArgumentsDelta(index, text), BlockStop(index)] if text else [BlockStop(index)]
         return [BlockStop(index)]
 
     def _message_delta(self, data: dict[str, Any]) -> list[StreamEvent]:

@@ -314,7 +314,10 @@ def _tool_calls(raw: Any, p: str) -> list[Part]:
         q = f"{p}[{k}]"
         expect_type(tc, dict, q, "an object")
         kind = tc.get("type", "function")
-        if kind != "function":  # custom tool calls: only an OpenAI upstream understands them
+        if kind == "custom":
+            parts.append(_custom_call(tc, q))
+            continue
+        if kind != "function":  # a call type we do not model: only this dialect can re-emit it
             parts.append(UnknownPart(DIALECT_NAME, tc))
             continue
         call_id = required_str(tc, "id", f"{q}.id")
@@ -326,6 +329,29 @@ def _tool_calls(raw: Any, p: str) -> list[Part]:
         r = f"{q}.function.arguments"
         parts.append(ToolCallPart(call_id, name, _arguments(fn, r), meta={SOURCE_PARAM: r}))
     return parts
+
+
+def _custom_call(tc: dict[str, Any], q: str) -> ToolCallPart:
+    """``{"type": "custom", "id", "custom": {"name", "input"}}``: the input is raw text."""
+    call_id = required_str(tc, "id", f"{q}.id")
+    custom = tc.get("custom")
+    if custom is None:
+        raise missing(f"{q}.custom")
+    expect_type(custom, dict, f"{q}.custom", "an object")
+    name = required_str(custom, "name", f"{q}.custom.name")
+    text = required_str(custom, "input", f"{q}.custom.input")
+    return ToolCallPart(
+        call_id, name, text, meta={SOURCE_PARAM: f"{q}.custom.input"}, kind="custom"
+    )
+
+
+def render_tool_call(part: ToolCallPart) -> dict[str, Any]:
+    """A ToolCallPart -> one entry of an assistant message's ``tool_calls``."""
+    if part.kind == "custom":
+        custom = {"name": part.name, "input": part.arguments}
+        return {"id": part.id, "type": "custom", "custom": custom}
+    fn = {"name": part.name, "arguments": part.arguments}
+    return {"id": part.id, "type": "function", "function": fn}
 
 
 def render_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
@@ -447,14 +473,13 @@ def _render_assistant(m: Message, where: str) -> dict[str, Any]:
     reasoning: list[ReasoningPart] = []
     for part in m.parts:
         if isinstance(part, ToolCallPart):
-            fn = {"name": part.name, "arguments": part.arguments}
-            calls.append({"id": part.id, "type": "function", "function": fn})
+            calls.append(render_tool_call(part))
         elif isinstance(part, ReasoningPart):
             reasoning.append(part)
         elif isinstance(part, TextPart) and part.meta.get("refusal"):
             refusal.append(part.text)
-        elif isinstance(part, UnknownPart) and part.raw.get("type") == "custom":
-            calls.append(part.raw)  # a custom tool call parsed from tool_calls
+        elif isinstance(part, UnknownPart) and part.dialect == DIALECT_NAME and "id" in part.raw:
+            calls.append(part.raw)  # a tool call of a type we do not model, parsed above
         else:
             content.append(_render_part(part, _part_param(part, m.parts, where)))
     msg: dict[str, Any] = {"role": "assistant"}

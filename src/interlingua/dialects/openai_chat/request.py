@@ -22,7 +22,7 @@ __all__ = ["parse_request", "render_request"]
 
 MAX_TOKENS_FIELD = "_openai_max_tokens_field"  # which key the client used for max tokens
 USER_FROM_SAFETY_ID = "_openai_user_from_safety_identifier"  # Request.user is not `user`
-OTHER_TOOLS = "_openai_tools"  # non-function tools (custom, server extensions), verbatim
+OTHER_TOOLS = "_openai_tools"  # tools of unknown types (server extensions), verbatim
 
 # Body keys this codec maps to neutral fields; every other key goes to Request.extra.
 _HANDLED = frozenset(
@@ -163,9 +163,11 @@ def _parse_tooling(
 
 
 def _parse_tool(tool: Any, p: str) -> ToolSpec | None:
-    """A ``function`` tool -> ToolSpec; any other type (``custom``, ...) -> None (kept raw)."""
+    """A ``function`` or ``custom`` tool -> ToolSpec; any other type -> None (kept raw)."""
     expect_type(tool, dict, p, "an object")
     kind = required_str(tool, "type", f"{p}.type")
+    if kind == "custom":
+        return _custom_spec(tool.get("custom"), f"{p}.custom")
     if kind != "function":
         return None
     fn = tool.get("function")
@@ -190,6 +192,38 @@ def _function_spec(fn: Any, p: str) -> ToolSpec:
     )  # fmt: skip
 
 
+def _custom_spec(custom: Any, p: str) -> ToolSpec:
+    """``{"name", "description"?, "format"?}`` of a ``custom`` tool -> a custom ToolSpec."""
+    if custom is None:
+        raise missing(p)
+    expect_type(custom, dict, p, "an object")
+    name = required_str(custom, "name", f"{p}.name")
+    if not name:
+        raise InvalidRequestError(f"'{p}.name' must not be empty.", param=f"{p}.name")
+    desc, fmt = custom.get("description"), custom.get("format")
+    if desc is not None:
+        expect_type(desc, str, f"{p}.description", "a string")
+    if fmt is not None:
+        fmt = _neutral_format(expect_type(fmt, dict, f"{p}.format", "an object"))
+    return ToolSpec(name, desc, kind="custom", format=fmt)
+
+
+def _neutral_format(fmt: dict[str, Any]) -> dict[str, Any]:
+    """Chat nests a grammar (``{"type": "grammar", "grammar": {"syntax", "definition"}}``);
+    the neutral form is the Responses API's flat one. Other shapes are kept as they are."""
+    grammar = fmt.get("grammar")
+    if fmt.get("type") != "grammar" or not isinstance(grammar, dict) or len(fmt) != 2:
+        return fmt
+    return {"type": "grammar", **grammar}
+
+
+def _chat_format(fmt: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`_neutral_format`."""
+    if fmt.get("type") != "grammar" or "grammar" in fmt:
+        return fmt
+    return {"type": "grammar", "grammar": {k: v for k, v in fmt.items() if k != "type"}}
+
+
 def _parse_tool_choice(value: Any, extra: dict[str, Any]) -> ToolChoice | None:
     if value is None:
         return None
@@ -205,8 +239,14 @@ def _parse_tool_choice(value: Any, extra: dict[str, Any]) -> ToolChoice | None:
             raise missing("tool_choice.function")
         expect_type(fn, dict, "tool_choice.function", "an object")
         return ToolChoice(mode="tool", name=required_str(fn, "name", "tool_choice.function.name"))
-    # allowed_tools / custom have no neutral form: keep the original for an OpenAI
-    # upstream; other dialects get the closest neutral mode (or none for a custom tool).
+    if kind == "custom":  # rendered back as custom because the named tool is custom
+        custom = value.get("custom")
+        if custom is None:
+            raise missing("tool_choice.custom")
+        expect_type(custom, dict, "tool_choice.custom", "an object")
+        return ToolChoice(mode="tool", name=required_str(custom, "name", "tool_choice.custom.name"))
+    # allowed_tools has no neutral form: keep the original for an OpenAI upstream;
+    # other dialects get the closest neutral mode.
     extra["tool_choice"] = value
     if kind == "allowed_tools":
         allowed = value.get("allowed_tools")
@@ -247,13 +287,22 @@ def _effort(reasoning: Reasoning | None) -> str | None:
     return "medium" if budget <= 12288 else "high"
 
 
-def _render_tool_choice(choice: ToolChoice) -> Any:
+def _render_tool_choice(choice: ToolChoice, tools: tuple[ToolSpec, ...]) -> Any:
     if choice.mode == "tool":
+        if any(t.kind == "custom" and t.name == choice.name for t in tools):
+            return {"type": "custom", "custom": {"name": choice.name}}
         return {"type": "function", "function": {"name": choice.name}}
     return choice.mode
 
 
 def _render_tool(tool: ToolSpec) -> dict[str, Any]:
+    if tool.kind == "custom":
+        custom: dict[str, Any] = {"name": tool.name}
+        if tool.description is not None:
+            custom["description"] = tool.description
+        if tool.format is not None:
+            custom["format"] = _chat_format(tool.format)
+        return {"type": "custom", "custom": custom}
     fn: dict[str, Any] = {"name": tool.name}
     if tool.description is not None:
         fn["description"] = tool.description
@@ -308,7 +357,7 @@ def render_request(request: Request) -> dict[str, Any]:
     if tools:
         body["tools"] = tools
     if request.tool_choice is not None:
-        body["tool_choice"] = _render_tool_choice(request.tool_choice)
+        body["tool_choice"] = _render_tool_choice(request.tool_choice, request.tools)
     if request.response_format is not None:
         body["response_format"] = _render_response_format(request.response_format)
     if request.stream:

@@ -25,6 +25,7 @@ from ...core import (
 from ...core.tokens import estimate_text as estimate_tokens
 from ...errors import UpstreamError
 from .._common import random_id
+from ._messages import render_tool_call
 from .errors import error_from_payload
 
 __all__ = [
@@ -165,17 +166,19 @@ def _reasoning_part(message: dict[str, Any]) -> ReasoningPart | None:
 def _tool_call(call: Any, position: int) -> ToolCallPart | None:
     if not isinstance(call, dict):
         return None
-    fn = call.get("function")
+    custom = call.get("type") == "custom"
+    fn = call.get("custom" if custom else "function")
     if not isinstance(fn, dict):
         return None
-    args = fn.get("arguments")
-    if isinstance(args, dict):  # a few servers send an object instead of JSON text
+    args = fn.get("input" if custom else "arguments")
+    if isinstance(args, dict) and not custom:  # a few servers send an object, not JSON text
         args = orjson.dumps(args).decode()
     call_id = call.get("id")
     return ToolCallPart(
         id=call_id if isinstance(call_id, str) and call_id else f"call_{position}",
         name=str(fn.get("name") or ""),
         arguments=args if isinstance(args, str) else "",
+        kind="custom" if custom else "function",
     )
 
 
@@ -257,8 +260,7 @@ def render_message(parts: Iterable[Part]) -> dict[str, Any]:
         if isinstance(p, TextPart):
             (refusal if p.meta.get("refusal") else text).append(p.text)
         elif isinstance(p, ToolCallPart):
-            fn = {"name": p.name, "arguments": p.arguments}
-            calls.append({"id": p.id, "type": "function", "function": fn})
+            calls.append(render_tool_call(p))
         elif isinstance(p, ReasoningPart):
             reasoning.append(p.text)
     content = "".join(text)

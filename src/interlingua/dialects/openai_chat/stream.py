@@ -54,6 +54,12 @@ __all__ = ["OpenAIChatStreamDecoder", "OpenAIChatStreamEncoder"]
 #: servers that omit the index
 _ToolKey = int | tuple[str, Any] | None
 
+#: the head of a function call's argument delta (``% k``, its ``tool_calls`` index); a
+#: custom call's delta carries ``"custom":{"input":...}`` instead, the shape of its
+#: message form (the SDK's chunk types model function calls only)
+_ARGUMENTS = b'{"tool_calls":[{"index":%d,"function":{"arguments":'
+_FIRST_ARGUMENTS = _ARGUMENTS % 0
+
 
 class OpenAIChatStreamDecoder:
     """Upstream Chat SSE events -> neutral events. See the module docstring.
@@ -250,6 +256,9 @@ class OpenAIChatStreamDecoder:
             if key is None:
                 key = self._last_tool
         fn = call.get("function")
+        field = "arguments"
+        if fn is None and "custom" in call:  # a custom tool's call: its input is raw text
+            fn, field = call["custom"], "input"
         fn = fn if isinstance(fn, dict) else {}
         index = self._tools.get(key)
         if index is None:
@@ -258,10 +267,11 @@ class OpenAIChatStreamDecoder:
             part = ToolCallPart(
                 id=call_id if isinstance(call_id, str) and call_id else random_id("call_"),
                 name=name if isinstance(name, str) else "",
+                kind="custom" if field == "input" else "function",
             )
             index = self._tools[key] = self._open_block(part, out)
         self._last_tool = key
-        args = fn.get("arguments")
+        args = fn.get(field)
         if isinstance(args, str) and args:
             self._generated.append(args)
             out.append(ArgumentsDelta(index, args))
@@ -311,7 +321,9 @@ class OpenAIChatStreamEncoder:
         self._tail = _TAIL_USAGE if request.include_usage else _TAIL
         self._base = b""  # 'data: {"id":..,"model":..,"choices":'
         self._head = b""  # self._base + '[{"index":0,"delta":'
-        self._tools: dict[int, int] = {}  # neutral block index -> OpenAI tool_calls index
+        # neutral block index -> the head of its argument deltas, up to the text:
+        # '{"tool_calls":[{"index":k,"function":{"arguments":' (or '"custom":{"input":')
+        self._tools: dict[int, bytes] = {}
         self._refusals: set[int] = set()  # neutral blocks holding refusal text
         self._done = False
 
@@ -350,11 +362,8 @@ class OpenAIChatStreamEncoder:
         if isinstance(event, ArgumentsDelta):
             if not event.json:
                 return b""
-            k = self._tools.get(event.index, 0)
-            return b"".join(
-                (self._head, b'{"tool_calls":[{"index":%d,"function":{"arguments":' % k,
-                 orjson.dumps(event.json), b"}}]}", self._tail)
-            )  # fmt: skip
+            key = self._tools.get(event.index, _FIRST_ARGUMENTS)
+            return b"".join((self._head, key, orjson.dumps(event.json), b"}}]}", self._tail))
         if isinstance(event, ReasoningDelta):
             if not event.text:
                 return b""
@@ -373,13 +382,14 @@ class OpenAIChatStreamEncoder:
     def _block_start(self, event: BlockStart) -> bytes:
         part = event.part
         if isinstance(part, ToolCallPart):
-            k = self._tools[event.index] = len(self._tools)
-            call = {
-                "index": k,
-                "id": part.id,
-                "type": "function",
-                "function": {"name": part.name, "arguments": part.arguments},
-            }
+            k = len(self._tools)
+            call: dict[str, Any] = {"index": k, "id": part.id, "type": part.kind}
+            if part.kind == "custom":
+                call["custom"] = {"name": part.name, "input": part.arguments}
+                self._tools[event.index] = b'{"tool_calls":[{"index":%d,"custom":{"input":' % k
+            else:
+                call["function"] = {"name": part.name, "arguments": part.arguments}
+                self._tools[event.index] = _ARGUMENTS % k
             return self._chunk(orjson.dumps({"tool_calls": [call]}))
         if isinstance(part, TextPart):
             if part.meta.get("refusal"):

@@ -87,7 +87,23 @@ def _tools_ok(v: Any) -> bool:
             return False
         if tool["type"] == "function" and not _function_ok(tool.get("function")):
             return False
+        if tool["type"] == "custom" and not _custom_ok(tool.get("custom")):
+            return False
     return True
+
+
+def _custom_ok(custom: Any) -> bool:
+    """A custom tool's ``custom`` object."""
+    if type(custom) is not dict:
+        return False
+    name = custom.get("name")
+    fmt = custom.get("format")
+    return (
+        type(name) is str
+        and name != ""
+        and opt_str(custom.get("description"))
+        and (fmt is None or type(fmt) is dict)
+    )
 
 
 def _functions_ok(v: Any) -> bool:
@@ -99,9 +115,10 @@ def _tool_choice_ok(v: Any) -> bool:
         return v in _TOOL_CHOICE_WORDS
     if type(v) is not dict or type(v.get("type")) is not str:
         return False
-    if v["type"] != "function":
-        return True  # allowed_tools, custom: kept verbatim
-    fn = v.get("function")
+    kind = v["type"]
+    if kind != "function" and kind != "custom":
+        return True  # allowed_tools: kept verbatim
+    fn = v.get(kind)
     return type(fn) is dict and type(fn.get("name")) is str
 
 
@@ -277,8 +294,16 @@ def _tool_calls_ok(calls: Any) -> bool:
     for tc in calls:
         if type(tc) is not dict:
             return False
-        if tc.get("type", "function") != "function":
-            continue  # custom tool calls are relayed as they are
+        kind = tc.get("type", "function")
+        if kind == "custom":
+            custom = tc.get("custom")
+            if type(tc.get("id")) is not str or type(custom) is not dict:
+                return False
+            if type(custom.get("name")) is not str or type(custom.get("input")) is not str:
+                return False
+            continue
+        if kind != "function":
+            continue  # call types we do not model are relayed as they are
         fn = tc.get("function")
         if type(tc.get("id")) is not str or type(fn) is not dict:
             return False

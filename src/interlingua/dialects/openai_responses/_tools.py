@@ -16,7 +16,9 @@
   their position in ``extra["_responses_tools"]`` for a Responses upstream; other
   dialects never see them.
 * ``tool_choice``: the string modes and ``{type: function|custom, name}`` are neutral
-  (rendering picks ``custom`` when the named tool is custom); ``allowed_tools``, hosted
+  (rendering picks ``custom`` when the named tool is custom). A choice naming a member
+  of a namespace (by its own name, or with a ``namespace`` key) names the flattened
+  neutral tool ``ns__t``, and rendering gives the member's own name back; ``allowed_tools``, hosted
   and ``mcp`` choices are kept whole in ``extra["tool_choice"]`` (re-emitted for a
   Responses upstream), with the closest neutral mode for other dialects.
 """
@@ -36,6 +38,8 @@ TOOL = "responses_tool"  # ToolSpec.meta: the tool's keys with no neutral field
 STRICT_OMITTED = "responses_strict_omitted"
 NAMESPACE = "responses_namespace"  # ToolSpec.meta: the namespace's keys except `tools`
 HOSTED = "_responses_tools"  # extra: [[position in `tools`, raw tool], ...]
+# extra, from parse_tools to parse_tool_choice only (popped there): {member name: ns__name}
+_FLAT = "_responses_namespaced"
 
 _SPEC_KEYS = ("type", "name", "description", "parameters", "strict", "format")
 
@@ -59,7 +63,20 @@ def parse_tools(raw: Any, extra: dict[str, Any]) -> tuple[ToolSpec, ...]:
             hosted.append([i, tool])
     if hosted:
         extra[HOSTED] = hosted
+    top = {s.name for s in specs if NAMESPACE not in s.meta}  # these win a shared name
+    flat = {n: s.name for s in specs if NAMESPACE in s.meta and (n := _own_name(s)) not in top}
+    if flat:
+        extra[_FLAT] = flat
     return tuple(specs)
+
+
+def _own_name(spec: ToolSpec) -> str:
+    """A namespace member's name inside its namespace (``t`` of the neutral ``ns__t``)."""
+    own = spec.meta.get(NAMESPACE)
+    if own is None:
+        return spec.name
+    prefix = own["name"] + NAMESPACE_SEP
+    return spec.name[len(prefix) :] if spec.name.startswith(prefix) else spec.name
 
 
 def _namespace(tool: dict[str, Any], p: str) -> list[ToolSpec]:
@@ -116,8 +133,7 @@ def render_tools(specs: tuple[ToolSpec, ...], extra: dict[str, Any]) -> list[dic
         if own is None:
             out.append(_render_spec(spec, spec.name))
             continue
-        prefix = own["name"] + NAMESPACE_SEP
-        name = spec.name[len(prefix) :] if spec.name.startswith(prefix) else spec.name
+        name = _own_name(spec)
         members = groups.get(own["name"])
         if members is None:
             members = groups[own["name"]] = []
@@ -149,7 +165,11 @@ def _render_spec(spec: ToolSpec, name: str) -> dict[str, Any]:
 
 
 def parse_tool_choice(value: Any, extra: dict[str, Any]) -> ToolChoice | None:
-    """Validate and convert ``tool_choice`` (non-neutral forms kept in ``extra``)."""
+    """Validate and convert ``tool_choice`` (non-neutral forms kept in ``extra``).
+
+    Call it after :func:`parse_tools` with the same ``extra``: a name of a namespace
+    member is flattened as the tool was."""
+    flat: dict[str, str] = extra.pop(_FLAT, None) or {}
     if value is None:
         return None
     if isinstance(value, str):
@@ -162,6 +182,11 @@ def parse_tool_choice(value: Any, extra: dict[str, Any]) -> ToolChoice | None:
         name = required_str(value, "name", "tool_choice.name")
         if value.keys() - {"type", "name"}:
             extra["tool_choice"] = value
+        namespace = value.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            name = namespace + NAMESPACE_SEP + name
+        elif name in flat:
+            name = flat[name]  # a member named by its own name: the flattened tool
         return ToolChoice(mode="tool", name=name)
     extra["tool_choice"] = value  # allowed_tools, hosted tools, mcp: OpenAI only
     if kind == "allowed_tools":
@@ -173,5 +198,7 @@ def render_tool_choice(choice: ToolChoice, specs: tuple[ToolSpec, ...]) -> Any:
     """Neutral -> ``tool_choice``; a named tool is ``custom`` when its spec is."""
     if choice.mode != "tool":
         return choice.mode
-    kind = next((s.kind for s in specs if s.name == choice.name), "function")
-    return {"type": kind, "name": choice.name}
+    spec = next((s for s in specs if s.name == choice.name), None)
+    if spec is None:
+        return {"type": "function", "name": choice.name}
+    return {"type": spec.kind, "name": _own_name(spec)}  # a namespace member's own name
