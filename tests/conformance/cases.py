@@ -154,6 +154,22 @@ TOOL_HISTORY = (
     ),
 )
 
+APPLY_PATCH = ToolSpec(
+    "apply_patch",
+    "Edit files with a patch",
+    kind="custom",
+    format={"type": "grammar", "syntax": "lark", "definition": "start: /(.|\\n)+/"},
+)
+PATCH = '*** Begin Patch\n*** Update File: a.py\n-pritn("hi")\n+print("hi")\n*** End Patch\n'
+
+
+def _custom_tool_seen(r: Request) -> None:
+    kinds = {tool.name: tool.kind for tool in r.tools}
+    assert kinds["get_weather"] == "function"
+    # an Anthropic upstream sees the custom tool as a function (the wrapper is its codec's)
+    assert "apply_patch" in kinds
+
+
 CASES = [
     Case("plain_text", _req(user("Say hi")), reply("Hi there!")),
     Case(
@@ -193,6 +209,19 @@ CASES = [
             stop=StopReason.TOOL_USE,
         ),
         check_upstream=_tools_seen,
+    ),
+    Case(
+        "custom_tool_call",
+        _req(user("Fix the typo in a.py"), tools=(APPLY_PATCH, WEATHER)),
+        reply(
+            "Patching.",
+            ToolCallPart("call_p", "apply_patch", PATCH, kind="custom"),
+            stop=StopReason.TOOL_USE,
+        ),
+        check_upstream=_custom_tool_seen,
+        # Messages has no custom tools for a client to declare; every upstream carries
+        # them (Anthropic as a function with one string parameter)
+        clients=("openai", "responses"),
     ),
     Case(
         "tool_result_turn",

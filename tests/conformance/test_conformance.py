@@ -89,11 +89,22 @@ def _client_events(client_dialect: str, case: Case, raw: bytes) -> list[StreamEv
             RESPONSES_EVENT.validate_python(json.loads(sse.data))
         elif sse.data != "[DONE]":
             payload = json.loads(sse.data)
-            if "error" not in payload:
+            # A streamed custom tool call ({"type": "custom", "custom": {name, input}}, as the
+            # API sends it) is missing from the SDK's chunk type, which follows the spec's
+            # gap (openai/openai-openapi#576); the SDK reads such chunks without validating.
+            if "error" not in payload and not _has_custom_call(payload):
                 openai.types.chat.ChatCompletionChunk.model_validate(payload)
         events.extend(codec.feed(sse))
     events.extend(codec.flush())
     return events
+
+
+def _has_custom_call(chunk: dict[str, Any]) -> bool:
+    return any(
+        call.get("type") == "custom" or "custom" in call
+        for choice in chunk.get("choices") or ()
+        for call in (choice.get("delta") or {}).get("tool_calls") or ()
+    )
 
 
 def _client_response(client_dialect: str, body: dict[str, Any]) -> Response:
@@ -116,7 +127,13 @@ def project(response: Response, client_dialect: str, wire: str) -> dict[str, Any
         "text": response.text,
         "reasoning": response.reasoning,
         "tool_calls": [
-            (c.id, c.name, json.loads(c.arguments or "{}")) for c in response.tool_calls
+            (
+                c.id,
+                c.name,
+                c.kind,
+                c.arguments if c.kind == "custom" else json.loads(c.arguments or "{}"),
+            )
+            for c in response.tool_calls
         ],
         "stop_reason": stop_reason,
         "stop_sequence": stop_sequence,

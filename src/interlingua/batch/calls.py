@@ -161,7 +161,7 @@ async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defau
     )
     try:
         raw = orjson.loads(reply.body)
-        response = better_usage(_codec(client.dialect).parse_response(raw), raw)
+        response = better_usage(_codec(client.dialect).parse_response(raw, request), raw)
     except Exception as exc:  # orjson's or the codec's: the body is not a chat answer
         detail = getattr(exc, "message", None) or str(exc)
         return _unreadable(item.custom_id, reply.status, reply.request_id, reply.body, detail)

@@ -275,7 +275,7 @@ class AsyncClient:
         async def attempt() -> ChatResult:
             async with policy.slot(estimate) as slot:
                 data, headers = await transport.post(body)
-                result = self._parse(data, headers, options)
+                result = self._parse(data, headers, options, request)
                 slot.settle(result.usage.total_tokens)
                 return result
 
@@ -350,11 +350,13 @@ class AsyncClient:
 
     # --- answers -----------------------------------------------------------------------
 
-    def _parse(self, data: bytes, headers: dict[str, str], options: CallOptions) -> ChatResult:
+    def _parse(
+        self, data: bytes, headers: dict[str, str], options: CallOptions, request: Request
+    ) -> ChatResult:
         rid = request_id(headers)
         try:
             raw = orjson.loads(data)
-            response: Response = self._codec.parse_response(raw)
+            response: Response = self._codec.parse_response(raw, request)
         except Exception as exc:  # the codec's errors, orjson's, a malformed shape
             detail = getattr(exc, "message", None) or str(exc)
             raise APIError(

@@ -144,7 +144,7 @@ class FakeUpstream(Upstream):
         if self._codec is None:
             return response
         body = orjson.dumps(self._codec.render_response(response, view))
-        return self._codec.parse_response(orjson.loads(body))
+        return self._codec.parse_response(orjson.loads(body), request)
 
     def _as_response(self, item: Answer) -> Response:
         if isinstance(item, InterlinguaError):

@@ -163,7 +163,7 @@ class HttpUpstream(Upstream):
         """POST the rendered request; parse the answer or raise the upstream's error."""
         body = orjson.dumps(self.render(request, stream=False))
         data = await self.post_json(self.url, body)
-        return self.parse_body(data)
+        return self.parse_body(data, request)
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """POST with ``stream: true`` and yield the decoded neutral events."""
@@ -217,10 +217,10 @@ class HttpUpstream(Upstream):
                 raise err
             yield [StreamError(err)]
 
-    def parse_body(self, data: bytes) -> Response:
+    def parse_body(self, data: bytes, request: Request | None = None) -> Response:
         """A 2xx body -> Response; an unreadable one is the upstream's failure (502)."""
         try:
-            return self.codec.parse_response(orjson.loads(data))
+            return self.codec.parse_response(orjson.loads(data), request)
         except _DECODE_ERRORS as exc:
             raise self._unreadable(exc) from None
 

@@ -29,7 +29,7 @@ from ...core import (
 )
 from ...errors import InvalidRequestError, UpstreamError
 from .._common import random_id, sanitize_tool_id
-from ._custom import custom_names, unwrap_call
+from ._custom import custom_names, unwrap_call, wrap
 from .errors import error_from_type
 from .render import parse_arguments, render_text_block
 from .request import NAME, parse_block
@@ -175,7 +175,11 @@ def render_block(part: Part) -> dict[str, Any] | None:
             "type": "tool_use",
             "id": sanitize_tool_id(part.id),
             "name": part.name,
-            "input": tool_input_for_client(part.arguments),
+            "input": (
+                wrap(part.arguments)  # a custom call: the one string it was offered with
+                if part.kind == "custom"
+                else tool_input_for_client(part.arguments)
+            ),
         }
     if isinstance(part, ReasoningPart):
         if part.redacted is not None:

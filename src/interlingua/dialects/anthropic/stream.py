@@ -40,7 +40,7 @@ from ...core import (
 from ...errors import InterlinguaError, UpstreamError
 from ...sse import SSEEvent, encode_json_event
 from .._common import random_id, sanitize_tool_id
-from ._custom import custom_names, unwrap
+from ._custom import custom_names, unwrap, wrap
 from .errors import error_from_type, render_stream_error
 from .render import parse_arguments
 from .request import NAME
@@ -368,6 +368,7 @@ class AnthropicStreamEncoder:
         self._queue: list[int] = []  # neutral indices started while another was open
         self._buffer: dict[int, list[StreamEvent]] = {}
         self._args: list[str] | None = None  # argument fragments of a current tool_use
+        self._custom = False  # the current tool_use is a custom call (input wrapped)
 
     def ping(self) -> bytes:
         """A keep-alive: Anthropic's own ``event: ping``."""
@@ -433,6 +434,7 @@ class AnthropicStreamEncoder:
         self._stop = _STOP_TEMPLATE % wire
         if isinstance(event.part, ToolCallPart):
             self._args = [event.part.arguments] if event.part.arguments else []
+            self._custom = event.part.kind == "custom"
         out.append(_start_event(wire, block))
         if not self._pinged:  # the real API pings right after the first block start
             self._pinged = True
@@ -459,7 +461,11 @@ class AnthropicStreamEncoder:
     def _close(self, out: list[bytes]) -> None:
         """Stop the current block, sending a tool call's buffered arguments first."""
         if self._args is not None:
-            partial = tool_input_json("".join(self._args))
+            joined = "".join(self._args)
+            # a custom call's raw text travels as the one string parameter it was offered with
+            partial = (
+                orjson.dumps(wrap(joined)).decode() if self._custom else tool_input_json(joined)
+            )
             if partial is not None:
                 out.append(_delta(self._prefix, _JSON, partial))
             self._args = None

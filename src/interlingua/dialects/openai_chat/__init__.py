@@ -39,8 +39,9 @@ class OpenAIChatDialect:
         """The body for an OpenAI-compatible upstream."""
         return render_request(request)
 
-    def parse_response(self, body: Any) -> Response:
-        """An upstream's ``chat.completion`` body -> Response."""
+    def parse_response(self, body: Any, request: Request | None = None) -> Response:
+        """An upstream's ``chat.completion`` body -> Response (``request`` unused: Chat
+        carries custom calls natively)."""
         return parse_response(body)
 
     def render_response(self, response: Response, request: Request) -> dict[str, Any]:

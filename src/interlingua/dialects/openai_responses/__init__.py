@@ -44,8 +44,8 @@ class ResponsesDialect:
         """The body for a Responses upstream."""
         return render_request(request)
 
-    def parse_response(self, body: Any) -> Response:
-        """An upstream's ``response`` object -> Response."""
+    def parse_response(self, body: Any, request: Request | None = None) -> Response:
+        """An upstream's ``response`` object -> Response (``request`` unused)."""
         return parse_response(body)
 
     def render_response(self, response: Response, request: Request) -> dict[str, Any]:
