@@ -375,8 +375,8 @@ class _Message(msgspec.Struct):
 _MESSAGE = msgspec.json.Decoder(_Message)
 
 
-class AnthropicRelayCheck(RelayCheck):
-    """Messages events: ``message_stop`` or ``error`` ends; ``message_delta`` says why."""
+class _TypedEventsCheck(RelayCheck):
+    """Streams whose events say what they are in ``type`` (or, failing that, ``event:``)."""
 
     __slots__ = ()
 
@@ -393,6 +393,16 @@ class AnthropicRelayCheck(RelayCheck):
     def _inspect(self, name: bytes, payload: dict[str, Any]) -> None:
         kind = payload.get("type")
         self._kind(kind if kind is not None else name.decode("latin-1"))
+
+    def _kind(self, kind: Any) -> None:
+        """Note what an event of type ``kind`` says about the stream's end."""
+        raise NotImplementedError
+
+
+class AnthropicRelayCheck(_TypedEventsCheck):
+    """Messages events: ``message_stop`` or ``error`` ends; ``message_delta`` says why."""
+
+    __slots__ = ()
 
     def _kind(self, kind: Any) -> None:
         if kind in ("message_stop", "error"):
@@ -431,25 +441,11 @@ class _ResponseBody(msgspec.Struct):
 _RESPONSE_BODY = msgspec.json.Decoder(_ResponseBody)
 
 
-class ResponsesRelayCheck(RelayCheck):
+class ResponsesRelayCheck(_TypedEventsCheck):
     """Responses events: ``response.completed`` / ``incomplete`` / ``failed`` or ``error``
     ends. No event says why before the end, so a stream without one was cut short."""
 
     __slots__ = ()
-
-    def _read(self, name: bytes, data: bytes) -> bool:
-        try:
-            kind = _TYPED.decode(data).type
-        except msgspec.ValidationError:
-            return self._read_loose(name, data)
-        except msgspec.DecodeError:
-            return False
-        self._kind(kind if kind is not None else name.decode("latin-1"))
-        return True
-
-    def _inspect(self, name: bytes, payload: dict[str, Any]) -> None:
-        kind = payload.get("type")
-        self._kind(kind if kind is not None else name.decode("latin-1"))
 
     def _kind(self, kind: Any) -> None:
         if kind in _RESPONSES_ENDS:

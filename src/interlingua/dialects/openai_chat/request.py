@@ -18,7 +18,7 @@ from ...errors import InvalidRequestError
 from .._common import expect_type, missing, optional
 from ._messages import DIALECT_NAME, bad_value, parse_messages, render_messages, required_str
 
-__all__ = ["parse_request", "render_request"]
+__all__ = ["parse_request", "render_effort", "render_request"]
 
 MAX_TOKENS_FIELD = "_openai_max_tokens_field"  # which key the client used for max tokens
 USER_FROM_SAFETY_ID = "_openai_user_from_safety_identifier"  # Request.user is not `user`
@@ -271,8 +271,9 @@ def _parse_function_call(value: Any) -> ToolChoice | None:
     return ToolChoice(mode="tool", name=required_str(value, "name", "function_call.name"))
 
 
-def _effort(reasoning: Reasoning | None) -> str | None:
-    """Neutral reasoning -> ``reasoning_effort`` (budget via the shared table)."""
+def render_effort(reasoning: Reasoning | None) -> str | None:
+    """Neutral reasoning -> OpenAI's effort word (Chat's ``reasoning_effort``, Responses'
+    ``reasoning.effort``); a token budget maps through the shared table."""
     if reasoning is None:
         return None
     if not reasoning.enabled:
@@ -345,7 +346,7 @@ def render_request(request: Request) -> dict[str, Any]:
         ("seed", request.seed),
         ("user", None if extra.get(USER_FROM_SAFETY_ID) else request.user),
         ("parallel_tool_calls", request.parallel_tool_calls),
-        ("reasoning_effort", _effort(request.reasoning)),
+        ("reasoning_effort", render_effort(request.reasoning)),
     ):
         if value is not None:
             body[key] = value

@@ -29,6 +29,7 @@ from typing import Any
 from ...core import Message, Reasoning, Request, ResponseFormat, TextPart
 from ...errors import InvalidRequestError
 from .._common import expect_type, missing, optional
+from ..openai_chat.request import render_effort
 from ._items import DIALECT_NAME, bad_value, parse_input, required_str
 from ._render import render_input
 from ._tools import parse_tool_choice, parse_tools, render_tool_choice, render_tools
@@ -175,7 +176,7 @@ def render_request(request: Request) -> dict[str, Any]:
     if request.tool_choice is not None:
         body["tool_choice"] = render_tool_choice(request.tool_choice, request.tools)
     reasoning = {**extra.get(REASONING_REST, {})}
-    effort = _effort(request.reasoning)
+    effort = render_effort(request.reasoning)
     if effort is not None:
         reasoning["effort"] = effort
     if reasoning:
@@ -221,22 +222,6 @@ def _bare_input(messages: tuple[Message, ...], extra: dict[str, Any]) -> bool:
         return False
     m = messages[0]
     return m.role == "user" and len(m.parts) == 1 and isinstance(m.parts[0], TextPart)
-
-
-def _effort(reasoning: Reasoning | None) -> str | None:
-    """Neutral reasoning -> ``reasoning.effort`` (a budget via the Chat codec's table)."""
-    if reasoning is None:
-        return None
-    if not reasoning.enabled:  # only an explicit "none": a non-reasoning model rejects it
-        return "none" if reasoning.effort == "none" else None
-    if reasoning.effort:
-        return reasoning.effort
-    budget = reasoning.budget_tokens
-    if budget is None:
-        return None
-    if budget <= 2048:
-        return "low"
-    return "medium" if budget <= 12288 else "high"
 
 
 def _render_format(fmt: ResponseFormat) -> dict[str, Any]:
