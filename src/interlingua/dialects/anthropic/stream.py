@@ -40,6 +40,7 @@ from ...core import (
 from ...errors import InterlinguaError, UpstreamError
 from ...sse import SSEEvent, encode_json_event
 from .._common import random_id, sanitize_tool_id
+from .._sequence import OneAtATime
 from ._custom import custom_names, unwrap, wrap
 from .errors import error_from_type, render_stream_error
 from .render import parse_arguments
@@ -337,7 +338,7 @@ def tool_input_json(arguments: str) -> str | None:
     return arguments if tool_input else None
 
 
-class AnthropicStreamEncoder:
+class AnthropicStreamEncoder(OneAtATime):
     """Neutral events -> the bytes of an Anthropic Messages SSE stream, chunk by chunk.
 
     Always yields a valid stream: ``message_start`` first (invented if the upstream
@@ -356,17 +357,15 @@ class AnthropicStreamEncoder:
     """
 
     def __init__(self, request: Request) -> None:
+        super().__init__()
         self._request = request
         self._started = False
         self._done = False
         self._pinged = False
         self._start_usage: Usage | None = None
         self._next_wire = 0
-        self._current: int | None = None  # neutral index of the open, emitted block
         self._prefix = b""  # content_block_delta prefix of the current block
         self._stop = b""  # content_block_stop of the current block
-        self._queue: list[int] = []  # neutral indices started while another was open
-        self._buffer: dict[int, list[StreamEvent]] = {}
         self._args: list[str] | None = None  # argument fragments of a current tool_use
         self._custom = False  # the current tool_use is a custom call (input wrapped)
 
@@ -385,22 +384,14 @@ class AnthropicStreamEncoder:
         if not self._started:
             self._message_start(StreamStart(random_id("msg_"), self._request.model), out)
         if isinstance(event, BlockStart):
-            if self._current is None and not self._queue:
-                self._open(event, out)
-            else:
-                self._queue.append(event.index)
-                self._buffer[event.index] = [event]
+            self._start_block(event, out)
         elif isinstance(event, StreamEnd):
             self._finish(event, out)
         elif isinstance(event, StreamError):
             self._done = True
             out.append(render_stream_error(event.error))
-        elif event.index == self._current:
-            self._in_block(event, out)
-            if self._current is None:
-                self._drain(out, close_all=False)
-        elif event.index in self._buffer:
-            self._buffer[event.index].append(event)
+        else:
+            self._block_event(event, event.index, out)
         return b"".join(out)
 
     def _message_start(self, event: StreamStart, out: list[bytes]) -> None:
@@ -471,21 +462,6 @@ class AnthropicStreamEncoder:
             self._args = None
         out.append(self._stop)
         self._current = None
-
-    def _drain(self, out: list[bytes], *, close_all: bool) -> None:
-        """Replay buffered blocks in order while none is open (all of them at the end)."""
-        while self._queue and self._current is None:
-            index = self._queue.pop(0)
-            events = self._buffer.pop(index)
-            start = events[0]
-            assert isinstance(start, BlockStart)
-            self._open(start, out)
-            if self._current is None:
-                continue  # a block with no Anthropic form: its events go with it
-            for event in events[1:]:
-                self._in_block(event, out)
-            if close_all and self._current is not None:
-                self._close(out)
 
     def _finish(self, event: StreamEnd, out: list[bytes]) -> None:
         self._done = True

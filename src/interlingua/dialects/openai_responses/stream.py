@@ -41,6 +41,7 @@ from ...core import (
 from ...errors import ErrorKind, InterlinguaError
 from ...sse import encode_json_event
 from .._common import random_id
+from .._sequence import OneAtATime
 from ._decoder import ResponsesStreamDecoder
 from .response import (
     content_part,
@@ -114,7 +115,7 @@ def _with_content(part: Part, text: str) -> Part:
     return part
 
 
-class ResponsesStreamEncoder:
+class ResponsesStreamEncoder(OneAtATime):
     """Neutral events -> the bytes of a Responses SSE stream. See the module docstring.
 
     The final object is built from the items as they were sent (``render_item`` of the
@@ -123,16 +124,13 @@ class ResponsesStreamEncoder:
     """
 
     __slots__ = (
-        "_buffer",
         "_chunks",
         "_created",
-        "_current",
         "_delta",
         "_done",
         "_iid",
         "_items",
         "_part",
-        "_queue",
         "_request",
         "_resp_id",
         "_seq",
@@ -143,6 +141,7 @@ class ResponsesStreamEncoder:
     )
 
     def __init__(self, request: Request) -> None:
+        super().__init__()
         self._request = request
         self._seq = 0
         self._done = False
@@ -150,7 +149,6 @@ class ResponsesStreamEncoder:
         self._created = 0
         self._start_usage: Usage | None = None
         self._items: list[dict[str, Any]] = []  # finished output items, in output order
-        self._current: int | None = None  # neutral index of the open item
         self._part: Part = TextPart("")  # its initial part
         self._iid = ""
         self._chunks: list[str] = []  # its content so far
@@ -160,8 +158,6 @@ class ResponsesStreamEncoder:
         self._summary: bool | None = None
         self._delta = b""  # delta prefix up to the sequence number
         self._tail = b""
-        self._queue: list[int] = []  # neutral indices started while another was open
-        self._buffer: dict[int, list[StreamEvent]] = {}
 
     def ping(self) -> bytes:
         """A keep-alive comment; SSE clients ignore it."""
@@ -189,23 +185,15 @@ class ResponsesStreamEncoder:
             if start is not None:
                 return b"".join(out)
         if isinstance(event, BlockStart):
-            if self._current is None and not self._queue:
-                self._open(event, out)
-            else:
-                self._queue.append(event.index)
-                self._buffer[event.index] = [event]
+            self._start_block(event, out)
         elif isinstance(event, StreamEnd):
             self._finish(event, out)
         elif isinstance(event, StreamError):
             self._fail(event.error, out)
         elif isinstance(event, StreamStart):
             pass  # a repeated start says nothing new
-        elif event.index == self._current:
-            self._in_item(event, out)
-            if self._current is None:
-                self._drain(out, close_all=False)
-        elif event.index in self._buffer:
-            self._buffer[event.index].append(event)
+        else:
+            self._block_event(event, event.index, out)
         return b"".join(out)
 
     def _delta_bytes(self, text: str) -> bytes:
@@ -282,7 +270,7 @@ class ResponsesStreamEncoder:
         part = {"type": "summary_text", "text": ""}
         return self._event("response.reasoning_summary_part.added", self._ids({"part": part}))
 
-    def _in_item(self, event: StreamEvent, out: list[bytes]) -> None:
+    def _in_block(self, event: StreamEvent, out: list[bytes]) -> None:
         """An event of the open item (replayed from the buffer, or a stop)."""
         if isinstance(event, TextDelta | ReasoningDelta):
             out.append(self._delta_bytes(event.text))
@@ -327,20 +315,6 @@ class ResponsesStreamEncoder:
         out.append(self._event("response.output_item.done", {"output_index": index, "item": item}))
         self._items.append(item)
         self._current = None
-
-    def _drain(self, out: list[bytes], *, close_all: bool) -> None:
-        """Replay buffered blocks in order while none is open (all of them at the end)."""
-        while self._queue and self._current is None:
-            events = self._buffer.pop(self._queue.pop(0))
-            start = events[0]
-            assert isinstance(start, BlockStart)
-            self._open(start, out)
-            if self._current is None:
-                continue  # a block with no Responses form: its events go with it
-            for event in events[1:]:
-                self._in_item(event, out)
-            if close_all and self._current is not None:
-                self._close(out)
 
     def _finish(self, event: StreamEnd, out: list[bytes]) -> None:
         self._done = True
