@@ -27,6 +27,8 @@ from interlingua.dialects.openai_responses.response import parse_response, rende
 from interlingua.errors import RateLimitError, UpstreamError
 
 REQUEST = Request("client-model", (Message("user", (TextPart("hi"),)),))
+#: a client that asked for reasoning's encrypted_content (the API returns it only then)
+INCLUDING = replace(REQUEST, extra={"include": ["reasoning.encrypted_content"]})
 USAGE = Usage(input_tokens=36, output_tokens=87, cache_read_tokens=6, reasoning_tokens=64)
 PARTS = (
     ReasoningPart("Thinking.", meta={"encrypted_content": "gAAA"}),
@@ -44,7 +46,9 @@ def _render(response: Response, request: Request = REQUEST) -> dict[str, Any]:
 
 
 def test_every_item_kind() -> None:
-    body = _render(Response("abc", "upstream", PARTS, StopReason.TOOL_USE, usage=USAGE, created=5))
+    response = Response("abc", "upstream", PARTS, StopReason.TOOL_USE, usage=USAGE, created=5)
+    assert "encrypted_content" not in _render(response)["output"][0]  # not asked for
+    body = _render(response, INCLUDING)
     assert body["id"] == "resp_abc" and body["object"] == "response"
     assert body["model"] == "client-model" and body["created_at"] == 5
     assert body["status"] == "completed" and body["incomplete_details"] is None
@@ -127,7 +131,7 @@ def test_other_dialects_unknown_parts_are_left_out() -> None:
 
 def test_parse_is_the_inverse_of_render() -> None:
     response = Response("resp_abc", "m", PARTS, StopReason.TOOL_USE, usage=USAGE, created=5)
-    parsed = parse_response(render_response(response, REQUEST))
+    parsed = parse_response(render_response(response, INCLUDING))
     expected = replace(
         response,
         model="client-model",

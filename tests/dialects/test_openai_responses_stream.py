@@ -53,6 +53,7 @@ from interlingua.sse import SSEDecoder, SSEEvent
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 REQUEST = Request("client-model", (Message("user", (TextPart("hi"),)),))
+INCLUDING = replace(REQUEST, extra={"include": ["reasoning.encrypted_content"]})
 EVENTS = TypeAdapter(ResponseStreamEvent)
 USAGE = Usage(input_tokens=12, output_tokens=30, cache_read_tokens=4, reasoning_tokens=9)
 
@@ -327,12 +328,16 @@ def test_fixture_split_anywhere_through_event_decoder(cuts: list[int]) -> None:
 
 def test_fixture_round_trips_through_our_encoder() -> None:
     events = _decode([_fixture()])
-    payloads = _encode(events)
+    payloads = _encode(events, INCLUDING)
     final, _ = _accumulate(payloads)
     assert final is not None
-    encoder = ResponsesStreamEncoder(REQUEST)
+    encoder = ResponsesStreamEncoder(INCLUDING)
     again = fold(_decode([b"".join(encoder.encode(e) for e in events)]))
     assert again == replace(fold(events), model=REQUEST.model)  # the client's name echoed
+    # without `include`, reasoning items carry no encrypted_content (as the API)
+    plain = [p for p in _encode(events) if p["type"] == "response.output_item.done"]
+    assert plain and all("encrypted_content" not in p["item"] for p in plain)
+    assert any("encrypted_content" in p["item"] for p in payloads if "item" in p)
 
 
 def _feed(*payloads: dict[str, Any]) -> list[StreamEvent]:

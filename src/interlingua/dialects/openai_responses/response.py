@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 NAME = DIALECT_NAME
+#: the ``include`` entry that asks for reasoning's ``encrypted_content``
+ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
 """The dialect's name, as :class:`~interlingua.core.UnknownPart` ``dialect`` records it."""
 
 # Neutral stop reason -> ``incomplete_details.reason`` (§4.5); the rest are ``completed``.
@@ -94,8 +96,16 @@ def content_part(part: TextPart) -> dict[str, Any]:
     return {"type": "output_text", "text": part.text, "annotations": [], "logprobs": []}
 
 
-def render_item(part: Part, iid: str) -> dict[str, Any]:
-    """The finished output item for ``part`` (``item_prefix(part)`` is not None)."""
+def wants_encrypted(request: Request) -> bool:
+    """Whether the client asked for reasoning's ``encrypted_content`` (``include``), as
+    the API returns it only then."""
+    include = request.extra.get("include")
+    return isinstance(include, list) and ENCRYPTED_INCLUDE in include
+
+
+def render_item(part: Part, iid: str, *, encrypted: bool = False) -> dict[str, Any]:
+    """The finished output item for ``part`` (``item_prefix(part)`` is not None); a
+    reasoning item carries ``encrypted_content`` only when ``encrypted``."""
     if isinstance(part, TextPart):
         return {
             "id": iid,
@@ -124,9 +134,9 @@ def render_item(part: Part, iid: str) -> dict[str, Any]:
     if isinstance(part, ReasoningPart):
         summary = [{"type": "summary_text", "text": part.text}] if part.text else []
         item: dict[str, Any] = {"id": iid, "type": "reasoning", "summary": summary}
-        encrypted = part.meta.get("encrypted_content") or part.signature
-        if isinstance(encrypted, str) and encrypted:
-            item["encrypted_content"] = encrypted
+        token = part.meta.get("encrypted_content") or part.signature if encrypted else None
+        if isinstance(token, str) and token:
+            item["encrypted_content"] = token
         return item
     assert isinstance(part, UnknownPart)
     return part.raw
@@ -233,13 +243,16 @@ def finish(body: dict[str, Any], stop: StopReason, usage: Usage) -> dict[str, An
     return body
 
 
-def render_output(parts: tuple[Part, ...], resp_id: str) -> list[dict[str, Any]]:
+def render_output(
+    parts: tuple[Part, ...], resp_id: str, *, encrypted: bool = False
+) -> list[dict[str, Any]]:
     """The output items of ``parts``, in order (parts without a Responses form skipped)."""
     items: list[dict[str, Any]] = []
     for part in parts:
         prefix = item_prefix(part)
         if prefix is not None:
-            items.append(render_item(part, item_id(prefix, resp_id, len(items), part)))
+            iid = item_id(prefix, resp_id, len(items), part)
+            items.append(render_item(part, iid, encrypted=encrypted))
     return items
 
 
@@ -251,7 +264,7 @@ def render_response(response: Response, request: Request) -> dict[str, Any]:
     ``content_filter``), anything else ``completed``.
     """
     resp_id = response_id(response.id)
-    output = render_output(response.parts, resp_id)
+    output = render_output(response.parts, resp_id, encrypted=wants_encrypted(request))
     body = response_body(resp_id, response.created or int(time.time()), request, "", output)
     return finish(body, response.stop_reason, response.usage)
 

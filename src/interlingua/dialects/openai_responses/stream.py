@@ -51,6 +51,7 @@ from .response import (
     render_item,
     response_body,
     response_id,
+    wants_encrypted,
 )
 
 __all__ = ["ResponsesStreamDecoder", "ResponsesStreamEncoder", "render_failed_error"]
@@ -128,6 +129,7 @@ class ResponsesStreamEncoder(OneAtATime):
         "_created",
         "_delta",
         "_done",
+        "_encrypted",
         "_iid",
         "_items",
         "_part",
@@ -143,6 +145,7 @@ class ResponsesStreamEncoder(OneAtATime):
     def __init__(self, request: Request) -> None:
         super().__init__()
         self._request = request
+        self._encrypted = wants_encrypted(request)
         self._seq = 0
         self._done = False
         self._resp_id = ""  # set by the start: nothing is sent before it
@@ -310,7 +313,7 @@ class ResponsesStreamEncoder(OneAtATime):
             else:
                 fields = {"name": part.name, "arguments": text}
                 out.append(self._event("response.function_call_arguments.done", ids(fields)))
-        item = render_item(part, self._iid)
+        item = render_item(part, self._iid, encrypted=self._encrypted)
         index = len(self._items)
         out.append(self._event("response.output_item.done", {"output_index": index, "item": item}))
         self._items.append(item)
