@@ -13,13 +13,16 @@ from __future__ import annotations
 __all__ = ["endpoint"]
 
 
-def endpoint(base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+def endpoint(
+    base_url: str, api_key: str | None, path: str = "chat/completions"
+) -> tuple[str, dict[str, str]]:
     """The generation URL and the request headers (``Authorization`` only with a key).
 
     ``base_url`` is the API root including its version, as the OpenAI SDK takes it.
-    Local servers usually need no key at all.
+    Local servers usually need no key at all. ``path`` is the endpoint under the root:
+    the Responses API shares this transport with another path (PROTOCOLS.md §3).
     """
     headers = {"content-type": "application/json"}
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
-    return f"{base_url.rstrip('/')}/chat/completions", headers
+    return f"{base_url.rstrip('/')}/{path}", headers

@@ -9,6 +9,8 @@ The same transport as Chat Completions (§1.1): Bearer auth, another path.
 
 from __future__ import annotations
 
+from ..openai_chat.endpoint import endpoint as _openai_endpoint
+
 __all__ = ["endpoint"]
 
 
@@ -17,7 +19,4 @@ def endpoint(base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
 
     ``base_url`` is the API root including its version, as the OpenAI SDK takes it.
     """
-    headers = {"content-type": "application/json"}
-    if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
-    return f"{base_url.rstrip('/')}/responses", headers
+    return _openai_endpoint(base_url, api_key, "responses")
