@@ -23,7 +23,11 @@ from interlingua.core import (
     UnknownPart,
     Usage,
 )
-from interlingua.dialects.openai_responses.response import parse_response, render_response
+from interlingua.dialects.openai_responses.response import (
+    UPSTREAM_REASONING,
+    parse_response,
+    render_response,
+)
 from interlingua.errors import RateLimitError, UpstreamError
 
 REQUEST = Request("client-model", (Message("user", (TextPart("hi"),)),))
@@ -31,7 +35,8 @@ REQUEST = Request("client-model", (Message("user", (TextPart("hi"),)),))
 INCLUDING = replace(REQUEST, extra={"include": ["reasoning.encrypted_content"]})
 USAGE = Usage(input_tokens=36, output_tokens=87, cache_read_tokens=6, reasoning_tokens=64)
 PARTS = (
-    ReasoningPart("Thinking.", meta={"encrypted_content": "gAAA"}),
+    # as parsed from a Responses upstream: its encrypted_content rides as the signature
+    ReasoningPart("Thinking.", signature="gAAA", meta={UPSTREAM_REASONING: True}),
     TextPart("Hi!"),
     TextPart("I can't.", meta={"refusal": True}),
     ToolCallPart("call_1", "get_weather", '{"city":"Paris"}'),

@@ -4,8 +4,8 @@ Pure codecs, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_
 ``_render`` and ``_tools``) converts request bodies both ways, ``response`` response
 objects, ``stream`` the event stream (its decoder in ``_decoder``), ``errors`` error
 bodies, and ``endpoint`` builds the upstream URL. ``DIALECT`` satisfies
-:class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``); the gateway
-does not serve ``/v1/responses`` yet (issue 10).
+:class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``);
+``sealed`` packs reasoning into the ``encrypted_content`` tokens the gateway issues.
 
 >>> DIALECT.parse_request({"model": "m", "input": "hi"}).messages[0].parts[0].text
 'hi'
@@ -23,22 +23,32 @@ from .endpoint import endpoint
 from .errors import client_status, parse_error, render_error
 from .request import DIALECT_NAME, parse_request, render_request
 from .response import parse_response, render_response
+from .sealed import DEFAULT_SEALER, Sealer
 from .stream import ResponsesStreamDecoder, ResponsesStreamEncoder
 
 
 class ResponsesDialect:
-    """The Responses codec; see :mod:`interlingua.dialects.base` for who calls what."""
+    """The Responses codec; see :mod:`interlingua.dialects.base` for who calls what.
+
+    ``sealer`` seals the reasoning a client keeps as ``encrypted_content`` and opens it on
+    the next turn (:mod:`.sealed`); the gateway passes one with its configured key, so
+    every worker and replica opens what another sealed. The default (``DIALECT``) has a
+    random key of this process.
+    """
 
     name = DIALECT_NAME
 
+    def __init__(self, sealer: Sealer = DEFAULT_SEALER) -> None:
+        self.sealer = sealer
+
     def parse_request(self, body: Any) -> Request:
         """Validate and convert a client's request body (400 naming the field)."""
-        return parse_request(body)
+        return parse_request(body, self.sealer)
 
     def validate_request(self, body: dict[str, Any]) -> None:
         """The 400 ``parse_request`` would raise. For now by parsing: the passthrough
         path that wants a cheaper walk (as the other dialects have) is not built yet."""
-        parse_request(body)
+        parse_request(body, self.sealer)
 
     def render_request(self, request: Request) -> dict[str, Any]:
         """The body for a Responses upstream."""
@@ -50,7 +60,7 @@ class ResponsesDialect:
 
     def render_response(self, response: Response, request: Request) -> dict[str, Any]:
         """Response -> a ``response`` object for a client."""
-        return render_response(response, request)
+        return render_response(response, request, self.sealer)
 
     def stream_decoder(self, request: Request) -> ResponsesStreamDecoder:
         """A decoder for an upstream's event stream answering ``request``."""
@@ -58,7 +68,7 @@ class ResponsesDialect:
 
     def stream_encoder(self, request: Request) -> ResponsesStreamEncoder:
         """An encoder of events for a client that sent ``request``."""
-        return ResponsesStreamEncoder(request)
+        return ResponsesStreamEncoder(request, self.sealer)
 
     def relay_check(self) -> ResponsesRelayCheck:
         """A check on an upstream's event stream relayed byte for byte."""
@@ -92,6 +102,7 @@ __all__ = [
     "ResponsesDialect",
     "ResponsesStreamDecoder",
     "ResponsesStreamEncoder",
+    "Sealer",
     "parse_request",
     "parse_response",
     "render_request",

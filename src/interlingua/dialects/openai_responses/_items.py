@@ -17,7 +17,8 @@ Responses restores the items (the keys below); a renderer of another dialect ign
   when the client wrote it, ``namespace``, ...) -- on ``Message.meta`` for user/system
   items, on the FIRST content part of an assistant ``message`` item (it marks where
   that item starts), on tool-call and tool-result parts; a reasoning part holds its whole
-  item (``summary``, ``content``, ``encrypted_content``), since only OpenAI can read it.
+  item (``summary``, ``content``, ``encrypted_content``), since only OpenAI can read it
+  (unless its ``encrypted_content`` is a token the gateway sealed: see :mod:`.sealed`).
 * ``PART``: a content part's keys other than its text/image/file payload (``type``,
   ``annotations``, ``logprobs``, ...).
 * ``STRING``: the client sent ``content`` (or a tool ``output``) as a plain string.
@@ -56,6 +57,7 @@ from ...core import (
 )
 from ...errors import InvalidRequestError
 from .._common import SOURCE_INDEX, SOURCE_PARAM, encode_body, expect_type, missing, parse_data_uri
+from .sealed import Sealer
 
 DIALECT_NAME = "responses"
 ITEM_DIALECT = "responses.item"  # UnknownPart.dialect of a whole input item kept verbatim
@@ -102,11 +104,12 @@ class _ItemParser:
     """Folds the items into neutral messages; ``group`` is the open assistant or tool
     output run (role, client index of its first item, parts)."""
 
-    __slots__ = ("group", "out")
+    __slots__ = ("group", "out", "sealer")
 
-    def __init__(self) -> None:
+    def __init__(self, sealer: Sealer | None) -> None:
         self.out: list[Message] = []
         self.group: tuple[str, int, list[Part]] | None = None
+        self.sealer = sealer
 
     def add(self, item: Any, i: int) -> None:
         p = f"input[{i}]"
@@ -125,7 +128,7 @@ class _ItemParser:
         elif kind in _CALLS:
             self._into("assistant", i).append(_call(item, p, kind))
         elif kind == "reasoning":
-            self._into("assistant", i).append(_reasoning(item, p))
+            self._into("assistant", i).append(_reasoning(item, p, self.sealer))
         elif kind in _OUTPUTS:
             self._into("user", i).append(_output(item, p))
         else:  # a hosted tool's call or output, item_reference, ...: kept whole
@@ -146,14 +149,15 @@ class _ItemParser:
             self.group = None
 
 
-def parse_input(raw: Any) -> tuple[tuple[Message, ...], bool]:
-    """Validate and convert ``input``; also whether it was a bare string."""
+def parse_input(raw: Any, sealer: Sealer | None = None) -> tuple[tuple[Message, ...], bool]:
+    """Validate and convert ``input``; also whether it was a bare string. ``sealer``
+    opens the reasoning tokens the gateway issued (:mod:`.sealed`)."""
     if raw is None:
         return (), False
     if isinstance(raw, str):
         return (Message("user", (TextPart(raw),), meta={SOURCE_INDEX: 0}),), True
     expect_type(raw, list, "input", "a string or an array")
-    parser = _ItemParser()
+    parser = _ItemParser(sealer)
     for i, item in enumerate(raw):
         parser.add(item, i)
     parser.close()
@@ -297,9 +301,12 @@ def _output(item: dict[str, Any], p: str) -> ToolResultPart:
     return ToolResultPart(call_id, tuple(content), meta=meta)
 
 
-def _reasoning(item: dict[str, Any], p: str) -> ReasoningPart:
+def _reasoning(item: dict[str, Any], p: str, sealer: Sealer | None) -> ReasoningPart:
     """The neutral text is the reasoning content, else the summary (what other dialects
-    may show); the item itself is kept for an OpenAI upstream."""
+    may show); the item itself is kept for an OpenAI upstream. A token the gateway
+    sealed (:mod:`.sealed`) gives back the upstream's own reasoning instead, exactly as
+    it came (an Anthropic signature, a redacted payload): that goes to no OpenAI upstream,
+    which could not read it."""
     texts: dict[str, list[str]] = {}
     for key in ("content", "summary"):
         value = item.get(key)
@@ -312,5 +319,8 @@ def _reasoning(item: dict[str, Any], p: str) -> ReasoningPart:
     encrypted = item.get("encrypted_content")
     if encrypted is not None:
         expect_type(encrypted, str, f"{p}.encrypted_content", "a string")
+        opened = sealer.open(encrypted) if sealer is not None else None
+        if opened is not None:
+            return opened
     text = "\n\n".join(texts.get("content") or texts.get("summary") or ())
     return ReasoningPart(text=text, meta={ITEM: _rest(item, ())})

@@ -33,6 +33,7 @@ from ..openai_chat.request import render_effort
 from ._items import DIALECT_NAME, bad_value, parse_input, required_str
 from ._render import render_input
 from ._tools import parse_tool_choice, parse_tools, render_tool_choice, render_tools
+from .sealed import Sealer
 
 __all__ = ["DIALECT_NAME", "parse_request", "render_request"]
 
@@ -53,8 +54,9 @@ _HANDLED = frozenset(
 _NUMBER = (int, float)
 
 
-def parse_request(body: Any) -> Request:
-    """Validate and convert a Responses request body.
+def parse_request(body: Any, sealer: Sealer | None = None) -> Request:
+    """Validate and convert a Responses request body; ``sealer`` opens the reasoning
+    tokens the gateway issued (:mod:`.sealed`).
 
     >>> parse_request({"model": "m", "input": "hi"}).messages[0].parts[0].text
     'hi'
@@ -63,7 +65,7 @@ def parse_request(body: Any) -> Request:
         raise InvalidRequestError("The request body must be a JSON object.", code="invalid_json")
     model = required_str(body, "model", "model")
     extra: dict[str, Any] = {k: v for k, v in body.items() if k not in _HANDLED and v is not None}
-    messages, bare = parse_input(body.get("input"))
+    messages, bare = parse_input(body.get("input"), sealer)
     if bare:
         extra[INPUT_STRING] = True
     instructions = optional(body, "instructions", str, "a string")

@@ -28,6 +28,7 @@ from ...errors import UpstreamError
 from .._common import random_id
 from ..openai_chat.errors import error_from_payload
 from ._items import DIALECT_NAME
+from .sealed import DEFAULT_SEALER, Sealer
 
 __all__ = [
     "NAME",
@@ -39,12 +40,16 @@ __all__ = [
     "render_usage",
     "response_body",
     "response_id",
+    "sealer_for",
 ]
 
 NAME = DIALECT_NAME
+"""The dialect's name, as :class:`~interlingua.core.UnknownPart` ``dialect`` records it."""
 #: the ``include`` entry that asks for reasoning's ``encrypted_content``
 ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
-"""The dialect's name, as :class:`~interlingua.core.UnknownPart` ``dialect`` records it."""
+#: meta of a reasoning part parsed from a Responses upstream: its signature is that
+#: upstream's own ``encrypted_content``, relayed as it came, never sealed again
+UPSTREAM_REASONING = "responses_reasoning"
 
 # Neutral stop reason -> ``incomplete_details.reason`` (§4.5); the rest are ``completed``.
 _INCOMPLETE: dict[StopReason, str] = {
@@ -96,16 +101,26 @@ def content_part(part: TextPart) -> dict[str, Any]:
     return {"type": "output_text", "text": part.text, "annotations": [], "logprobs": []}
 
 
-def wants_encrypted(request: Request) -> bool:
-    """Whether the client asked for reasoning's ``encrypted_content`` (``include``), as
-    the API returns it only then."""
+def sealer_for(request: Request, sealer: Sealer) -> Sealer | None:
+    """``sealer`` when the client asked for reasoning's ``encrypted_content``
+    (``include``), as the API returns it only then; else None."""
     include = request.extra.get("include")
-    return isinstance(include, list) and ENCRYPTED_INCLUDE in include
+    return sealer if isinstance(include, list) and ENCRYPTED_INCLUDE in include else None
 
 
-def render_item(part: Part, iid: str, *, encrypted: bool = False) -> dict[str, Any]:
+def encrypted_content(part: ReasoningPart, sealer: Sealer) -> str | None:
+    """A reasoning item's ``encrypted_content``: a Responses upstream's own token as it
+    came (the client sends it back, and it goes back to that upstream), else the part
+    sealed by the gateway (:mod:`.sealed`), or None when there is nothing to carry."""
+    if part.meta.get(UPSTREAM_REASONING):
+        return part.signature
+    return sealer.seal(part)
+
+
+def render_item(part: Part, iid: str, sealer: Sealer | None = None) -> dict[str, Any]:
     """The finished output item for ``part`` (``item_prefix(part)`` is not None); a
-    reasoning item carries ``encrypted_content`` only when ``encrypted``."""
+    reasoning item carries ``encrypted_content`` only when given a ``sealer``
+    (:func:`sealer_for`)."""
     if isinstance(part, TextPart):
         return {
             "id": iid,
@@ -134,8 +149,8 @@ def render_item(part: Part, iid: str, *, encrypted: bool = False) -> dict[str, A
     if isinstance(part, ReasoningPart):
         summary = [{"type": "summary_text", "text": part.text}] if part.text else []
         item: dict[str, Any] = {"id": iid, "type": "reasoning", "summary": summary}
-        token = part.meta.get("encrypted_content") or part.signature if encrypted else None
-        if isinstance(token, str) and token:
+        token = encrypted_content(part, sealer) if sealer is not None else None
+        if token:
             item["encrypted_content"] = token
         return item
     assert isinstance(part, UnknownPart)
@@ -244,7 +259,7 @@ def finish(body: dict[str, Any], stop: StopReason, usage: Usage) -> dict[str, An
 
 
 def render_output(
-    parts: tuple[Part, ...], resp_id: str, *, encrypted: bool = False
+    parts: tuple[Part, ...], resp_id: str, sealer: Sealer | None = None
 ) -> list[dict[str, Any]]:
     """The output items of ``parts``, in order (parts without a Responses form skipped)."""
     items: list[dict[str, Any]] = []
@@ -252,11 +267,13 @@ def render_output(
         prefix = item_prefix(part)
         if prefix is not None:
             iid = item_id(prefix, resp_id, len(items), part)
-            items.append(render_item(part, iid, encrypted=encrypted))
+            items.append(render_item(part, iid, sealer))
     return items
 
 
-def render_response(response: Response, request: Request) -> dict[str, Any]:
+def render_response(
+    response: Response, request: Request, sealer: Sealer = DEFAULT_SEALER
+) -> dict[str, Any]:
     """Response -> a Responses ``response`` object the official SDK parses (§3.3).
 
     ``model`` echoes the name the client asked for; a length stop is ``incomplete``
@@ -264,7 +281,7 @@ def render_response(response: Response, request: Request) -> dict[str, Any]:
     ``content_filter``), anything else ``completed``.
     """
     resp_id = response_id(response.id)
-    output = render_output(response.parts, resp_id, encrypted=wants_encrypted(request))
+    output = render_output(response.parts, resp_id, sealer_for(request, sealer))
     body = response_body(resp_id, response.created or int(time.time()), request, "", output)
     return finish(body, response.stop_reason, response.usage)
 
@@ -327,7 +344,8 @@ def parse_item(item: Any) -> list[Part]:
         # encrypted_content is opaque state that round-trips only to OpenAI, as a
         # signature does only to Anthropic: it travels as the part's signature.
         signature = encrypted if isinstance(encrypted, str) and encrypted else None
-        return [ReasoningPart(text, signature=signature, meta=_item_meta(item))]
+        meta = {**_item_meta(item), UPSTREAM_REASONING: True}
+        return [ReasoningPart(text, signature=signature, meta=meta)]
     if kind in ("function_call", "custom_tool_call"):
         custom = kind == "custom_tool_call"
         return [

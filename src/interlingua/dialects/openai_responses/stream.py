@@ -51,8 +51,9 @@ from .response import (
     render_item,
     response_body,
     response_id,
-    wants_encrypted,
+    sealer_for,
 )
+from .sealed import DEFAULT_SEALER, Sealer
 
 __all__ = ["ResponsesStreamDecoder", "ResponsesStreamEncoder", "render_failed_error"]
 
@@ -129,12 +130,12 @@ class ResponsesStreamEncoder(OneAtATime):
         "_created",
         "_delta",
         "_done",
-        "_encrypted",
         "_iid",
         "_items",
         "_part",
         "_request",
         "_resp_id",
+        "_sealer",
         "_seq",
         "_signature",
         "_start_usage",
@@ -142,10 +143,10 @@ class ResponsesStreamEncoder(OneAtATime):
         "_tail",
     )
 
-    def __init__(self, request: Request) -> None:
+    def __init__(self, request: Request, sealer: Sealer = DEFAULT_SEALER) -> None:
         super().__init__()
         self._request = request
-        self._encrypted = wants_encrypted(request)
+        self._sealer = sealer_for(request, sealer)
         self._seq = 0
         self._done = False
         self._resp_id = ""  # set by the start: nothing is sent before it
@@ -313,7 +314,7 @@ class ResponsesStreamEncoder(OneAtATime):
             else:
                 fields = {"name": part.name, "arguments": text}
                 out.append(self._event("response.function_call_arguments.done", ids(fields)))
-        item = render_item(part, self._iid, encrypted=self._encrypted)
+        item = render_item(part, self._iid, self._sealer)
         index = len(self._items)
         out.append(self._event("response.output_item.done", {"output_index": index, "item": item}))
         self._items.append(item)
