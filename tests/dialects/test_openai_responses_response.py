@@ -206,3 +206,13 @@ def test_parse_failures() -> None:
     }
     with pytest.raises(RateLimitError, match="slow"):
         parse_response(failed)
+
+
+def test_instructions_echoed() -> None:
+    """The API echoes the request's instructions in the response object."""
+    from interlingua.dialects.openai_responses import parse_request
+
+    request = parse_request({"model": "m", "instructions": "Be brief.", "input": "hi"})
+    response = Response("abc", "upstream", (TextPart("ok"),), StopReason.END_TURN, usage=USAGE)
+    assert _render(response, request)["instructions"] == "Be brief."
+    assert _render(response)["instructions"] is None

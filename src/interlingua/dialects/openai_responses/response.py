@@ -28,6 +28,7 @@ from ...errors import UpstreamError
 from .._common import random_id
 from ..openai_chat.errors import error_from_payload
 from ._items import DIALECT_NAME
+from .request import INSTRUCTIONS
 from .sealed import DEFAULT_SEALER, Sealer
 
 __all__ = [
@@ -216,6 +217,15 @@ def _text_format(request: Request) -> dict[str, Any]:
     return out
 
 
+def _instructions(request: Request) -> str | None:
+    """The request's ``instructions``, which the API echoes (the parser made them the
+    first message; from another dialect there are none)."""
+    first = request.messages[0] if request.messages else None
+    if first is None or not first.meta.get(INSTRUCTIONS):
+        return None
+    return "".join(p.text for p in first.parts if isinstance(p, TextPart))
+
+
 def response_body(
     resp_id: str, created: int, request: Request, status: str, output: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -229,7 +239,7 @@ def response_body(
         "status": status,
         "error": None,
         "incomplete_details": None,
-        "instructions": None,
+        "instructions": _instructions(request),
         "max_output_tokens": request.max_tokens,
         "model": request.model,
         "output": output,
