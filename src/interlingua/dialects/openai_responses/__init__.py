@@ -4,8 +4,9 @@ Pure codecs, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_
 ``_render`` and ``_tools``) converts request bodies both ways, ``response`` response
 objects, ``stream`` the event stream (its decoder in ``_decoder``), ``errors`` error
 bodies, and ``endpoint`` builds the upstream URL. ``DIALECT`` satisfies
-:class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``); the gateway
-does not serve ``/v1/responses`` yet (issue 10).
+:class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``). Stored state
+(``previous_response_id``) is the server's (server/responses_state.py); the codec only
+echoes what it is told through ``response.STATE``.
 
 >>> DIALECT.parse_request({"model": "m", "input": "hi"}).messages[0].parts[0].text
 'hi'
