@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -206,4 +207,9 @@ async def test_an_unreachable_postgres_raises_store_error() -> None:
     with pytest.raises(StoreError) as caught:
         await ResponseStore(db, expire_after=60).open()
     assert "secret" not in str(caught.value)
+    # within RETRY_AFTER the failure is given back at once, not tried again
+    started = time.monotonic()
+    with pytest.raises(StoreError) as again:
+        await db.open()
+    assert again.value is caught.value and time.monotonic() - started < 0.5
     await db.aclose()

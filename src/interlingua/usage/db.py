@@ -45,6 +45,12 @@ __all__ = [
 Row = tuple[Any, ...]
 _PARAM = re.compile(r"\$(\d+)")
 _BUSY_TIMEOUT_MS = 5000
+#: seconds to connect to PostgreSQL, and to wait before trying again after a failure
+#: (a database that is down must not hold every request for a connect timeout)
+CONNECT_TIMEOUT = 5.0
+RETRY_AFTER = 5.0
+#: seconds one PostgreSQL statement may run
+COMMAND_TIMEOUT = 10.0
 
 
 class StoreError(Exception):
@@ -195,6 +201,7 @@ class PostgresDatabase:
         self._sizes = (min_size, max_size)
         self._pool: Any = None
         self._opening: asyncio.Lock | None = None
+        self._failed: tuple[float, StoreError] | None = None  # (when, why) of the last try
 
     async def open(self) -> None:
         if self._pool is not None:
@@ -204,14 +211,24 @@ class PostgresDatabase:
         async with self._opening:
             if self._pool is not None:
                 return
+            loop = asyncio.get_running_loop()
+            if self._failed is not None and loop.time() - self._failed[0] < RETRY_AFTER:
+                raise self._failed[1]
             import asyncpg
 
             try:
                 self._pool = await asyncpg.create_pool(
-                    self.url, min_size=self._sizes[0], max_size=self._sizes[1]
+                    self.url,
+                    min_size=self._sizes[0],
+                    max_size=self._sizes[1],
+                    timeout=CONNECT_TIMEOUT,
+                    command_timeout=COMMAND_TIMEOUT,
                 )
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                raise StoreError(f"PostgreSQL {_safe(self.url)}: {exc}") from exc
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                error = StoreError(f"PostgreSQL {_safe(self.url)}: {exc}")
+                self._failed = (loop.time(), error)
+                raise error from exc
+            self._failed = None
 
     async def execute(self, sql: str, *args: Any) -> int:
         status = await self._call("execute", sql, args)
@@ -229,7 +246,7 @@ class PostgresDatabase:
 
         try:
             return await getattr(self._pool, method)(sql, *args)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StoreError(f"PostgreSQL {_safe(self.url)}: {exc}") from exc
 
     async def aclose(self) -> None:

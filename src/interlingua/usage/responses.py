@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from .db import Database
+from .db import Database, StoreError
 
 __all__ = ["Chain", "Link", "ResponseStore", "StoredResponse"]
 
@@ -164,9 +164,17 @@ class ResponseStore:
         if self._ready:
             return
         await self.db.open()
+        try:
+            await self._create()
+        except StoreError:
+            # Two processes creating the table at once can collide in PostgreSQL's
+            # catalog ("IF NOT EXISTS" is not atomic there); the second try sees it.
+            await self._create()
+        self._ready = True
+
+    async def _create(self) -> None:
         for statement in _SCHEMA:
             await self.db.execute(statement)
-        self._ready = True
 
     async def aclose(self) -> None:
         """Close the database connection(s)."""
