@@ -162,6 +162,14 @@ def test_unknown_upstream_names_the_path_and_the_known_ones() -> None:
             "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, options: {thinking: true}}]}",
             "models[0].options: unknown key 'thinking'",
         ),
+        ("{responses: {stor: false}}", "responses: unknown key 'stor' (did you mean 'store'?)"),
+        ("{responses: {store: no_thanks}}", "responses.store: expected true or false"),
+        ("{responses: {expire_after: 0}}", "responses.expire_after: expected a positive number"),
+        (
+            "{responses: {url: 'mysql://h/db'}}",
+            "responses.url: expected sqlite:///path/to/file.db or postgresql://",
+        ),
+        ("{responses: {url: 'sqlite://'}}", "responses.url: sqlite:// needs a path"),
     ],
 )
 def test_validation_messages_name_the_path(text: str, expected: str) -> None:
@@ -264,6 +272,7 @@ def test_fake_config_has_fake_default_and_a_wildcard() -> None:
               - {name: c, upstream: claude, model: claude-sonnet-4-5, options: {text_tool_calls: true}}
               - {name: c, upstream: smol}
               - {name: "*", upstream: claude}
+            responses: {store: false, url: "postgresql://u@db:5432/gw", expire_after: 3600}
             """
         ),
     ],
@@ -283,6 +292,22 @@ def test_printed_config_shape() -> None:
     assert doc["upstreams"]["smol"] == {"kind": "local", "bundled": "smollm2"}
     assert doc["models"][1] == {"name": "smollm2", "upstream": "smol"}
     assert doc["models"][0]["model"] == "Qwen/Qwen3-8B"
+
+
+def test_responses_section_defaults_and_printing() -> None:
+    config = parse_yaml("{}")
+    assert config.responses.store is True and config.responses.url is None
+    assert config.responses.expire_after == 30 * 24 * 3600
+    assert yaml.safe_load(config_to_yaml(config))["responses"] == {
+        "store": True,
+        "expire_after": 2592000,
+    }
+    set_url = parse_yaml("{responses: {url: 'sqlite:///var/lib/r.db', expire_after: 0.5}}")
+    assert yaml.safe_load(config_to_yaml(set_url))["responses"] == {
+        "store": True,
+        "url": "sqlite:///var/lib/r.db",
+        "expire_after": 0.5,
+    }
 
 
 def test_client_keys_are_redacted_when_printed_and_the_placeholder_is_refused() -> None:

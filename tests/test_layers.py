@@ -10,6 +10,7 @@ came to import `upstreams`). The floors, bottom to top:
     upstreams                    the floors below (and the package's __version__)
     client                       core, dialects, errors, sse, retry, limits
     routing, batch               what they sit on
+    usage                        errors, config (the stores: plain SQL, no codecs)
     server                       anything but cli
     cli                          anything
 
@@ -41,8 +42,9 @@ ALLOWED: dict[str, set[str]] = {
     "upstreams": _LOW | {"__init__", "dialects", "text"},
     "client": {"core", "dialects", "errors", "sse", "retry", "limits"},
     "routing": _LOW | {"dialects", "text", "upstreams"},
+    "usage": {"errors", "config"},
     "batch": _LOW | {"dialects", "client"},
-    "server": _LOW | {"__init__", "dialects", "text", "upstreams", "routing"},
+    "server": _LOW | {"__init__", "dialects", "text", "upstreams", "routing", "usage"},
     "cli": _LOW | {"__init__", "dialects", "upstreams", "routing", "server", "batch", "client"},
 }
 

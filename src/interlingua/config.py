@@ -26,6 +26,10 @@ The YAML shape is a contract (DESIGN.md, "Config")::
         options: {think_tags: true, text_tool_calls: false}
       - name: "*"                # any other model name; upstream model = requested name
         upstream: vllm
+    responses:                   # stored Responses API objects (all optional)
+      store: true                # false: keep nothing
+      url: sqlite:///path/responses.db   # or postgresql://...; default: the user data dir
+      expire_after: 2592000      # seconds a stored response is kept (30 days)
 
 Every validation failure raises :class:`ConfigError` naming the offending path, e.g.
 ``models[1].upstream: unknown upstream 'vlm' (known: vllm, smol)``. Upstream API keys are
@@ -62,6 +66,7 @@ __all__ = [
     "ConfigError",
     "ModelConfig",
     "ModelOptions",
+    "ResponsesConfig",
     "ServerConfig",
     "TimeoutConfig",
     "UpstreamConfig",
@@ -195,12 +200,26 @@ class ModelConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponsesConfig:
+    """Whether and where the gateway keeps Responses API objects (``previous_response_id``,
+    ``GET /v1/responses/{id}``)."""
+
+    #: False: keep nothing (then every request is answered ``store: false``)
+    store: bool = True
+    #: ``sqlite:///path`` or ``postgresql://...``; None: SQLite in the user data directory
+    url: str | None = None
+    #: seconds a stored response is kept (OpenAI keeps them 30 days)
+    expire_after: float = 30 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole effective configuration."""
 
     server: ServerConfig = field(default_factory=ServerConfig)
     upstreams: dict[str, UpstreamConfig] = field(default_factory=dict)
     models: tuple[ModelConfig, ...] = ()
+    responses: ResponsesConfig = field(default_factory=ResponsesConfig)
 
 
 # --- the two built-in configurations -------------------------------------------------
@@ -263,18 +282,19 @@ def parse_config(data: Any) -> Config:
     bundled local model); giving one without the other is an error.
     """
     root = _mapping(data, "config")
-    reject_unknown(root, ("server", "upstreams", "models"), "config")
+    reject_unknown(root, ("server", "upstreams", "models", "responses"), "config")
     server = _parse_server(root.get("server"))
+    responses = _parse_responses(root.get("responses"))
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
-        return Config(server=server, upstreams=upstreams, models=models)
+        return Config(server=server, upstreams=upstreams, models=models, responses=responses)
     if root.get("upstreams") is None:
         raise ConfigError("upstreams: required when models are listed")
     if root.get("models") is None:
         raise ConfigError("models: required when upstreams are listed")
     upstreams = _parse_upstreams(root["upstreams"])
     models = _parse_models(root["models"], upstreams)
-    return Config(server=server, upstreams=upstreams, models=models)
+    return Config(server=server, upstreams=upstreams, models=models, responses=responses)
 
 
 def _parse_server(data: Any) -> ServerConfig:
@@ -329,6 +349,32 @@ def _server_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     if cap is not None and cap != "auto":
         limits["max_connections"] = expect_positive_int(cap, "server.max_connections")
     return limits
+
+
+_DATABASE_SCHEMES = ("sqlite://", "postgresql://", "postgres://")
+
+
+def _parse_responses(data: Any) -> ResponsesConfig:
+    if data is None:
+        return ResponsesConfig()
+    raw = _mapping(data, "responses")
+    reject_unknown(raw, ("store", "url", "expire_after"), "responses")
+    defaults = ResponsesConfig()
+    url = _opt_str(raw.get("url"), "responses.url")
+    if url is not None and not url.startswith(_DATABASE_SCHEMES):
+        raise ConfigError(
+            f"responses.url: expected sqlite:///path/to/file.db or "
+            f"postgresql://user@host:port/db, got {url!r}"
+        )
+    if url is not None and url.startswith("sqlite://") and len(url) == len("sqlite://"):
+        raise ConfigError("responses.url: sqlite:// needs a path, e.g. sqlite:///var/lib/r.db")
+    return ResponsesConfig(
+        store=expect_bool(raw.get("store", defaults.store), "responses.store"),
+        url=url,
+        expire_after=_positive(
+            raw.get("expire_after", defaults.expire_after), "responses.expire_after"
+        ),
+    )
 
 
 def _parse_upstreams(data: Any) -> dict[str, UpstreamConfig]:
@@ -461,6 +507,7 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
         },
         "upstreams": {name: _upstream_doc(u) for name, u in config.upstreams.items()},
         "models": [_model_doc(m) for m in config.models],
+        "responses": _responses_doc(config.responses),
     }
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
@@ -480,6 +527,16 @@ def _upstream_doc(cfg: UpstreamConfig) -> dict[str, Any]:
         timeout = cfg.timeout
         doc["timeout"] = {"connect": timeout.connect, "read": timeout.read, "total": timeout.total}
     doc.update(cfg.options)
+    return doc
+
+
+def _responses_doc(cfg: ResponsesConfig) -> dict[str, Any]:
+    # ``url`` only when set: the default (SQLite in the user data dir) is resolved when
+    # the store opens, so a printout loads back as the same config on another machine.
+    doc: dict[str, Any] = {"store": cfg.store}
+    if cfg.url is not None:
+        doc["url"] = cfg.url
+    doc["expire_after"] = cfg.expire_after
     return doc
 
 

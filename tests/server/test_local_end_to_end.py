@@ -477,3 +477,31 @@ def test_responses_json_schema_output_validates(gpt: openai.OpenAI) -> None:
     )
     assert response.status == "completed"
     check_city(json.loads(response.output_text))
+
+
+def test_responses_previous_response_id_continues_the_conversation(
+    gpt: openai.OpenAI, tokenizer: LlamaEngine
+) -> None:
+    first = gpt.responses.create(
+        model="smollm2", input="My name is Ada.", max_output_tokens=20, temperature=0
+    )
+    assert first.store is True and first.output_text
+    second = gpt.responses.create(
+        model="smollm2",
+        previous_response_id=first.id,
+        input="What is my name?",
+        max_output_tokens=20,
+        temperature=0,
+    )
+    assert second.previous_response_id == first.id and second.output_text
+    # The model was prompted with the whole conversation, exactly (its own token count).
+    conversation = [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "What is my name?"},
+    ]
+    assert second.usage is not None
+    assert second.usage.input_tokens == prompt_tokens(tokenizer, conversation)
+    assert gpt.responses.retrieve(second.id).output_text == second.output_text
+    listed = gpt.responses.input_items.list(second.id, order="asc")
+    assert [item.type for item in listed.data] == ["message", "message", "message"]

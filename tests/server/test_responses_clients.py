@@ -2,8 +2,8 @@
 
 ``POST /v1/responses`` goes through translation to a Chat Completions upstream and to an
 Anthropic one (scripted fakes speaking each wire), streaming and not; the SDK's own types
-and its stream accumulator must read every answer. Stored state is not built yet, so
-``previous_response_id`` is refused with a clear 400 rather than silently ignored.
+and its stream accumulator must read every answer. Stored state (``previous_response_id``,
+retrieve, delete) is tested in test_responses_state.py.
 """
 
 from __future__ import annotations
@@ -163,9 +163,3 @@ def test_bad_input_names_the_item(gpt: openai.OpenAI) -> None:
             input=[{"type": "function_call_output", "output": "x"}],  # type: ignore[list-item]
         )
     assert caught.value.body["param"] == "input[0].call_id"  # type: ignore[index]
-
-
-def test_previous_response_id_is_refused_until_responses_are_stored(gpt: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError) as caught:
-        gpt.responses.create(model="via-chat", input="and then?", previous_response_id="resp_1")
-    assert caught.value.body["param"] == "previous_response_id"  # type: ignore[index]

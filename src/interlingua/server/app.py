@@ -8,8 +8,11 @@ the upstreams and closes them, and the engines, at shutdown.
 
 Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
-``GET /v1/models`` (OpenAI list, or Anthropic's when an ``anthropic-version`` header is
-present), ``GET /health``, and ``HEAD /`` (Claude Code pre-warms the connection with it).
+``POST /v1/responses`` (OpenAI Responses, with stored state: server/responses_state.py)
+and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
+/v1/responses/{id}/input_items``: server/responses_api.py), ``GET /v1/models`` (OpenAI
+list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
+and ``HEAD /`` (Claude Code pre-warms the connection with it).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ..errors import (
 from ..routing import Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
+from ..usage import ResponseStore, StoreError, open_store
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
 from .http import (
@@ -52,6 +56,8 @@ from .http import (
     read_body,
 )
 from .middleware import Front
+from .responses_api import StoredResponses
+from .responses_state import respond
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -74,10 +80,18 @@ def _client_dialect(request: HTTPRequest) -> Dialect:
 class Handlers:
     """The endpoint functions, bound to one :class:`Gateway`."""
 
-    def __init__(self, gateway: Gateway, api_keys: tuple[str, ...], drain: Drain) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        api_keys: tuple[str, ...],
+        drain: Drain,
+        store: ResponseStore | None = None,
+    ) -> None:
         self.gateway = gateway
         self.api_keys = frozenset(api_keys)
         self.drain = drain
+        #: the stored Responses objects; None when ``responses.store`` is false
+        self.store = store
 
     def _check_auth(self, headers: Mapping[str, str]) -> None:
         if not self.api_keys:
@@ -137,7 +151,7 @@ class Handlers:
         raw = await read_body(request, self.gateway.max_body, headers)
         body = decode_json_object(raw)
         if dialect is RESPONSES:
-            _no_stored_state(body)
+            return await respond(self.gateway, self.store, body, headers, request.receive)
         return await self.gateway.generate(dialect, body, headers, request.receive)
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
@@ -186,18 +200,6 @@ class Handlers:
 
 
 _STARTED = int(time.time())
-
-
-def _no_stored_state(body: dict[str, Any]) -> None:
-    """A 400 for ``previous_response_id``: the gateway keeps no responses yet (issue 10),
-    and dropping the id would answer without the conversation as if it had it."""
-    if body.get("previous_response_id") is not None:
-        raise InvalidRequestError(
-            "previous_response_id is not supported by this gateway yet: it stores no "
-            "responses. Send the whole conversation in 'input' instead.",
-            param="previous_response_id",
-            code="unsupported_parameter",
-        )
 
 
 Endpoint = Callable[[Handlers, HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
@@ -265,17 +267,28 @@ def create_app(
         upstreams = build_upstreams(config, transports)
     built = upstreams  # (a name the lifespan closure sees narrowed to not-None)
     gateway = Gateway(config, Router(config, built), secrets)
-    handlers = Handlers(gateway, config.server.api_keys, drain or Drain())
+    stored = config.responses
+    store = open_store(stored.url, stored.expire_after) if stored.store else None
+    handlers = Handlers(gateway, config.server.api_keys, drain or Drain(), store)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         for upstream in built.values():
             await upstream.start()
+        if store is not None:
+            try:
+                await store.open()
+            except StoreError as exc:
+                # Chat and Messages need no store: serve them; stored-response requests
+                # retry the connection and answer 503 while it fails.
+                log.error("stored responses unavailable (retried on use): %s", exc)
         try:
             yield
         finally:
             for upstream in built.values():
                 await upstream.aclose()
+            if store is not None:
+                await store.aclose()
             if own_transports is not None:
                 await own_transports.aclose()
 
@@ -284,6 +297,7 @@ def create_app(
     generation = {path: endpoint.__get__(handlers) for path, endpoint in GENERATION_ROUTES.items()}
     routes = [
         *(Route(path, handler, methods=["POST"]) for path, handler in generation.items()),
+        *StoredResponses(store, handlers._answer, handlers._check_auth).routes(),
         Route("/v1/models", handlers.models, methods=["GET"]),
         Route("/models", handlers.models, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),

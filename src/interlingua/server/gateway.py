@@ -31,6 +31,7 @@ from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
 from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
+from .keep import Keep, keep_last_response
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -132,28 +133,53 @@ class Gateway:
         body: dict[str, Any],
         headers: Mapping[str, str],
         receive: Receive | None = None,
+        *,
+        extra: Mapping[str, Any] | None = None,
+        keep: Keep | None = None,
     ) -> BytesResponse | StreamResponse:
         """Answer a generation request body of ``dialect`` (the passthrough path sends it
-        upstream as parsed, never as the client's bytes)."""
+        upstream as parsed, never as the client's bytes).
+
+        ``extra`` is merged into the parsed request's ``extra`` (codec markers such as
+        the Responses dialect's ``STATE``; the passthrough path parses nothing). ``keep``
+        is awaited with the final response object's JSON (scrubbed) once a non-stream
+        answer is rendered or a stream has sent its terminal event, before the answer
+        ends (so a client that reads the end finds it kept); it must not raise.
+        """
         route = self.router.resolve(_model_of(body))
         upstream = route.upstream
-        if upstream.dialect == dialect.name and route.options == _DEFAULT_OPTIONS:
-            return await self._passthrough(dialect, route, body, headers)
+        if self.passes_through(dialect, route):
+            return await self._passthrough(dialect, route, body, headers, keep)
         encode_body(body)  # 400, not a 500 later, if it is too deep to be written back
         request = dialect.parse_request(body)
+        if extra:
+            request = replace(request, extra={**request.extra, **extra})
         upstream_request = replace(request, model=route.upstream_model)
         if request.stream:
-            return await self._stream(dialect, route, request, upstream_request)
+            return await self._stream(dialect, route, request, upstream_request, keep)
         if receive is not None and upstream.cancel_on_disconnect:
             response = await _unless_disconnected(upstream.complete(upstream_request), receive)
         else:
             response = await upstream.complete(upstream_request)
         rendered = orjson.dumps(dialect.render_response(response, request))
         # An upstream has been known to echo its key inside an answer: never relay it.
-        return BytesResponse(self.scrub_bytes(rendered) if self.secrets else rendered)
+        rendered = self.scrub_bytes(rendered) if self.secrets else rendered
+        if keep is not None:
+            await keep(rendered)
+        return BytesResponse(rendered)
+
+    @staticmethod
+    def passes_through(dialect: Dialect, route: Route) -> bool:
+        """Whether a request of ``dialect`` on ``route`` takes the passthrough path."""
+        return route.upstream.dialect == dialect.name and route.options == _DEFAULT_OPTIONS
 
     async def _stream(
-        self, dialect: Dialect, route: Route, request: Request, upstream_request: Request
+        self,
+        dialect: Dialect,
+        route: Route,
+        request: Request,
+        upstream_request: Request,
+        keep: Keep | None = None,
     ) -> StreamResponse:
         batches = route.upstream.stream_batches(upstream_request)
         # Wait for the first events before sending headers: an upstream that refuses the
@@ -188,15 +214,17 @@ class Gateway:
         async def chunks() -> AsyncIterator[bytes]:
             data, failed = encode(first)
             yield data
-            if failed:
-                return
-            async for batch in batches:
-                data, failed = encode(batch)
-                yield data
-                if failed:
-                    # An error ends the stream (upstreams/base.py): stop reading, so the
-                    # upstream is closed now rather than drained.
-                    return
+            if not failed:
+                async for batch in batches:
+                    data, failed = encode(batch)
+                    yield data
+                    if failed:
+                        # An error ends the stream (upstreams/base.py): stop reading, so
+                        # the upstream is closed now rather than drained.
+                        break
+            final = getattr(encoder, "final", None)
+            if keep is not None and final is not None:
+                await keep(self.scrub_bytes(orjson.dumps(final)))
 
         return StreamResponse(
             self._scrub_stream(chunks()) if self.secrets else chunks(),
@@ -211,6 +239,7 @@ class Gateway:
         route: Route,
         body: dict[str, Any],
         headers: Mapping[str, str],
+        keep: Keep | None = None,
     ) -> BytesResponse | StreamResponse:
         stream = body.get("stream") is True
         body["model"] = route.upstream_model
@@ -227,9 +256,14 @@ class Gateway:
             await answer.aclose()
             # A relayed error status the client's dialect lacks (OpenAI has no 529).
             status = dialect.client_status(answer.status)
-            return BytesResponse(self.scrub_bytes(answer.body), status, relayed)
+            data = self.scrub_bytes(answer.body)
+            if keep is not None and answer.status < 300:
+                await keep(data)
+            return BytesResponse(data, status, relayed)
         request = Request(model=str(body.get("model")), messages=(), stream=True)
         chunks = self._scrub_stream(answer.chunks) if self.secrets else answer.chunks
+        if keep is not None:
+            chunks = keep_last_response(chunks, keep)
         # As on the translated path, the first events come before the status line: a
         # stream broken from its start (garbage, a cut) is then a real 502.
         try:

@@ -6,6 +6,8 @@ objects, ``stream`` the event stream (its decoder in ``_decoder``), ``errors`` e
 bodies, and ``endpoint`` builds the upstream URL. ``DIALECT`` satisfies
 :class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``);
 ``sealed`` packs reasoning into the ``encrypted_content`` tokens the gateway issues.
+Stored state (``previous_response_id``) is the server's (server/responses_state.py); the
+codec only echoes what it is told through ``response.STATE``.
 
 >>> DIALECT.parse_request({"model": "m", "input": "hi"}).messages[0].parts[0].text
 'hi'

@@ -33,7 +33,9 @@ from .sealed import DEFAULT_SEALER, Sealer
 
 __all__ = [
     "NAME",
+    "STATE",
     "item_id",
+    "own_id",
     "parse_response",
     "parse_usage",
     "render_item",
@@ -46,6 +48,13 @@ __all__ = [
 
 NAME = DIALECT_NAME
 """The dialect's name, as :class:`~interlingua.core.UnknownPart` ``dialect`` records it."""
+#: ``Request.extra`` key the gateway's stored state sets (server/responses_state.py):
+#: ``{"store": bool, "previous_response_id": str | None, "id": str | None}``, what a
+#: rendered response says of the first two (absent: ``store: false``, no previous id:
+#: nothing was kept) and the response id to use instead of one derived from the
+#: upstream's (a stored id must be unique; some upstreams repeat theirs). A codec
+#: marker: never on the wire.
+STATE = "_responses_state"
 #: the ``include`` entry that asks for reasoning's ``encrypted_content``
 ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
 #: meta of a reasoning part parsed from a Responses upstream: its signature is that
@@ -69,6 +78,14 @@ def response_id(neutral_id: str) -> str:
     if neutral_id.startswith("resp_"):
         return neutral_id
     return "resp_" + neutral_id if neutral_id else random_id("resp_")
+
+
+def own_id(request: Request, neutral_id: str) -> str:
+    """The response id for an answer to ``request``: the one ``STATE`` names, else
+    :func:`response_id` of the upstream's."""
+    state = request.extra.get(STATE)
+    chosen = state.get("id") if isinstance(state, dict) else None
+    return chosen if isinstance(chosen, str) and chosen else response_id(neutral_id)
 
 
 def item_id(prefix: str, resp_id: str, output_index: int, part: Part) -> str:
@@ -104,9 +121,14 @@ def content_part(part: TextPart) -> dict[str, Any]:
 
 def sealer_for(request: Request, sealer: Sealer) -> Sealer | None:
     """``sealer`` when the client asked for reasoning's ``encrypted_content``
-    (``include``), as the API returns it only then; else None."""
+    (``include``), as the API returns it only then, or when the answer is stored (the
+    stored items are the conversation ``previous_response_id`` rebuilds, and an upstream
+    may need its reasoning back exactly: an Anthropic signature); else None."""
     include = request.extra.get("include")
-    return sealer if isinstance(include, list) and ENCRYPTED_INCLUDE in include else None
+    if isinstance(include, list) and ENCRYPTED_INCLUDE in include:
+        return sealer
+    state = request.extra.get(STATE)
+    return sealer if isinstance(state, dict) and state.get("store") is True else None
 
 
 def encrypted_content(part: ReasoningPart, sealer: Sealer) -> str | None:
@@ -232,6 +254,7 @@ def response_body(
     """A ``response`` object without ``usage``: the echo of the request's settings the
     SDK's type requires, around ``output``. Shared by the stream's lifecycle events."""
     reasoning = request.reasoning
+    state = request.extra.get(STATE) or {}
     return {
         "id": resp_id,
         "object": "response",
@@ -244,9 +267,9 @@ def response_body(
         "model": request.model,
         "output": output,
         "parallel_tool_calls": request.parallel_tool_calls is not False,
-        "previous_response_id": None,
+        "previous_response_id": state.get("previous_response_id"),
         "reasoning": {"effort": reasoning.effort if reasoning else None, "summary": None},
-        "store": False,
+        "store": bool(state.get("store", False)),
         "temperature": request.temperature if request.temperature is not None else 1.0,
         "text": {"format": _text_format(request)},
         "tool_choice": _tool_choice(request),
@@ -290,7 +313,7 @@ def render_response(
     with ``incomplete_details.reason`` ``max_output_tokens`` (a refusal:
     ``content_filter``), anything else ``completed``.
     """
-    resp_id = response_id(response.id)
+    resp_id = own_id(request, response.id)
     output = render_output(response.parts, resp_id, sealer_for(request, sealer))
     body = response_body(resp_id, response.created or int(time.time()), request, "", output)
     return finish(body, response.stop_reason, response.usage)

@@ -48,9 +48,9 @@ from .response import (
     finish,
     item_id,
     item_prefix,
+    own_id,
     render_item,
     response_body,
-    response_id,
     sealer_for,
 )
 from .sealed import DEFAULT_SEALER, Sealer
@@ -141,6 +141,7 @@ class ResponsesStreamEncoder(OneAtATime):
         "_start_usage",
         "_summary",
         "_tail",
+        "final",
     )
 
     def __init__(self, request: Request, sealer: Sealer = DEFAULT_SEALER) -> None:
@@ -162,6 +163,10 @@ class ResponsesStreamEncoder(OneAtATime):
         self._summary: bool | None = None
         self._delta = b""  # delta prefix up to the sequence number
         self._tail = b""
+        #: the response object of the terminal event once it is sent (completed,
+        #: incomplete or failed), else None: what the gateway stores, without re-reading
+        #: the bytes it wrote
+        self.final: dict[str, Any] | None = None
 
     def ping(self) -> bytes:
         """A keep-alive comment; SSE clients ignore it."""
@@ -213,7 +218,7 @@ class ResponsesStreamEncoder(OneAtATime):
         return b"".join((prefix, b"%d" % seq, b',"delta":', orjson.dumps(text), self._tail))
 
     def _begin(self, event: StreamStart, out: list[bytes]) -> None:
-        self._resp_id = response_id(event.id)
+        self._resp_id = own_id(self._request, event.id)
         self._created = event.created or int(time.time())
         self._start_usage = event.usage
         for kind in ("response.created", "response.in_progress"):
@@ -333,6 +338,7 @@ class ResponsesStreamEncoder(OneAtATime):
         finish(body, event.stop_reason, usage)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         out.append(self._event(kind, {"response": body}))
+        self.final = body
 
     def _fail(self, error: InterlinguaError, out: list[bytes]) -> None:
         """``response.failed`` with the items finished so far; an open item is left
@@ -341,3 +347,4 @@ class ResponsesStreamEncoder(OneAtATime):
         body = response_body(self._resp_id, self._created, self._request, "failed", self._items)
         body["error"] = render_failed_error(error)
         out.append(self._event("response.failed", {"response": body}))
+        self.final = body

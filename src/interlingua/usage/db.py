@@ -1,0 +1,260 @@
+"""A database URL -> a small async SQL backend: SQLite (embedded default) or PostgreSQL.
+
+The stored Responses objects (and, later, the usage log) need a handful of statements,
+not an ORM: :class:`Database` runs one statement (``execute``) or one query (``fetch``),
+each written once in the SQL both engines accept, with ``$1``-style parameters
+(PostgreSQL's own; SQLite reads ``?1``, to which they are rewritten).
+
+* ``sqlite:///abs/path.db`` (``sqlite://rel.db`` relative to the working directory,
+  ``~`` expanded; ``sqlite://:memory:`` for a throwaway) -- the stdlib ``sqlite3`` with
+  one connection in WAL mode, run in one worker thread so the event loop never waits on
+  the disk; statements from every task are serialized there (SQLite has one writer
+  anyway). Other processes (``--workers N``) share the file through WAL and a busy
+  timeout.
+* ``postgresql://user:pass@host:port/db`` (or ``postgres://``) -- asyncpg with a small
+  pool (docs/decisions.md says why asyncpg). The driver is the optional extra
+  ``interlingua[postgres]``; asking for PostgreSQL without it fails at startup, naming
+  the extra.
+
+Errors: every database failure is raised as :class:`StoreError` (the driver's own
+exception chained), so callers handle one type whatever the backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = [
+    "Database",
+    "PostgresDatabase",
+    "SQLiteDatabase",
+    "StoreError",
+    "connect",
+    "default_sqlite_url",
+    "sqlite_path",
+]
+
+Row = tuple[Any, ...]
+_PARAM = re.compile(r"\$(\d+)")
+_BUSY_TIMEOUT_MS = 5000
+#: seconds to connect to PostgreSQL, and to wait before trying again after a failure
+#: (a database that is down must not hold every request for a connect timeout)
+CONNECT_TIMEOUT = 5.0
+RETRY_AFTER = 5.0
+#: seconds one PostgreSQL statement may run
+COMMAND_TIMEOUT = 10.0
+
+
+class StoreError(Exception):
+    """A database operation failed (connection refused, disk full, bad schema...)."""
+
+
+class Database(Protocol):
+    """What the stores need of a database. Statements use ``$1``-style parameters."""
+
+    #: "sqlite" or "postgresql"
+    engine: str
+
+    async def open(self) -> None:
+        """Connect (idempotent); StoreError if the database cannot be reached."""
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        """Run one statement; the number of rows it changed."""
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        """Run one query; its rows as tuples."""
+
+    async def aclose(self) -> None:
+        """Close the connection(s); the database may be opened again."""
+
+
+def default_sqlite_url() -> str:
+    """``sqlite:///<data dir>/interlingua/responses.db``: ``$XDG_DATA_HOME`` when set,
+    else ``~/.local/share`` (the XDG base-directory default)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return "sqlite://" + os.path.join(os.path.abspath(base), "interlingua", "responses.db")
+
+
+def sqlite_path(url: str) -> str:
+    """The file a ``sqlite://`` URL names (``:memory:`` kept as is)."""
+    path = url[len("sqlite://") :]
+    if path.startswith("/:memory:"):
+        path = path[1:]
+    return path if path == ":memory:" else os.path.expanduser(path)
+
+
+def connect(url: str) -> Database:
+    """The backend for ``url`` (not yet connected: see :meth:`Database.open`).
+
+    Raises ValueError for a URL of no known engine, and ImportError naming the extra
+    when PostgreSQL is asked for without its driver.
+    """
+    if url.startswith("sqlite://"):
+        return SQLiteDatabase(sqlite_path(url))
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresDatabase(url)
+    raise ValueError(f"unsupported database URL {url!r} (expected sqlite:// or postgresql://)")
+
+
+class SQLiteDatabase:
+    """SQLite through the stdlib, off the event loop. See the module docstring."""
+
+    engine = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        # One thread: the connection is used by one thread at a time, statements are
+        # serialized (no "database is locked" between our own tasks).
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    async def open(self) -> None:
+        if self._conn is None:
+            await self._run(self._connect)
+
+    def _connect(self) -> None:
+        if self._conn is not None:
+            return
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+            isolation_level=None,  # autocommit: each statement is its own transaction
+        )  # fmt: skip
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: durable across a process crash, at most the last commits
+            # lost on power loss; the usual setting for WAL (sqlite.org/pragma.html).
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="interlingua-sqlite")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite {self.path}: {exc}") from exc
+        except OSError as exc:
+            raise StoreError(f"SQLite {self.path}: {exc}") from exc
+
+    def _sql(self, sql: str) -> str:
+        return _PARAM.sub(r"?\1", sql)
+
+    def _execute(self, sql: str, args: Sequence[Any]) -> int:
+        self._connect()
+        assert self._conn is not None
+        return self._conn.execute(self._sql(sql), args).rowcount
+
+    def _fetch(self, sql: str, args: Sequence[Any]) -> list[Row]:
+        self._connect()
+        assert self._conn is not None
+        return self._conn.execute(self._sql(sql), args).fetchall()
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        result: int = await self._run(self._execute, sql, args)
+        return result
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        result: list[Row] = await self._run(self._fetch, sql, args)
+        return result
+
+    async def aclose(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, conn.close)
+        executor.shutdown(wait=False)
+
+
+class PostgresDatabase:
+    """PostgreSQL through an asyncpg pool, opened lazily and again after a failure."""
+
+    engine = "postgresql"
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        try:
+            import asyncpg  # noqa: F401  # (the optional extra: checked now, used at open)
+        except ImportError as exc:
+            raise ImportError(
+                "a postgresql:// URL needs the asyncpg driver: pip install 'interlingua[postgres]'"
+            ) from exc
+        self.url = url
+        self._sizes = (min_size, max_size)
+        self._pool: Any = None
+        self._opening: asyncio.Lock | None = None
+        self._failed: tuple[float, StoreError] | None = None  # (when, why) of the last try
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is not None:
+                return
+            loop = asyncio.get_running_loop()
+            if self._failed is not None and loop.time() - self._failed[0] < RETRY_AFTER:
+                raise self._failed[1]
+            import asyncpg
+
+            try:
+                self._pool = await asyncpg.create_pool(
+                    self.url,
+                    min_size=self._sizes[0],
+                    max_size=self._sizes[1],
+                    timeout=CONNECT_TIMEOUT,
+                    command_timeout=COMMAND_TIMEOUT,
+                )
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                error = StoreError(f"PostgreSQL {_safe(self.url)}: {exc}")
+                self._failed = (loop.time(), error)
+                raise error from exc
+            self._failed = None
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        status = await self._call("execute", sql, args)
+        # asyncpg returns the command tag, e.g. "DELETE 3" / "INSERT 0 1".
+        last = str(status).rsplit(" ", 1)[-1]
+        return int(last) if last.isdigit() else 0
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        records = await self._call("fetch", sql, args)
+        return [tuple(record) for record in records]
+
+    async def _call(self, method: str, sql: str, args: Sequence[Any]) -> Any:
+        await self.open()
+        import asyncpg
+
+        try:
+            return await getattr(self._pool, method)(sql, *args)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"PostgreSQL {_safe(self.url)}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+
+def _safe(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)

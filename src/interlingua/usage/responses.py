@@ -1,0 +1,251 @@
+"""The stored Responses API objects: put, get, delete, and a conversation's chain.
+
+One row per response: its id, ``created_at``, ``expires_at``, the rendered response
+object (JSON text, byte for byte what a client got), this request's **own** input items
+(JSON, normalized by the caller) with their ids, and ``previous_response_id``. A
+conversation is the chain of ``previous_response_id`` links; :meth:`ResponseStore.chain`
+walks it in one query (a recursive CTE, the same text on SQLite and PostgreSQL) and
+returns it oldest first, so the caller's context is, per ancestor, its input items then
+its output items, then the new input. Storing only a response's own items keeps the
+table linear in the conversation's length (a full copy per turn would be quadratic).
+
+Expiry: a row is kept ``expire_after`` seconds. Extending a conversation extends its
+ancestors too (a live conversation does not lose its first turns under it); expired
+rows are never returned and are deleted lazily, at most every ``purge_every`` seconds,
+by the next write.
+
+JSON is stored as text, not PostgreSQL ``jsonb``: nothing queries inside it, and text
+gives back the exact bytes (``jsonb`` reorders keys) on both engines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .db import Database, StoreError
+
+__all__ = ["Chain", "Link", "ResponseStore", "StoredResponse"]
+
+#: the longest chain walked (a guard: a chain never loops, since a response names one
+#: stored before it, but a row replaced under the same id could make one)
+MAX_CHAIN = 100_000
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS interlingua_responses (
+        id TEXT PRIMARY KEY,
+        created_at BIGINT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        previous_response_id TEXT,
+        status TEXT,
+        response TEXT NOT NULL,
+        input_items TEXT NOT NULL,
+        input_ids TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS interlingua_responses_expires_at "
+    "ON interlingua_responses (expires_at)",
+)
+
+# The ancestors of $1 (itself included) that have not expired at $2, nearest first.
+_CHAIN_CTE = """
+    WITH RECURSIVE chain(id, previous_response_id, depth) AS (
+        SELECT id, previous_response_id, 0 FROM interlingua_responses
+        WHERE id = $1 AND expires_at > $2
+        UNION ALL
+        SELECT r.id, r.previous_response_id, c.depth + 1
+        FROM interlingua_responses r JOIN chain c ON r.id = c.previous_response_id
+        WHERE r.expires_at > $2 AND c.depth < $3
+    )"""
+
+_CHAIN = (
+    _CHAIN_CTE
+    + """
+    SELECT r.id, r.previous_response_id, r.response, r.input_items, r.input_ids
+    FROM chain c JOIN interlingua_responses r ON r.id = c.id
+    ORDER BY c.depth DESC"""
+)
+
+_EXTEND = (
+    "UPDATE interlingua_responses SET expires_at = $4 WHERE expires_at < $4 AND id IN ("
+    + _CHAIN_CTE
+    + " SELECT id FROM chain)"
+)
+
+_PUT = """
+    INSERT INTO interlingua_responses
+        (id, created_at, expires_at, previous_response_id, status, response, input_items,
+         input_ids)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (id) DO UPDATE SET
+        created_at = excluded.created_at, expires_at = excluded.expires_at,
+        previous_response_id = excluded.previous_response_id, status = excluded.status,
+        response = excluded.response, input_items = excluded.input_items,
+        input_ids = excluded.input_ids"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One response to keep. ``response`` is the rendered object's JSON; ``input_items``
+    this request's own input items as the caller normalized them, ``input_ids`` their
+    ids (same length)."""
+
+    id: str
+    created_at: int
+    response: bytes
+    input_items: list[dict[str, Any]] = field(default_factory=list)
+    input_ids: list[str] = field(default_factory=list)
+    previous_response_id: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One response of a chain: its own input items (and their ids) and its object."""
+
+    id: str
+    previous_response_id: str | None
+    input_items: list[dict[str, Any]]
+    input_ids: list[str]
+    response: dict[str, Any]
+
+    @property
+    def output(self) -> list[dict[str, Any]]:
+        """The response's output items (what the model said)."""
+        output = self.response.get("output")
+        return (
+            [item for item in output if isinstance(item, dict)] if isinstance(output, list) else []
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """A conversation up to one response, oldest first. ``missing`` names the nearest
+    ancestor that is gone (deleted or expired), in which case ``links`` starts after it."""
+
+    links: list[Link]
+    missing: str | None = None
+
+    def context(self) -> list[dict[str, Any]]:
+        """Every item of the conversation in order: per response, input then output."""
+        items: list[dict[str, Any]] = []
+        for link in self.links:
+            items.extend(link.input_items)
+            items.extend(link.output)
+        return items
+
+
+class ResponseStore:
+    """Stored responses on a :class:`~.db.Database`. See the module docstring.
+
+    ``clock`` returns the time in seconds (tests move it to expire rows).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        expire_after: float,
+        *,
+        purge_every: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = db
+        self.expire_after = expire_after
+        self.purge_every = min(purge_every, expire_after)
+        self.clock = clock
+        self._ready = False
+        self._next_purge = 0.0
+
+    async def open(self) -> None:
+        """Connect and create the table if needed (idempotent); StoreError on failure."""
+        if self._ready:
+            return
+        await self.db.open()
+        try:
+            await self._create()
+        except StoreError:
+            # Two processes creating the table at once can collide in PostgreSQL's
+            # catalog ("IF NOT EXISTS" is not atomic there); the second try sees it.
+            await self._create()
+        self._ready = True
+
+    async def _create(self) -> None:
+        for statement in _SCHEMA:
+            await self.db.execute(statement)
+
+    async def aclose(self) -> None:
+        """Close the database connection(s)."""
+        self._ready = False
+        await self.db.aclose()
+
+    async def put(self, record: StoredResponse) -> None:
+        """Store (or replace) ``record``, and extend the life of its ancestors."""
+        await self.open()
+        now = self.clock()
+        expires = now + self.expire_after
+        await self.db.execute(
+            _PUT,
+            record.id,
+            record.created_at,
+            expires,
+            record.previous_response_id,
+            record.status,
+            record.response.decode(),
+            orjson.dumps(record.input_items).decode(),
+            orjson.dumps(record.input_ids).decode(),
+        )
+        if record.previous_response_id is not None:
+            await self.db.execute(_EXTEND, record.previous_response_id, now, MAX_CHAIN, expires)
+        if now >= self._next_purge:
+            await self.purge()
+
+    async def get(self, response_id: str) -> bytes | None:
+        """The stored response object's JSON, or None (unknown, deleted or expired)."""
+        await self.open()
+        rows = await self.db.fetch(
+            "SELECT response FROM interlingua_responses WHERE id = $1 AND expires_at > $2",
+            response_id,
+            self.clock(),
+        )
+        return rows[0][0].encode() if rows else None
+
+    async def delete(self, response_id: str) -> bool:
+        """Delete one response; False if there was none (or it had expired)."""
+        await self.open()
+        deleted = await self.db.execute(
+            "DELETE FROM interlingua_responses WHERE id = $1 AND expires_at > $2",
+            response_id,
+            self.clock(),
+        )
+        return deleted > 0
+
+    async def chain(self, response_id: str) -> Chain | None:
+        """The conversation ending at ``response_id``; None if that response is unknown."""
+        await self.open()
+        rows = await self.db.fetch(_CHAIN, response_id, self.clock(), MAX_CHAIN)
+        if not rows:
+            return None
+        links = [
+            Link(
+                id=row[0],
+                previous_response_id=row[1],
+                response=orjson.loads(row[2]),
+                input_items=orjson.loads(row[3]),
+                input_ids=orjson.loads(row[4]),
+            )
+            for row in rows
+        ]
+        first = links[0].previous_response_id
+        return Chain(links, missing=first)  # the oldest link's previous is gone, if any
+
+    async def purge(self) -> int:
+        """Delete every expired row now; how many."""
+        await self.open()
+        now = self.clock()
+        self._next_purge = now + self.purge_every
+        return await self.db.execute(
+            "DELETE FROM interlingua_responses WHERE expires_at <= $1", now
+        )

@@ -1,0 +1,24 @@
+"""Session-wide test setup.
+
+The gateway stores Responses API objects in the user's data directory by default
+(``$XDG_DATA_HOME/interlingua/responses.db``): every test, and every gateway a test
+starts in a subprocess, gets a throwaway data directory instead of the real one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+_DATA_HOME = tempfile.mkdtemp(prefix="interlingua-test-data-")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ["XDG_DATA_HOME"] = _DATA_HOME
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_DATA_HOME, ignore_errors=True)
