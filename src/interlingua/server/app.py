@@ -9,7 +9,9 @@ the upstreams and closes them, and the engines, at shutdown.
 Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
 ``GET /v1/models`` (OpenAI list, or Anthropic's when an ``anthropic-version`` header is
-present), ``GET /health``, and ``HEAD /`` (Claude Code pre-warms the connection with it).
+present), ``GET /health``, and ``HEAD /`` (Claude Code pre-warms the connection with it);
+``GET /v1/responses`` upgraded to a WebSocket is the Responses API's socket mode
+(server/websocket.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp
 
 from ..config import Config
@@ -52,6 +54,7 @@ from .http import (
     read_body,
 )
 from .middleware import Front
+from .websocket import ResponsesSocket
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -137,8 +140,16 @@ class Handlers:
         raw = await read_body(request, self.gateway.max_body, headers)
         body = decode_json_object(raw)
         if dialect is RESPONSES:
-            _no_stored_state(body)
+            return await self.responses_from_body(body, headers, request.receive)
         return await self.gateway.generate(dialect, body, headers, request.receive)
+
+    async def responses_from_body(
+        self, body: dict[str, Any], headers: Mapping[str, str], receive: Any = None
+    ) -> BytesResponse | StreamResponse:
+        """A decoded Responses request answered: the path ``POST /v1/responses`` and the
+        WebSocket (server/websocket.py) share, after auth."""
+        _no_stored_state(body)
+        return await self.gateway.generate(RESPONSES, body, headers, receive)
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
         response = self.gateway.error_response(dialect, shutting_down_error(), _request_id(request))
@@ -288,6 +299,10 @@ def create_app(
         Route("/models", handlers.models, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
         Route("/", handlers.root, methods=["GET", "HEAD"]),
+        # Codex and the openai SDK's responses.connect() (the server's ``ws`` protocol:
+        # server/serve.py; a server without one answers the upgrade as a plain GET)
+        WebSocketRoute("/v1/responses", ResponsesSocket(handlers)),
+        WebSocketRoute("/responses", ResponsesSocket(handlers)),
     ]
     app = Starlette(
         routes=routes,
