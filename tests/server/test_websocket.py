@@ -354,3 +354,31 @@ def test_plain_get_without_upgrade_is_still_refused(served: Served) -> None:
     resp = httpx.get(url + "/v1/responses")
     assert resp.status_code == 405
     assert websockets.__version__  # the server's own WebSocket library is present
+
+
+async def test_an_idle_socket_outlives_the_keep_alive_timeout_but_yields_at_the_cap() -> None:
+    config = parse_config(
+        {
+            "server": {"max_connections": 2, "keep_alive_timeout": 0.3},
+            "upstreams": {"oai": {"kind": "fake"}},
+            "models": [{"name": "m", "upstream": "oai"}],
+        }
+    )
+    with guarded_gateway(config, {"oai": FakeUpstream("oai", wire="openai")}) as (url, _):
+        older = await connect(ws_url(url))
+        await asyncio.sleep(0.05)
+        newer = await connect(ws_url(url))
+        await asyncio.sleep(1.0)  # three keep-alive timeouts: pings, not that, watch sockets
+        await older.send(create("m", "still open?"))
+        assert (await response_events(older))[-1]["type"] == "response.completed"
+        await asyncio.sleep(0.05)
+        # At the cap, with no slow sender or idle HTTP connection to evict, a newcomer
+        # takes the place of the socket idle longest (now ``newer``), closed with 1013.
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url + "/health")).status_code == 200
+        with pytest.raises(ConnectionClosed) as evicted:
+            await asyncio.wait_for(newer.recv(), 5)
+        assert evicted.value.rcvd is not None and evicted.value.rcvd.code == 1013
+        await older.send(create("m", "and now?"))
+        assert (await response_events(older))[-1]["type"] == "response.completed"
+        await older.close()
