@@ -382,3 +382,36 @@ async def test_an_idle_socket_outlives_the_keep_alive_timeout_but_yields_at_the_
         await older.send(create("m", "and now?"))
         assert (await response_events(older))[-1]["type"] == "response.completed"
         await older.close()
+
+
+async def test_passthrough_chaining_and_the_older_append(served: Served) -> None:
+    url, fakes = served
+    fake: FakeUpstream = fakes["via-responses"]
+    fake.enqueue(replace(reply("Paris."), id="resp_pt1"))
+    fake.enqueue(replace(reply("Rome."), id="resp_pt2"))
+    fake.enqueue(replace(reply("Berlin."), id="resp_pt3"))
+    async with connect(ws_url(url)) as ws:
+        await ws.send(create("via-responses", "Capital of France?", store=False))
+        first = await response_events(ws)
+        first_id = first[-1]["response"]["id"]
+        await ws.send(create("via-responses", "And Italy?", previous_response_id=first_id))
+        await response_events(ws)
+        # The same body a Responses upstream gets: every item, and no id it cannot know.
+        sent = fake.requests[-1]
+        assert [m.role for m in sent.messages] == ["user", "assistant", "user"]
+        # The first protocol's append: the last response continued with the same settings.
+        await ws.send(json.dumps({"type": "response.append", "input": "And Germany?"}))
+        third = await response_events(ws)
+        assert third[-1]["type"] == "response.completed"
+        assert [m.role for m in fake.requests[-1].messages] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+        ]
+    async with connect(ws_url(url)) as fresh:
+        await fresh.send(json.dumps({"type": "response.append", "input": "x"}))
+        (error,) = await response_events(fresh)
+        assert error["status"] == 400
+        assert error["error"]["code"] == "previous_response_not_found"
