@@ -12,7 +12,8 @@ Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
 /v1/responses/{id}/input_items``: server/responses_api.py), ``GET /v1/models`` (OpenAI
 list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
-and ``HEAD /`` (Claude Code pre-warms the connection with it).
+and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
+is the Responses API's socket mode (server/websocket.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp
 
 from ..config import Config
@@ -58,6 +59,7 @@ from .http import (
 from .middleware import Front
 from .responses_api import StoredResponses
 from .responses_state import respond
+from .websocket import ResponsesSocket
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -151,8 +153,15 @@ class Handlers:
         raw = await read_body(request, self.gateway.max_body, headers)
         body = decode_json_object(raw)
         if dialect is RESPONSES:
-            return await respond(self.gateway, self.store, body, headers, request.receive)
+            return await self.responses_from_body(body, headers, request.receive)
         return await self.gateway.generate(dialect, body, headers, request.receive)
+
+    async def responses_from_body(
+        self, body: dict[str, Any], headers: Mapping[str, str], receive: Any = None
+    ) -> BytesResponse | StreamResponse:
+        """A decoded Responses request answered: the path ``POST /v1/responses`` and the
+        WebSocket (server/websocket.py) share, after auth."""
+        return await respond(self.gateway, self.store, body, headers, receive)
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
         response = self.gateway.error_response(dialect, shutting_down_error(), _request_id(request))
@@ -302,6 +311,10 @@ def create_app(
         Route("/models", handlers.models, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
         Route("/", handlers.root, methods=["GET", "HEAD"]),
+        # Codex and the openai SDK's responses.connect() (the server's ``ws`` protocol:
+        # server/serve.py; a server without one answers the upgrade as a plain GET)
+        WebSocketRoute("/v1/responses", ResponsesSocket(handlers)),
+        WebSocketRoute("/responses", ResponsesSocket(handlers)),
     ]
     app = Starlette(
         routes=routes,

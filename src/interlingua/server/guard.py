@@ -11,12 +11,18 @@ is uvicorn's httptools protocol plus, per connection, a phase and the time it en
     BUSY  head done, the app is answering; while the body is incomplete (uvicorn's
           ``cycle.more_body``) ``body_timeout`` of silence ends it (408, close)
     IDLE  answered, waiting for the next request: closed after ``keep_alive_timeout``
+    SOCKET  upgraded to a WebSocket (server/socket_guard.py): no timeout (its pings
+          watch the peer); it counts toward the cap and the drain, busy while it answers
+
+An upgrade hands the connection to the WebSocket protocol, which takes this one's place
+in the registry (:meth:`GuardedProtocol.handle_websocket_upgrade`).
 
 A head larger than ``max_header_bytes`` or with more than ``max_headers`` headers gets
 431. :class:`Guard` is the per-process registry: one timer sweeps the connections for the
 timeouts (nothing is armed per request, so the hot path only stores a phase and a time),
 and at ``max_connections`` a new connection first evicts the one that has spent longest
-sending a head or a body (then the longest idle keep-alive one), so a flood of slow
+sending a head or a body (then the longest idle keep-alive one, then the WebSocket idle
+longest), so a flood of slow
 clients cannot lock out fast ones; if every connection is busy the newcomer gets a 503
 with Retry-After and is closed. The default cap is derived from the descriptor limit
 (:func:`derive_max_connections`).
@@ -44,7 +50,7 @@ from .middleware import CLIENT_GONE, TASK
 
 log = logging.getLogger("interlingua.server")
 
-HEAD, BUSY, IDLE = range(3)
+HEAD, BUSY, IDLE, SOCKET = range(4)
 
 #: descriptors kept for the process itself: listening socket, stdio, logs, the usage
 #: database and its WAL, a model file, the event loop's own, DNS
@@ -89,7 +95,9 @@ class Guard:
         self.max_connections = max_connections
         #: connections being refused (503) may briefly exceed the cap by this many
         self.refusing_slack = max(1, max_connections // 8)
-        self.connections: set[GuardedProtocol] = set()
+        #: GuardedProtocol, and GuardedWebSocket (server/socket_guard.py: phase SOCKET,
+        #: ``busy`` while it answers, ``go_away()`` to close it)
+        self.connections: set[Any] = set()
         self.evictions = 0
         shortest = min(self.header_timeout, self.body_timeout, self.keep_alive_timeout)
         self.interval = max(0.05, min(1.0, shortest / 4))
@@ -119,17 +127,20 @@ class Guard:
             conn.loop.call_later(self.interval, self._sweep, conn.loop)
         return admitted
 
-    def _victim(self) -> GuardedProtocol | None:
-        """The connection longest sending a head or body, else the one longest idle."""
-        slow: GuardedProtocol | None = None
-        idle: GuardedProtocol | None = None
+    def _victim(self) -> Any:
+        """The connection longest sending a head or body, else the one longest idle,
+        else the WebSocket longest without a request (its client reconnects)."""
+        slow = idle = socket = None
         for conn in self.connections:
-            if conn.sending():
+            if conn.phase == SOCKET:
+                if not conn.busy and (socket is None or conn.since < socket.since):
+                    socket = conn
+            elif conn.sending():
                 if slow is None or conn.since < slow.since:
                     slow = conn
             elif conn.phase == IDLE and (idle is None or conn.since < idle.since):
                 idle = conn
-        return slow if slow is not None else idle
+        return slow or idle or socket
 
     # -- timeouts -----------------------------------------------------------------------
 
@@ -149,6 +160,8 @@ class Guard:
                     # uvicorn has a keep-alive timer too, but the rest of a body sent
                     # after an early answer (413) cancels it for good
                     conn.transport.close()
+            elif phase == SOCKET:
+                any_busy = any_busy or conn.busy
             elif conn.sending() and conn.last_read < body_deadline:
                 conn.body_timed_out()
             else:
@@ -162,8 +175,11 @@ class Guard:
 
     # -- drain --------------------------------------------------------------------------
 
-    def begin_drain(self, conn: GuardedProtocol) -> None:
-        """Start the drain (once): cancel what still runs ``shutdown_timeout`` later."""
+    def begin_drain(self, conn: Any) -> None:
+        """Start the drain (once): cancel what still runs ``shutdown_timeout`` later.
+
+        ``conn`` is the connection uvicorn asked to shut down first (either protocol:
+        both hold the server's ``tasks`` and ``loop``)."""
         if self.drain.draining:
             return
         self.drain.begin()
@@ -178,13 +194,17 @@ class Guard:
 
     def any_busy(self) -> bool:
         """Whether some connection is still reading or answering a request."""
-        return any(conn.phase == BUSY for conn in self.connections)
+        return any(
+            conn.phase == BUSY or (conn.phase == SOCKET and conn.busy) for conn in self.connections
+        )
 
     def close_waiting(self) -> None:
         """Close every connection that has no request in flight."""
         for conn in list(self.connections):
             if conn.phase in (HEAD, IDLE):
                 conn.transport.close()
+            elif conn.phase == SOCKET and not conn.busy:
+                conn.go_away()
 
     def _expire(self) -> None:
         self.drain.expire()
@@ -304,6 +324,12 @@ class GuardedProtocol(HttpToolsProtocol):
         if task is not None and not task.done():
             state[CLIENT_GONE] = True
             task.cancel()
+
+    def handle_websocket_upgrade(self) -> None:
+        # The WebSocket protocol takes over the transport, and this connection's place in
+        # the registry (it registers itself); this one would otherwise never be lost.
+        self.guard.connections.discard(self)
+        super().handle_websocket_upgrade()
 
     def data_received(self, data: bytes) -> None:
         # uvicorn's data_received, with our refusals told apart from malformed requests.

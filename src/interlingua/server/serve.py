@@ -26,10 +26,12 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from ..config import Config
+from ..upstreams.base import Upstream
 from .app import create_app
 from .drain import Drain
 from .factory import configure_logging
 from .guard import Guard, GuardedProtocol, derive_max_connections, raise_fd_limit
+from .socket_guard import GuardedWebSocket
 
 __all__ = ["GatewayServerConfig", "build_guard", "run"]
 
@@ -45,11 +47,23 @@ def build_guard(config: Config, drain: Drain) -> Guard:
 
 
 class GatewayServerConfig(uvicorn.Config):
-    """uvicorn's config for ``config``, serving with :class:`GuardedProtocol`."""
+    """uvicorn's config for ``config``, serving with :class:`GuardedProtocol`.
 
-    def __init__(self, config: Config, *, log_level: str = "info", **overrides: Any) -> None:
+    ``upstreams`` replaces building them from the config (tests serve scripted fakes
+    through the same protocols as ``interlingua serve``; one process only).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        log_level: str = "info",
+        upstreams: dict[str, Upstream] | None = None,
+        **overrides: Any,
+    ) -> None:
         self.gateway_config = config
         self.gateway_log_level = log_level
+        self.gateway_upstreams = upstreams
         self.guard: Guard | None = None
         server = config.server
         options: dict[str, Any] = {
@@ -57,9 +71,10 @@ class GatewayServerConfig(uvicorn.Config):
             "port": server.port,
             "loop": "auto",  # uvloop when installed
             "http": GuardedProtocol,
-            # No WebSocket routes: an Upgrade request is served as plain HTTP, and never
-            # swaps the protocol out from under the guard's registry.
-            "ws": "none",
+            # The Responses API's socket mode (server/websocket.py), in the guard's
+            # registry too; a frame may be as large as a request body.
+            "ws": GuardedWebSocket,
+            "ws_max_size": int(server.max_body_mb * 1024 * 1024),
             "log_level": log_level,
             "access_log": False,  # our front layer writes one access line with the request id
             # Unused by GuardedProtocol (its sweep closes idle connections), given for
@@ -76,7 +91,7 @@ class GatewayServerConfig(uvicorn.Config):
         configure_logging(self.gateway_log_level)  # again in each worker process
         drain = Drain()
         self.guard = build_guard(self.gateway_config, drain)
-        self.app = create_app(self.gateway_config, drain=drain)
+        self.app = create_app(self.gateway_config, upstreams=self.gateway_upstreams, drain=drain)
         super().load()
 
 
