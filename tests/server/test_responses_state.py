@@ -68,6 +68,12 @@ def _serve(config: Any, fakes: dict[str, FakeUpstream]) -> Any:
     return live_server(create_app(config, upstreams=upstreams))
 
 
+def _client(url: str) -> openai.OpenAI:
+    """A client of a gateway of one test (closed by its ``with``: an open pool's socket
+    would be a ResourceWarning at some later test's garbage collection)."""
+    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+
+
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     fakes = _fakes()
@@ -76,8 +82,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
 
 
 @pytest.fixture
-def gpt(gateway: Gateway) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway[0] + "/v1", api_key="sk-test", max_retries=0)
+def gpt(gateway: Gateway) -> Iterator[openai.OpenAI]:
+    with _client(gateway[0]) as client:
+        yield client
 
 
 _IDS = iter(range(10**6))
@@ -316,8 +323,7 @@ def test_list_parameters_are_checked(gpt: openai.OpenAI, gateway: Gateway) -> No
 
 def test_expired_responses_are_gone(tmp_path: Path) -> None:
     fakes = _fakes()
-    with _serve(_config(tmp_path, expire_after=0.5), fakes) as url:
-        gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    with _serve(_config(tmp_path, expire_after=0.5), fakes) as url, _client(url) as gpt:
         fakes["via-chat"].enqueue(_answer("short-lived"))
         rid = gpt.responses.create(model="via-chat", input="hi").id
         assert gpt.responses.retrieve(rid).output_text == "short-lived"
@@ -336,8 +342,7 @@ def test_a_failing_store_never_fails_an_answer(tmp_path: Path) -> None:
         responses=replace(_config(tmp_path).responses, url=f"sqlite://{blocked}/r.db"),
     )
     fakes = _fakes()
-    with _serve(config, fakes) as url:
-        gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    with _serve(config, fakes) as url, _client(url) as gpt:
         for model in ("via-chat", "via-responses"):
             fakes[model].enqueue(_answer("still answered"))
             assert gpt.responses.create(model=model, input="hi").output_text == "still answered"
@@ -350,8 +355,7 @@ def test_a_failing_store_never_fails_an_answer(tmp_path: Path) -> None:
 
 def test_storing_off_in_the_config(tmp_path: Path) -> None:
     fakes = _fakes()
-    with _serve(_config(tmp_path, store=False), fakes) as url:
-        gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    with _serve(_config(tmp_path, store=False), fakes) as url, _client(url) as gpt:
         fakes["via-chat"].enqueue(_answer("unkept"))
         response = gpt.responses.create(model="via-chat", input="hi")
         assert response.store is False
