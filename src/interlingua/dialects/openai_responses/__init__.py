@@ -3,9 +3,10 @@
 Pure codecs, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_items``,
 ``_render`` and ``_tools``) converts request bodies both ways, ``response`` response
 objects, ``stream`` the event stream (its decoder in ``_decoder``), ``errors`` error
-bodies, and ``endpoint`` builds the upstream URL. ``DIALECT`` satisfies
+bodies, ``endpoint`` builds the upstream URL and ``validate`` is the passthrough path's
+fast check of a request body. ``DIALECT`` satisfies
 :class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``); the gateway
-does not serve ``/v1/responses`` yet (issue 10).
+serves it on ``/v1/responses``.
 
 >>> DIALECT.parse_request({"model": "m", "input": "hi"}).messages[0].parts[0].text
 'hi'
@@ -24,6 +25,7 @@ from .errors import client_status, parse_error, render_error
 from .request import DIALECT_NAME, parse_request, render_request
 from .response import parse_response, render_response
 from .stream import ResponsesStreamDecoder, ResponsesStreamEncoder
+from .validate import validate_request
 
 
 class ResponsesDialect:
@@ -36,9 +38,8 @@ class ResponsesDialect:
         return parse_request(body)
 
     def validate_request(self, body: dict[str, Any]) -> None:
-        """The 400 ``parse_request`` would raise. For now by parsing: the passthrough
-        path that wants a cheaper walk (as the other dialects have) is not built yet."""
-        parse_request(body)
+        """The 400 ``parse_request`` would raise, found by a cheap walk (``validate``)."""
+        validate_request(body)
 
     def render_request(self, request: Request) -> dict[str, Any]:
         """The body for a Responses upstream."""
