@@ -38,7 +38,10 @@ def litellm_config(nginx_base: str) -> dict[str, Any]:
     for alias, (upstream, model) in ROUTES.items():
         kind, path = UPSTREAMS[upstream]
         # LiteLLM appends /chat/completions to an openai api_base and /v1/messages to
-        # an anthropic one, as interlingua does with base_url.
+        # an anthropic one, as interlingua does with base_url; its openai provider
+        # answers a /v1/responses request with the upstream's /responses (our kind
+        # responses).
+        kind = "openai" if kind == "responses" else kind
         entries.append(
             {
                 "model_name": alias,
