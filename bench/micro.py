@@ -145,6 +145,12 @@ def run_all(*, repeats: int = 5, budget_s: float = 0.2) -> list[MicroResult]:
             1,
             "request",
         ),
+        (
+            "request passthrough Responses, small body",
+            _passthrough_request("r2o"),
+            1,
+            "request",
+        ),
     ]
     out = []
     for name, fn, per, unit in cases:

@@ -1,6 +1,6 @@
 """The fixed answers the mock upstream (nginx) serves: what a fast real provider would send.
 
-Four bodies, written to static files that nginx serves for every POST:
+Six bodies, written to static files that nginx serves for every POST:
 
 * ``/v1/chat/completions``: one ``chat.completion`` (PROTOCOLS.md 1.4).
 * ``/stream/v1/chat/completions``: a 20-chunk ``chat.completion.chunk`` stream -- a role
@@ -9,6 +9,9 @@ Four bodies, written to static files that nginx serves for every POST:
 * ``/v1/messages``: one Anthropic ``message`` (PROTOCOLS.md 2.4).
 * ``/stream/v1/messages``: the Anthropic event sequence for the same 17 text pieces
   (``message_start`` ... ``message_stop``, PROTOCOLS.md 2.5).
+* ``/v1/responses``: one OpenAI Responses ``response`` (PROTOCOLS.md 3.3).
+* ``/stream/v1/responses``: the Responses event sequence for the same pieces
+  (``response.created`` ... ``response.completed``, PROTOCOLS.md 3.4).
 
 The content is the same in both dialects so a translated answer is comparable with a
 direct one. Everything is built once with orjson; nothing here runs during the load.
@@ -191,6 +194,74 @@ def anthropic_stream() -> bytes:
     return b"".join(events)
 
 
+RESPONSE_ID = "resp_BENCH000000000000000000000000"
+RESPONSE_MESSAGE_ID = "msg_BENCH000000000000000000000000"
+
+
+def _responses_usage() -> dict[str, Any]:
+    return {
+        "input_tokens": PROMPT_TOKENS,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": COMPLETION_TOKENS,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+    }
+
+
+def _response(status: str, output: list[dict[str, Any]], usage: Any) -> dict[str, Any]:
+    """A Responses ``response`` object with the fields OpenAI always writes."""
+    return {
+        "id": RESPONSE_ID, "object": "response", "created_at": CREATED, "status": status,
+        "background": False, "error": None, "incomplete_details": None, "instructions": None,
+        "max_output_tokens": None, "model": OPENAI_MODEL, "output": output,
+        "parallel_tool_calls": True, "previous_response_id": None, "reasoning": {"effort": None,
+        "summary": None}, "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}},
+        "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled",
+        "usage": usage, "user": None, "metadata": {},
+    }  # fmt: skip
+
+
+def _output_text(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
+def _response_message(status: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"id": RESPONSE_MESSAGE_ID, "type": "message", "status": status,
+            "content": content, "role": "assistant"}  # fmt: skip
+
+
+def responses_object() -> bytes:
+    """A non-streamed Responses ``response`` body (PROTOCOLS.md 3.3)."""
+    message = _response_message("completed", [_output_text(TEXT)])
+    return orjson.dumps(_response("completed", [message], _responses_usage()))
+
+
+def responses_stream() -> bytes:
+    """The Responses event sequence for the same 17 pieces (PROTOCOLS.md 3.4)."""
+    payloads: list[dict[str, Any]] = []
+    ids = {"item_id": RESPONSE_MESSAGE_ID, "output_index": 0, "content_index": 0}
+    started = _response("in_progress", [], None)
+    payloads.append({"type": "response.created", "response": started})
+    payloads.append({"type": "response.in_progress", "response": started})
+    payloads.append({"type": "response.output_item.added", "output_index": 0,
+                     "item": _response_message("in_progress", [])})  # fmt: skip
+    payloads.append({"type": "response.content_part.added", **ids, "part": _output_text("")})
+    for piece in TEXT_PIECES:
+        payloads.append({"type": "response.output_text.delta", **ids, "delta": piece,
+                         "logprobs": []})  # fmt: skip
+    payloads.append({"type": "response.output_text.done", **ids, "text": TEXT, "logprobs": []})
+    payloads.append({"type": "response.content_part.done", **ids, "part": _output_text(TEXT)})
+    done = _response_message("completed", [_output_text(TEXT)])
+    payloads.append({"type": "response.output_item.done", "output_index": 0, "item": done})
+    final = _response("completed", [done], _responses_usage())
+    payloads.append({"type": "response.completed", "response": final})
+    events = []
+    for seq, payload in enumerate(payloads):
+        kind = payload["type"]
+        events.append(_sse({"type": kind, "sequence_number": seq, **payload}, kind))
+    return b"".join(events)
+
+
 def site() -> dict[str, tuple[str, str, bytes]]:
     """Every mock endpoint: URL path -> (file name, content type, body)."""
     return {
@@ -198,4 +269,6 @@ def site() -> dict[str, tuple[str, str, bytes]]:
         "/stream/v1/chat/completions": ("chat.sse", "text/event-stream", openai_stream()),
         "/v1/messages": ("messages.json", "application/json", anthropic_message()),
         "/stream/v1/messages": ("messages.sse", "text/event-stream", anthropic_stream()),
+        "/v1/responses": ("responses.json", "application/json", responses_object()),
+        "/stream/v1/responses": ("responses.sse", "text/event-stream", responses_stream()),
     }

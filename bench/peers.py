@@ -38,12 +38,15 @@ def litellm_config(nginx_base: str) -> dict[str, Any]:
     for alias, (upstream, model) in ROUTES.items():
         kind, path = UPSTREAMS[upstream]
         # LiteLLM appends /chat/completions to an openai api_base and /v1/messages to
-        # an anthropic one, as interlingua does with base_url.
+        # an anthropic one, as interlingua does with base_url; its openai provider
+        # answers a /v1/responses request with the upstream's /responses (our kind
+        # responses).
+        kind = "openai" if kind == "responses" else kind
         params = {"model": f"{kind}/{model}", "api_base": nginx_base + path, "api_key": "sk-bench"}
         if alias.startswith("bench-r2o"):
-            # A Responses client to an openai/ model: LiteLLM calls the upstream's own
-            # /responses unless told to bridge to Chat Completions, which the scenario
-            # (and interlingua) does.
+            # A Responses client to an openai/ model over a Chat upstream: LiteLLM calls
+            # the upstream's own /responses unless told to bridge to Chat Completions,
+            # which the scenario (and interlingua) does.
             params["use_chat_completions_api"] = True
         entries.append({"model_name": alias, "litellm_params": params})
     return {

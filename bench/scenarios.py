@@ -1,12 +1,15 @@
 """What is measured: the scenarios, the gateway config that routes them, the bodies sent.
 
 Each scenario is a client dialect posting one body to one path; the model alias in the
-body picks the route. Routes go to four upstreams on the mock nginx, one per answer kind
-(OpenAI or Anthropic wire, JSON or SSE), because nginx answers by path, not by body::
+body picks the route. Routes go to upstreams on the mock nginx, one per answer kind
+(OpenAI Chat, OpenAI Responses or Anthropic wire, JSON or SSE), because nginx answers
+by path, not by body::
 
     openai_json       http://127.0.0.1:<nginx>/v1          -> /v1/chat/completions
     openai_stream     http://127.0.0.1:<nginx>/stream/v1   -> /stream/v1/chat/completions
     anthropic_stream  http://127.0.0.1:<nginx>/stream      -> /stream/v1/messages
+    responses_json    http://127.0.0.1:<nginx>/v1          -> /v1/responses
+    responses_stream  http://127.0.0.1:<nginx>/stream/v1   -> /stream/v1/responses
 
 A gateway scenario names its ``baseline``: the direct-to-nginx scenario hitting the same
 upstream answer, from which the overhead is computed.
@@ -61,6 +64,10 @@ DIRECT = (
              "openai_chat.json", "", True),
     Scenario("direct-anthropic-stream", "direct nginx, messages SSE", "anthropic",
              "/stream/v1/messages", "anthropic_messages.json", "", True),
+    Scenario("direct-responses", "direct nginx, responses JSON", "responses", "/v1/responses",
+             "responses.json", "", False),
+    Scenario("direct-responses-stream", "direct nginx, responses SSE", "responses",
+             "/stream/v1/responses", "responses.json", "", True),
 )  # fmt: skip
 GATEWAY = (
     Scenario("passthrough", "OpenAI→OpenAI non-stream (passthrough)", "openai",
@@ -80,6 +87,11 @@ GATEWAY = (
              "responses.json", "bench-r2o", False, "direct-json"),
     Scenario("r2o-stream", "Responses→OpenAI stream", "responses", "/v1/responses",
              "responses.json", "bench-r2o-stream", True, "direct-stream"),
+    Scenario("r2r", "Responses→Responses non-stream (passthrough)", "responses",
+             "/v1/responses", "responses.json", "bench-r2r", False, "direct-responses"),
+    Scenario("r2r-stream", "Responses→Responses stream (passthrough)", "responses",
+             "/v1/responses", "responses.json", "bench-r2r-stream", True,
+             "direct-responses-stream"),
 )  # fmt: skip
 ALL = DIRECT + GATEWAY
 BY_NAME = {s.name: s for s in ALL}
@@ -93,12 +105,16 @@ ROUTES = {
     "bench-o2a-stream": ("anthropic_stream", "claude-sonnet-4-5"),
     "bench-r2o": ("openai_json", "gpt-4o-mini"),
     "bench-r2o-stream": ("openai_stream", "gpt-4o-mini"),
+    "bench-r2r": ("responses_json", "gpt-4o-mini"),
+    "bench-r2r-stream": ("responses_stream", "gpt-4o-mini"),
 }
 #: upstream name -> (kind, path under the nginx root that is its base_url)
 UPSTREAMS = {
     "openai_json": ("openai", "/v1"),
     "openai_stream": ("openai", "/stream/v1"),
     "anthropic_stream": ("anthropic", "/stream"),
+    "responses_json": ("responses", "/v1"),
+    "responses_stream": ("responses", "/stream/v1"),
 }
 
 

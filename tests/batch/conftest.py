@@ -1,8 +1,8 @@
 """Fixtures for the batch tests: a fake chat server on 127.0.0.1 and input-file helpers.
 
 ``server``: an aiohttp app in its own thread (so a runner in this process *or* in a
-subprocess can use it) that answers both ``/v1/chat/completions`` and ``/v1/messages``
-after a random delay in ``[delay_min, delay_max]``. What it answers depends on the last
+subprocess can use it) that answers ``/v1/chat/completions``, ``/v1/responses`` and
+``/v1/messages`` after a random delay in ``[delay_min, delay_max]``. What it answers depends on the last
 user text: containing ``bad`` -> 400, ``boom`` -> 500 every time, ``flaky`` -> 500 the
 first time that text is seen and 200 after; anything else -> 200 echoing the text. It
 records every text it answered or began answering, and the peak number in flight.
@@ -26,8 +26,11 @@ from ..threaded_server import ThreadedAiohttpServer
 
 
 def last_user_text(body: Any) -> str:
-    """The text of the last user message of an OpenAI or Anthropic request body."""
-    for message in reversed(body.get("messages", [])):
+    """The text of the last user message of an OpenAI, Responses or Anthropic body."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return items
+    for message in reversed(body.get("messages", items or [])):
         if message.get("role") != "user":
             continue
         content = message.get("content")
@@ -35,6 +38,25 @@ def last_user_text(body: Any) -> str:
             return content
         return "".join(c.get("text", "") for c in content if isinstance(c, dict))
     return ""
+
+
+def responses_answer(text: str) -> dict[str, Any]:
+    message = {
+        "id": "msg_x",
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    return {
+        "id": "resp_x",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "m",
+        "output": [message],
+        "usage": {"input_tokens": 6, "output_tokens": 4, "total_tokens": 10},
+    }
 
 
 def openai_answer(text: str) -> dict[str, Any]:
@@ -76,6 +98,7 @@ class FakeChatServer(ThreadedAiohttpServer):
         self.max_in_flight = 0
         self.pretty = False  # answer with pretty-printed (multi-line) JSON
         self.bodies: list[Any] = []
+        self.paths: list[str] = []  # the path of each request, in arrival order
         self._lock = threading.Lock()
         self._rng = random.Random(7)
 
@@ -91,6 +114,7 @@ class FakeChatServer(ThreadedAiohttpServer):
         text = last_user_text(body)
         with self._lock:
             self.bodies.append(body)
+            self.paths.append(request.path)
             self.started.append(text)
             self.attempts[text] += 1
             attempt = self.attempts[text]
@@ -114,7 +138,11 @@ class FakeChatServer(ThreadedAiohttpServer):
         if "boom" in text or ("flaky" in text and attempt == 1):
             error = {"error": {"message": "server fell over", "type": "server_error"}}
             return web.json_response(error, status=500, headers=headers)
-        answer = anthropic_answer if path.endswith("/messages") else openai_answer
+        answer = openai_answer
+        if path.endswith("/messages"):
+            answer = anthropic_answer
+        elif path.endswith("/responses"):
+            answer = responses_answer
         payload = answer(f"echo: {text}")
         data = orjson.dumps(payload, option=orjson.OPT_INDENT_2 if self.pretty else 0)
         return web.Response(body=data, content_type="application/json", headers=headers)

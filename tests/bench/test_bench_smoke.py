@@ -135,6 +135,24 @@ def test_mock_answers_decode_with_our_own_codecs() -> None:
     assert names.count("content_block_delta") == len(mock.TEXT_PIECES)
 
 
+def test_responses_mock_answers_are_what_the_relay_and_the_sdk_accept() -> None:
+    from interlingua.core import Request, fold
+    from interlingua.dialects import EventDecoder
+
+    responses = get_dialect("responses")
+    body = orjson.loads(mock.responses_object())
+    assert responses.parse_response(body).text == mock.TEXT
+    assert responses.relay_check().check_body(body) is None
+    stream = mock.responses_stream()
+    check = responses.relay_check()
+    assert check.feed(stream) == stream and check.finish() is None and check.ended
+    decoder = EventDecoder(responses, Request(model="m", messages=()))
+    folded = fold(decoder.decode(stream) + decoder.flush())
+    assert folded.text == mock.TEXT and folded.usage.output_tokens == len(mock.TEXT_PIECES)
+    numbers = [orjson.loads(e.data)["sequence_number"] for e in SSEDecoder().decode(stream)]
+    assert numbers == list(range(len(numbers)))
+
+
 # --- scenarios and configs ------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for request bodies of both dialects, structure-aware.
+"""Hypothesis strategies for request bodies of every dialect, structure-aware.
 
 ``valid_body(dialect)`` draws a plausible, well-formed body (messages of every role, parts
 of every kind, tools, tool calls and results, sampling knobs, unknown fields).
@@ -221,12 +221,117 @@ _ANTHROPIC_OPTIONAL: dict[str, st.SearchStrategy[Any]] = {
 }  # fmt: skip
 
 
+def _responses_input_part() -> st.SearchStrategy[dict[str, Any]]:
+    return st.one_of(
+        st.builds(lambda t: {"type": "input_text", "text": t}, TEXT),
+        st.sampled_from(
+            [
+                {"type": "input_image", "image_url": "https://x/y.png", "detail": "low"},
+                {"type": "input_image", "image_url": f"data:image/png;base64,{_PNG}"},
+                {"type": "input_image", "file_id": "file-img"},
+                {"type": "input_file", "file_data": f"data:application/pdf;base64,{_PNG}", "filename": "a.pdf"},
+                {"type": "input_file", "file_url": "https://x/a.pdf"},
+                {"type": "input_file", "file_id": "file-abc"},
+                {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+            ]
+        ),
+    )  # fmt: skip
+
+
+_RS = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}],
+       "encrypted_content": "gAAA"}  # fmt: skip
+_FC = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+       "arguments": '{"city": "Paris"}', "status": "completed"}  # fmt: skip
+
+
+def _responses_input() -> st.SearchStrategy[Any]:
+    content = st.one_of(TEXT, st.lists(_responses_input_part(), min_size=1, max_size=3))
+    user = st.builds(
+        lambda c, typed: {"role": "user", "content": c} | ({"type": "message"} if typed else {}),
+        content,
+        st.booleans(),
+    )
+    system = st.builds(
+        lambda role, t: {"type": "message", "role": role, "content": t},
+        st.sampled_from(["system", "developer"]),
+        TEXT,
+    )
+    assistant = st.builds(
+        lambda t, as_parts: {
+            "type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+            "content": [{"type": "output_text", "text": t, "annotations": []}] if as_parts else t,
+        },
+        TEXT,
+        st.booleans(),
+    )  # fmt: skip
+    tool_turn = st.builds(
+        lambda reasoning, output: [*([_RS] if reasoning else []), _FC, output],
+        st.booleans(),
+        st.sampled_from(
+            [
+                {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+                {"type": "function_call_output", "call_id": "call_1",
+                 "output": [{"type": "input_text", "text": "18C"}]},
+                {"type": "custom_tool_call_output", "call_id": "call_1", "output": "ok"},
+            ]
+        ),
+    )  # fmt: skip
+    other = st.sampled_from(
+        [
+            [{"type": "custom_tool_call", "call_id": "call_2", "name": "apply_patch", "input": "*** x"}],
+            [{"type": "item_reference", "id": "msg_0"}],
+            [{"type": "web_search_call", "id": "ws_1", "status": "completed"}],
+        ]
+    )  # fmt: skip
+    turn = st.one_of(user.map(lambda m: [m]), assistant.map(lambda m: [m]), tool_turn, other)
+    items = st.builds(
+        lambda sys, first, turns: [*([sys] if sys else []), first, *(m for t in turns for m in t)],
+        st.one_of(st.none(), system),
+        user,
+        st.lists(turn, max_size=3),
+    )
+    return st.one_of(TEXT, items)
+
+
+_RESPONSES_OPTIONAL: dict[str, st.SearchStrategy[Any]] = {
+    "instructions": TEXT,
+    "temperature": st.floats(0, 2),
+    "top_p": st.floats(0, 1),
+    "max_output_tokens": st.integers(16, 4096),
+    "stream": st.booleans(),
+    "store": st.booleans(),
+    "include": st.just(["reasoning.encrypted_content"]),
+    "user": TEXT,
+    "safety_identifier": TEXT,
+    "metadata": st.just({"k": "v"}),
+    "tools": st.just([
+        {"type": "function", "name": "get_weather", "description": "weather", "parameters": _SCHEMA},
+        {"type": "function", "name": "strict_one", "parameters": _SCHEMA, "strict": False},
+        {"type": "custom", "name": "apply_patch", "format": {"type": "text"}},
+        {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "t"}]},
+        {"type": "web_search"},
+    ]),
+    "tool_choice": st.sampled_from(["auto", "none", "required", {"type": "function", "name": "get_weather"},
+                                    {"type": "allowed_tools", "mode": "auto", "tools": []}, {"type": "web_search"}]),
+    "parallel_tool_calls": st.booleans(),
+    "text": st.sampled_from([{"format": {"type": "text"}}, {"format": {"type": "json_object"}}, {"verbosity": "low"},
+                             {"format": {"type": "json_schema", "name": "r", "schema": _SCHEMA, "strict": True}}]),
+    "reasoning": st.sampled_from([{"effort": "low"}, {"effort": "none"}, {"summary": "auto"}]),
+    "truncation": st.just("auto"),
+    "x_unknown": JSON,
+}  # fmt: skip
+
+
 @st.composite
 def valid_body(draw: st.DrawFn, dialect: str) -> dict[str, Any]:
-    """A well-formed request body of ``dialect`` (``openai`` or ``anthropic``)."""
-    optional = _OPENAI_OPTIONAL if dialect == "openai" else _ANTHROPIC_OPTIONAL
-    messages = _openai_messages() if dialect == "openai" else _anthropic_messages()
-    body: dict[str, Any] = {"model": "m", "messages": draw(messages)}
+    """A well-formed request body of ``dialect`` (``openai``, ``anthropic`` or ``responses``)."""
+    if dialect == "responses":
+        optional = _RESPONSES_OPTIONAL
+        body: dict[str, Any] = {"model": "m", "input": draw(_responses_input())}
+    else:
+        optional = _OPENAI_OPTIONAL if dialect == "openai" else _ANTHROPIC_OPTIONAL
+        messages = _openai_messages() if dialect == "openai" else _anthropic_messages()
+        body = {"model": "m", "messages": draw(messages)}
     if dialect == "anthropic":
         body["max_tokens"] = draw(st.integers(0, 4096))
     keys = draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=6))

@@ -1,9 +1,9 @@
-"""Fuzzing the gateway: generated request bodies through both paths of both dialects.
+"""Fuzzing the gateway: generated request bodies through both paths of every dialect.
 
 Every body (see :mod:`.strategies`: well-formed ones broken in random places, huge
 numbers, lone surrogates, deep nesting, duplicate keys, truncation) goes to two apps for
 its dialect: one whose upstream speaks the same dialect (the passthrough path) and one
-whose upstream speaks the other (the translated path). Both upstreams are fakes that
+whose upstream speaks another (the translated path). Both upstreams are fakes that
 answer 200, so any status >= 500 is the gateway's own failure. Asserted for every case:
 
 * status < 500;
@@ -33,8 +33,12 @@ from interlingua.upstreams.fake import FakeUpstream
 
 from .strategies import raw_body
 
-PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-OTHER = {"openai": "anthropic", "anthropic": "openai"}
+PATHS = {
+    "openai": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+}
+OTHER = {"openai": "anthropic", "anthropic": "openai", "responses": "openai"}
 DEFAULT_CASES = 1000  # per dialect: 2,000 bodies and 4,000 requests in all
 SLOW_CASES = 50_000  # per dialect: 100,000 bodies, 200,000 requests
 
@@ -126,7 +130,7 @@ def check_answer(dialect: str, status: int, headers: dict[str, str], body: bytes
     if status == 200:
         assert "internal gateway error" not in body.decode(errors="replace")
         return
-    if dialect == "openai":
+    if dialect != "anthropic":  # the OpenAI error shape, Responses included
         assert set(parsed) == {"error"}, parsed
         error = parsed["error"]
         assert isinstance(error["message"], str) and error["message"]
@@ -169,12 +173,12 @@ def _run(dialect: str, cases: int, logged_errors: _Errors) -> None:
     assert 0 < seen["4xx"] < 2 * seen["cases"], seen
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", list(PATHS))
 def test_fuzz_both_paths(dialect: str, logged_errors: _Errors) -> None:
     _run(dialect, DEFAULT_CASES, logged_errors)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", list(PATHS))
 def test_fuzz_both_paths_long(dialect: str, logged_errors: _Errors) -> None:
     _run(dialect, SLOW_CASES, logged_errors)

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from interlingua.dialects import anthropic, openai_chat
+from interlingua.dialects import anthropic, openai_chat, openai_responses
 from interlingua.dialects.anthropic import validate as anthropic_validate
 from interlingua.dialects.openai_chat import validate as openai_validate
+from interlingua.dialects.openai_responses import validate as responses_validate
 from interlingua.errors import InvalidRequestError
 
 from .strategies import mutated_body, valid_body
@@ -27,7 +28,9 @@ from .strategies import mutated_body, valid_body
 CODECS = {
     "openai": (openai_validate, openai_chat.parse_request),
     "anthropic": (anthropic_validate, anthropic.request.parse_request),
+    "responses": (responses_validate, openai_responses.parse_request),
 }
+DIALECTS = list(CODECS)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -40,7 +43,7 @@ def _outcome(fn: Any, body: dict[str, Any]) -> tuple[str, str | None] | None:
     return None
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", DIALECTS)
 @SETTINGS
 @given(data=st.data())
 def test_validator_agrees_with_the_parser(dialect: str, data: st.DataObject) -> None:
@@ -53,7 +56,7 @@ def test_validator_agrees_with_the_parser(dialect: str, data: st.DataObject) -> 
     assert _outcome(module.validate_request, body) == parsed
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", DIALECTS)
 @SETTINGS
 @given(data=st.data())
 def test_well_formed_bodies_take_the_fast_path(dialect: str, data: st.DataObject) -> None:
@@ -74,14 +77,26 @@ SLOW_BUT_VALID = {
         {"role": "system", "content": "mid-conversation system"},
         {"role": "user", "content": [{"type": "mid_conv_system", "content": "sys"}]},
     ],
+    "responses": [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "output_text", "text": "a"},
+                {"type": "output_audio", "data": "x"},
+            ],
+        },
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": {"city": "P"}},
+    ],
 }
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_rare_shapes_fall_back_and_are_accepted(dialect: str) -> None:
     module, _ = CODECS[dialect]
     for message in SLOW_BUT_VALID[dialect]:
         body: dict[str, Any] = {"model": "m", "max_tokens": 5, "messages": [message]}
+        if dialect == "responses":
+            body = {"model": "m", "input": [message]}
         assert not module.looks_valid(body)
         module.validate_request(body)  # no error: the parser accepts it
 
@@ -156,6 +171,49 @@ RICH: dict[str, dict[str, Any]] = {
             ]},
         ],
     },
+    "responses": {
+        "model": "m", "instructions": "i", "max_output_tokens": 50, "stream": False,
+        "temperature": 0.5, "top_p": 1, "user": "u", "safety_identifier": "s",
+        "metadata": {"k": "v"}, "parallel_tool_calls": True, "store": False,
+        "reasoning": {"effort": "low", "summary": "auto"},
+        "text": {"format": {"type": "json_schema", "name": "r", "schema": _SCHEMA,
+                            "strict": True, "description": "d"}, "verbosity": "low"},
+        "tools": [
+            {"type": "function", "name": "f", "description": "d", "parameters": _SCHEMA,
+             "strict": False},
+            {"type": "custom", "name": "g", "description": "d", "format": {"type": "text"}},
+            {"type": "namespace", "name": "ns", "description": "d", "tools": [
+                {"type": "function", "name": "t", "parameters": _SCHEMA},
+                {"type": "custom", "name": "u"}]},
+            {"type": "web_search"},
+        ],
+        "tool_choice": {"type": "function", "name": "f"},
+        "input": [
+            {"type": "message", "role": "developer", "content": "d"},
+            {"role": "system", "content": [{"type": "input_text", "text": "s"}]},
+            {"role": "user", "content": [
+                {"type": "input_text", "text": "t"},
+                {"type": "input_image", "image_url": "https://x/y.png", "detail": "low"},
+                {"type": "input_file", "file_data": "QUJD", "filename": "a.pdf"},
+                {"type": "input_file", "file_url": "https://x/a.pdf"},
+                {"type": "input_file", "file_id": "file-1"},
+                {"type": "input_image", "file_id": "file-2"},
+                {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+            ]},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "h"}],
+             "content": [{"type": "reasoning_text", "text": "r"}], "encrypted_content": "gA"},
+            {"type": "message", "role": "assistant", "id": "msg_1", "content": [
+                {"type": "output_text", "text": "a", "annotations": []},
+                {"type": "refusal", "refusal": "no"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}",
+             "namespace": "ns"},
+            {"type": "custom_tool_call", "call_id": "c2", "name": "g", "input": "raw"},
+            {"type": "function_call_output", "call_id": "c1", "output": [
+                {"type": "input_text", "text": "ok"}]},
+            {"type": "custom_tool_call_output", "call_id": "c2", "output": "done"},
+            {"type": "item_reference", "id": "msg_0"},
+        ],
+    },
 }  # fmt: skip
 FAULTS: list[Any] = [None, 0, 1.5, True, "", "x", [], {}, [None], {"type": None}, {"type": 7}]
 _DROP = object()
@@ -184,7 +242,7 @@ def _broken(body: dict[str, Any], path: tuple[Any, ...], fault: Any) -> dict[str
     return copy
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_every_single_fault_in_a_rich_body(dialect: str) -> None:
     module, parse = CODECS[dialect]
     body = RICH[dialect]

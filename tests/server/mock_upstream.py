@@ -202,6 +202,8 @@ class MockOpenAI:
     received: list[Received] = field(default_factory=list)
     stream_ends: list[str] = field(default_factory=list)
     script: deque[Behaviour] = field(default_factory=deque)
+    #: the answer when nothing is scripted (a Responses mock sets its own)
+    default: Behaviour | None = None
 
     def enqueue(self, *behaviours: Behaviour) -> None:
         """Script the answers to the next requests (then :func:`ok` again)."""
@@ -221,7 +223,7 @@ class MockOpenAI:
         body = orjson.loads(raw) if raw else {}
         headers = {k.lower(): v for k, v in request.headers.items()}
         self.received.append(Received(request.path, headers, body))
-        behaviour = self.script.popleft() if self.script else ok
+        behaviour = self.script.popleft() if self.script else (self.default or ok)
         return await behaviour(self, request, body)
 
 
@@ -234,12 +236,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mock_openai() -> Iterator[MockOpenAI]:
-    """Run a :class:`MockOpenAI` on its own thread; ``base_url`` ends in ``/v1``."""
-    mock = MockOpenAI()
+def mock_openai(
+    path: str = "/v1/chat/completions", default: Behaviour | None = None
+) -> Iterator[MockOpenAI]:
+    """Run a :class:`MockOpenAI` on its own thread; ``base_url`` ends in ``/v1``.
+
+    ``path`` is the one it answers (another API's mock passes its own), ``default`` the
+    behaviour when nothing is scripted (else :func:`ok`)."""
+    mock = MockOpenAI(default=default)
     loop = asyncio.new_event_loop()
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", mock._handle)
+    app.router.add_post(path, mock._handle)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
     loop.run_until_complete(runner.setup())
     port = free_port()

@@ -31,6 +31,7 @@ from interlingua.upstreams.anthropic import AnthropicUpstream
 from interlingua.upstreams.fake import FakeUpstream
 from interlingua.upstreams.local.kind import BUNDLED_MODELS
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
+from interlingua.upstreams.openai_responses import OpenAIResponsesUpstream
 
 from .conftest import SECRET
 
@@ -57,7 +58,7 @@ def check_error(entry: str) -> str:
 
 
 def test_builtin_kinds_are_registered() -> None:
-    assert known_kinds()[:4] == ["openai", "anthropic", "local", "fake"]
+    assert known_kinds()[:5] == ["openai", "anthropic", "responses", "local", "fake"]
 
 
 def test_openai_kind_reads_its_key_at_build_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,6 +89,24 @@ def test_anthropic_kind_defaults_to_the_public_api() -> None:
     assert isinstance(up, AnthropicUpstream)
     assert up.url == "https://api.anthropic.com/v1/messages"
     assert up.dialect == "anthropic"
+
+
+def test_responses_kind_posts_to_the_responses_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = UpstreamConfig(
+        name="oai",
+        kind="responses",
+        base_url="https://api.openai.com/v1/",
+        api_key_env="OAI_TEST_KEY",
+    )
+    monkeypatch.setenv("OAI_TEST_KEY", SECRET)
+    up = build_upstream(cfg, None)
+    assert isinstance(up, OpenAIResponsesUpstream)
+    assert (up.name, up.dialect, up.url) == (
+        "oai",
+        "responses",
+        "https://api.openai.com/v1/responses",
+    )
+    assert up._headers["authorization"] == f"Bearer {SECRET}"
 
 
 def test_fake_kind_takes_its_options() -> None:
@@ -148,9 +167,14 @@ def test_build_upstreams_builds_every_entry() -> None:
     [
         (
             "{kind: openia}",
-            "upstreams.u.kind: unknown kind 'openia' (known: openai, anthropic, local, fake)",
+            "upstreams.u.kind: unknown kind 'openia' (known: openai, anthropic, responses, local, fake)",
         ),
         ("{kind: openai}", "upstreams.u.base_url: required"),
+        ("{kind: responses}", "upstreams.u.base_url: required for kind responses"),
+        (
+            "{kind: responses, base_url: 'http://h', n_ctx: 8}",
+            "upstreams.u.n_ctx: only for kind local",
+        ),
         (
             "{kind: openai, base_ur: 'http://h'}",
             "upstreams.u: unknown key 'base_ur' (did you mean 'base_url'?)",
@@ -256,7 +280,7 @@ def test_an_unknown_kind_is_rejected_by_the_check(isolated_registry: None) -> No
     with pytest.raises(ConfigError) as info:
         check_config(config)
     assert str(info.value) == (
-        "upstreams.e.kind: unknown kind 'echo' (known: openai, anthropic, local, fake)"
+        "upstreams.e.kind: unknown kind 'echo' (known: openai, anthropic, responses, local, fake)"
     )
     register_kind("echo", lambda cfg, session: Upstream(cfg.name))
     check_config(config)  # a kind registered with neither options nor check takes anything

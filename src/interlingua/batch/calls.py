@@ -5,8 +5,9 @@ Which call depends on the line and the client's dialect:
 * an OpenAI Batch line in the client's own dialect is POSTed as is
   (:meth:`~interlingua.client.AsyncClient.send_raw`) and the server's body is kept byte
   for byte -- OpenAI's batch output carries the exact response body;
-* an OpenAI Batch line in the other dialect (a ``/v1/messages`` line through an OpenAI
-  style server, or the reverse) is parsed by its url's codec, sent through the neutral
+* an OpenAI Batch line in another dialect (a ``/v1/messages`` or ``/v1/responses`` line
+  through a Chat Completions server, a ``/v1/chat/completions`` line through a Responses
+  or Messages one, ...) is parsed by its url's codec, sent through the neutral
   core (:meth:`~interlingua.client.AsyncClient.send`), and the answer is rendered back in
   the line's dialect: the output body always matches the line's url;
 * a simple line is built with :meth:`~interlingua.client.AsyncClient.prepare` (images
@@ -128,6 +129,14 @@ def _estimate(client: AsyncClient, request: Request) -> int:
     return estimate_request_tokens(request) + (request.max_tokens or 0)
 
 
+#: a body's output limit fields, by dialect: the first is the one a default fills
+_MAX_FIELDS = {
+    "openai": ("max_tokens", "max_completion_tokens"),
+    "anthropic": ("max_tokens",),
+    "responses": ("max_output_tokens",),
+}
+
+
 def _fill(body: dict[str, Any], dialect: str, defaults: Defaults) -> dict[str, Any]:
     """A copy of a batch body with the defaults filled in and streaming turned off."""
     body = dict(body)
@@ -136,9 +145,9 @@ def _fill(body: dict[str, Any], dialect: str, defaults: Defaults) -> dict[str, A
     body.pop("stream_options", None)
     if "model" not in body and defaults.model:
         body["model"] = defaults.model
-    has_max = "max_tokens" in body or (dialect == "openai" and "max_completion_tokens" in body)
-    if not has_max and defaults.max_tokens is not None:
-        body["max_tokens"] = defaults.max_tokens
+    fields = _MAX_FIELDS[dialect]
+    if defaults.max_tokens is not None and not any(f in body for f in fields):
+        body[fields[0]] = defaults.max_tokens
     return body
 
 
@@ -172,10 +181,18 @@ async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defau
 
 
 def _render(client: AsyncClient, request: Request) -> dict[str, Any]:
-    """``request`` as a non-streaming body in the client's dialect."""
+    """``request`` as a non-streaming body in the client's dialect.
+
+    Toward a Responses server a request that is not a Responses line's own gets
+    ``store: false`` (the API stores by default): its answer is in the output file, and
+    neither a Chat line (whose API stores nothing by default) nor a prompt asked for a
+    copy on the server.
+    """
     body = _codec(client.dialect).render_request(request)
     body.pop("stream", None)
     body.pop("stream_options", None)
+    if client.dialect == "responses" and request.source_dialect != "responses":
+        body.setdefault("store", False)
     return body
 
 

@@ -18,16 +18,23 @@ from .terminal import run_batch
 
 __all__ = ["add_batch_parser", "batch_command"]
 
-_DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_DEFAULT_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
 
 _EPILOG = """\
 input lines (JSONL), either form:
   {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
+  {"custom_id": "r1", "method": "POST", "url": "/v1/responses", "body": {...}}
   {"custom_id": "r1", "method": "POST", "url": "/v1/messages", "body": {...}}
   {"custom_id": "r1", "prompt": "Describe this", "images": ["cat.jpg"], "max_tokens": 200}
 output lines: {"id", "custom_id", "response": {"status_code", "request_id", "body"},
   "error": {"code", "message"}}; failed lines have "error" set and never stop the run.
-  The output body is in the dialect of the line's url (simple lines: of --dialect).
+  The output body is in the dialect of the line's url (simple lines: of --dialect); a line
+  of another dialect than --dialect is translated (--dialect responses sends /v1/responses
+  lines to the server's Responses API as they are).
 
 resuming: run the exact same command again after a crash, Ctrl-C or kill -9: ids already
 in the output are skipped and a torn last line is repaired. First Ctrl-C: stop reading and
@@ -69,13 +76,14 @@ def _add_server_args(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--model", help="model for lines that do not name one")
     run.add_argument(
-        "--dialect", choices=["openai", "anthropic"], default="openai",
-        help="the server's API: OpenAI Chat Completions or Anthropic Messages (default openai)",
+        "--dialect", choices=["openai", "responses", "anthropic"], default="openai",
+        help="the server's API: OpenAI Chat Completions, OpenAI Responses or Anthropic "
+        "Messages (default openai)",
     )  # fmt: skip
     run.add_argument(
         "--api-key-env", metavar="NAME",
-        help="environment variable holding the API key (default OPENAI_API_KEY or "
-        "ANTHROPIC_API_KEY by --dialect, if set)",
+        help="environment variable holding the API key (default OPENAI_API_KEY, or "
+        "ANTHROPIC_API_KEY for --dialect anthropic, if set)",
     )  # fmt: skip
     run.add_argument(
         "--timeout", type=float, default=600.0, metavar="SECONDS",

@@ -3,8 +3,9 @@
 Two input forms, told apart line by line:
 
 * **OpenAI Batch** -- ``{"custom_id", "method": "POST", "url", "body"}`` where ``url`` is
-  ``/v1/chat/completions`` (the body is an OpenAI Chat request) or ``/v1/messages`` (an
-  Anthropic Messages request). The line's dialect is the dialect of its ``url``.
+  ``/v1/chat/completions`` (the body is an OpenAI Chat request), ``/v1/responses`` (an
+  OpenAI Responses request) or ``/v1/messages`` (an Anthropic Messages request). The
+  line's dialect is the dialect of its ``url``.
 * **Simple** -- ``{"custom_id", "prompt" | "messages", "images"?, ...}``: a prompt in any
   form the client accepts (a string, a list of text and images, full messages), images as
   file paths (relative to the working directory), ``data:`` URIs or URLs, plus optional
@@ -54,7 +55,11 @@ __all__ = [
     "success_record",
 ]
 
-URL_DIALECTS = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+URL_DIALECTS = {
+    "/v1/chat/completions": "openai",
+    "/v1/responses": "responses",
+    "/v1/messages": "anthropic",
+}
 """OpenAI Batch ``url`` -> the dialect of its body (and of the output body)."""
 
 SIMPLE_FIELDS = frozenset(

@@ -26,7 +26,7 @@ from starlette.types import Receive
 from ..config import Config, ModelOptions
 from ..core import Request, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import estimate_request_tokens
-from ..dialects import Dialect, encode_body
+from ..dialects import Dialect, StreamEncoder, encode_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
@@ -120,10 +120,25 @@ class Gateway:
             headers.append((b"x-should-retry", should_retry.encode("latin-1")))
         return BytesResponse(orjson.dumps(body), status, headers)
 
-    def stream_error_bytes(self, dialect: Dialect, request: Request, exc: BaseException) -> bytes:
-        """An exception after the first streamed byte, as the dialect's in-band error."""
+    def stream_error_bytes(
+        self,
+        dialect: Dialect,
+        request: Request,
+        exc: BaseException,
+        encoder: StreamEncoder | None = None,
+    ) -> bytes:
+        """An exception after the first streamed byte, as the dialect's in-band error.
+
+        ``encoder`` is the one that wrote the stream so far, so the error continues it (a
+        Responses ``response.failed`` must carry the stream's response id). Without one
+        the stream was relayed: the dialect's error event for a stream it did not write.
+        """
         error = self.scrubbed(exc) if isinstance(exc, InterlinguaError) else internal_error(exc)
-        return dialect.stream_encoder(request).encode(StreamError(error))
+        if encoder is not None:
+            return encoder.encode(StreamError(error))
+        fresh = dialect.stream_encoder(request)
+        relay_error = getattr(fresh, "relay_error", None)  # Responses: a bare error event
+        return relay_error(error) if relay_error is not None else fresh.encode(StreamError(error))
 
     # -- generation ---------------------------------------------------------------------
 
@@ -228,7 +243,7 @@ class Gateway:
 
         return StreamResponse(
             self._scrub_stream(chunks()) if self.secrets else chunks(),
-            on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
+            on_error=lambda exc: self.stream_error_bytes(dialect, request, exc, encoder),
             aclose=lambda: aclose_iterator(batches),
             ping=encoder.ping(),
         )

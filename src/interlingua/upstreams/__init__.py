@@ -1,6 +1,6 @@
 """Upstreams and the tiny registry of their kinds.
 
-A *kind* (``openai``, ``anthropic``, ``local``, ``fake``) owns its part of the config: a
+A *kind* (``openai``, ``anthropic``, ``responses``, ``local``, ``fake``) owns its part of the config: a
 :class:`KindSpec` holds the factory ``(UpstreamConfig, Transports | None) -> Upstream``,
 the option keys the kind takes beyond the common ones, and a check of their values.
 :class:`Transports` are the shared HTTP engines (``upstreams/_transport.py``) an HTTP kind
@@ -194,6 +194,18 @@ def _check_openai(cfg: UpstreamConfig, where: str) -> None:
     check_options(cfg, where)
 
 
+def _responses(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
+    from .openai_responses import OpenAIResponsesUpstream
+
+    return OpenAIResponsesUpstream.from_config(cfg, transports)
+
+
+def _check_responses(cfg: UpstreamConfig, where: str) -> None:
+    from .openai_responses import check_options
+
+    check_options(cfg, where)
+
+
 def _anthropic(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
     from .anthropic import AnthropicUpstream
 
@@ -224,6 +236,7 @@ def _check_local(cfg: UpstreamConfig, where: str) -> None:
 
 register_kind("openai", _openai, options=(), check=_check_openai)
 register_kind("anthropic", _anthropic, options=())
+register_kind("responses", _responses, options=(), check=_check_responses)
 register_kind(
     "local",
     _local,

@@ -3,7 +3,8 @@
 Pure codecs, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_items``,
 ``_render`` and ``_tools``) converts request bodies both ways, ``response`` response
 objects, ``stream`` the event stream (its decoder in ``_decoder``), ``errors`` error
-bodies, and ``endpoint`` builds the upstream URL. ``DIALECT`` satisfies
+bodies, ``endpoint`` builds the upstream URL and ``validate`` is the passthrough path's
+fast check of a request body. ``DIALECT`` satisfies
 :class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``);
 ``sealed`` packs reasoning into the ``encrypted_content`` tokens the gateway issues.
 Stored state (``previous_response_id``) is the server's (server/responses_state.py); the
@@ -27,6 +28,7 @@ from .request import DIALECT_NAME, parse_request, render_request
 from .response import parse_response, render_response
 from .sealed import DEFAULT_SEALER, Sealer
 from .stream import ResponsesStreamDecoder, ResponsesStreamEncoder
+from .validate import validate_request
 
 
 class ResponsesDialect:
@@ -48,9 +50,8 @@ class ResponsesDialect:
         return parse_request(body, self.sealer)
 
     def validate_request(self, body: dict[str, Any]) -> None:
-        """The 400 ``parse_request`` would raise. For now by parsing: the passthrough
-        path that wants a cheaper walk (as the other dialects have) is not built yet."""
-        parse_request(body, self.sealer)
+        """The 400 ``parse_request`` would raise, found by a cheap walk (``validate``)."""
+        validate_request(body)
 
     def render_request(self, request: Request) -> dict[str, Any]:
         """The body for a Responses upstream."""

@@ -16,7 +16,9 @@ upstream. Items are handled in :mod:`._items` / :mod:`._render`, tools in :mod:`
   this dialect. Keys of ``extra`` starting with ``_responses_`` are markers of this codec
   and never appear on the wire.
 * Toward Responses, ``stop``, ``seed`` and ``top_k`` of other dialects are dropped (the
-  API has none of them); ``metadata`` is re-emitted for Responses clients only.
+  API has none of them; an upstream of kind ``responses`` enforces ``stop`` itself), and
+  Chat's ``n`` > 1 is refused (400), as toward Anthropic; ``metadata`` is re-emitted for
+  Responses clients only.
 
 Normalization on a Responses round trip (besides :mod:`._items`'): ``null`` fields and
 ``stream: false`` are dropped.
@@ -152,6 +154,10 @@ def render_request(request: Request) -> dict[str, Any]:
     """
     same = request.source_dialect == DIALECT_NAME
     extra = request.extra if same else {}
+    n = None if same else request.extra.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        # One answer per request in this API: dropping n would answer one choice of n.
+        raise InvalidRequestError("n > 1 is not supported by the upstream API", param="n")
     instructions, messages = _split_instructions(request.messages, same)
     body: dict[str, Any] = {"model": request.model}
     if instructions is not None:

@@ -43,6 +43,7 @@ from ...sse import encode_json_event
 from .._common import random_id
 from .._sequence import OneAtATime
 from ._decoder import ResponsesStreamDecoder
+from .errors import render_error_body
 from .response import (
     content_part,
     finish,
@@ -171,6 +172,20 @@ class ResponsesStreamEncoder(OneAtATime):
     def ping(self) -> bytes:
         """A keep-alive comment; SSE clients ignore it."""
         return _PING
+
+    def relay_error(self, error: InterlinguaError) -> bytes:
+        """The stream-level ``error`` event (PROTOCOLS.md §3.4) ending a stream this
+        encoder did not write: one relayed from a Responses upstream. A ``response.failed``
+        would need that stream's response id (the SDK refuses a second one: "Lifecycle
+        response identity changed") and its ``sequence_number``, which only the upstream
+        knew; the error event needs neither, so its number is left out."""
+        self._done = True
+        body = render_error_body(error)
+        payload = orjson.dumps(
+            {"type": "error", "code": body["code"] or body["type"], "message": body["message"],
+             "param": body["param"]}
+        )  # fmt: skip
+        return encode_json_event(payload, "error")
 
     def _event(self, kind: str, fields: dict[str, Any]) -> bytes:
         seq = self._seq
