@@ -210,6 +210,10 @@ class ResponsesConfig:
     url: str | None = None
     #: seconds a stored response is kept (OpenAI keeps them 30 days)
     expire_after: float = 30 * 24 * 3600
+    #: the variable holding the key that authenticates the reasoning tokens the gateway
+    #: hands out as ``encrypted_content`` (the same on every replica); None: a key file
+    #: in the user data directory, made on first use
+    secret_env: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +224,16 @@ class Config:
     upstreams: dict[str, UpstreamConfig] = field(default_factory=dict)
     models: tuple[ModelConfig, ...] = ()
     responses: ResponsesConfig = field(default_factory=ResponsesConfig)
+
+
+def user_data_dir() -> Path:
+    """Where the gateway keeps what it makes itself (stored responses, its sealing key):
+    ``$XDG_DATA_HOME/interlingua``, else ``~/.local/share/interlingua`` (the XDG
+    base-directory default)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return Path(base).absolute() / "interlingua"
 
 
 # --- the two built-in configurations -------------------------------------------------
@@ -358,7 +372,7 @@ def _parse_responses(data: Any) -> ResponsesConfig:
     if data is None:
         return ResponsesConfig()
     raw = _mapping(data, "responses")
-    reject_unknown(raw, ("store", "url", "expire_after"), "responses")
+    reject_unknown(raw, ("store", "url", "expire_after", "secret_env"), "responses")
     defaults = ResponsesConfig()
     url = _opt_str(raw.get("url"), "responses.url")
     if url is not None and not url.startswith(_DATABASE_SCHEMES):
@@ -368,12 +382,18 @@ def _parse_responses(data: Any) -> ResponsesConfig:
         )
     if url is not None and url.startswith("sqlite://") and len(url) == len("sqlite://"):
         raise ConfigError("responses.url: sqlite:// needs a path, e.g. sqlite:///var/lib/r.db")
+    secret_env = _opt_str(raw.get("secret_env"), "responses.secret_env")
+    if secret_env is not None and not _ENV_NAME.match(secret_env):
+        raise ConfigError(
+            f"responses.secret_env: the name of an environment variable, got {secret_env!r}"
+        )
     return ResponsesConfig(
         store=expect_bool(raw.get("store", defaults.store), "responses.store"),
         url=url,
         expire_after=_positive(
             raw.get("expire_after", defaults.expire_after), "responses.expire_after"
         ),
+        secret_env=secret_env,
     )
 
 
@@ -537,6 +557,8 @@ def _responses_doc(cfg: ResponsesConfig) -> dict[str, Any]:
     if cfg.url is not None:
         doc["url"] = cfg.url
     doc["expire_after"] = cfg.expire_after
+    if cfg.secret_env is not None:
+        doc["secret_env"] = cfg.secret_env
     return doc
 
 

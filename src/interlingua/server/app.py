@@ -36,6 +36,7 @@ from starlette.types import ASGIApp
 from ..config import Config
 from ..dialects import Dialect, get_dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
+from ..dialects.openai_responses import ResponsesDialect, Sealer
 from ..errors import (
     AuthenticationError,
     InterlinguaError,
@@ -59,6 +60,7 @@ from .http import (
 from .middleware import Front
 from .responses_api import StoredResponses
 from .responses_state import respond
+from .sealing_key import sealing_key
 from .websocket import ResponsesSocket
 
 log = logging.getLogger("interlingua.server")
@@ -275,7 +277,8 @@ def create_app(
             transports = own_transports = Transports()
         upstreams = build_upstreams(config, transports)
     built = upstreams  # (a name the lifespan closure sees narrowed to not-None)
-    gateway = Gateway(config, Router(config, built), secrets)
+    sealer = Sealer(sealing_key(config.responses))
+    gateway = Gateway(config, Router(config, built), secrets, ResponsesDialect(sealer))
     stored = config.responses
     store = open_store(stored.url, stored.expire_after) if stored.store else None
     handlers = Handlers(gateway, config.server.api_keys, drain or Drain(), store)

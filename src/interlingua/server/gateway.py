@@ -26,7 +26,7 @@ from starlette.types import Receive
 from ..config import Config, ModelOptions
 from ..core import Request, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import estimate_request_tokens
-from ..dialects import Dialect, StreamEncoder, encode_body
+from ..dialects import Dialect, StreamEncoder, encode_body, get_dialect
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
@@ -46,9 +46,18 @@ _PINGS: dict[str, bytes] = {}
 class Gateway:
     """Shared state of the request path. See the module docstring."""
 
-    def __init__(self, config: Config, router: Router, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        config: Config,
+        router: Router,
+        secrets: Iterable[str] = (),
+        responses: Dialect | None = None,
+    ) -> None:
         self.config = config
         self.router = router
+        #: the Responses codec with this gateway's sealing key (server/sealing_key.py):
+        #: what answers and reads the Responses endpoints' generations
+        self.responses = responses or get_dialect("responses")
         self.max_body = int(config.server.max_body_mb * 1024 * 1024)
         # Longest first so a key that contains another is scrubbed whole.
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)

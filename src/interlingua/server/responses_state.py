@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 from starlette.types import Receive
 
-from ..dialects import Dialect, get_dialect, random_id
+from ..dialects import random_id
 from ..dialects.openai_responses.response import STATE
 from ..errors import InvalidRequestError, UpstreamError
 from ..usage import Chain, ResponseStore, StoredResponse, StoreError
@@ -53,8 +53,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("interlingua.server")
-
-RESPONSES: Dialect = get_dialect("responses")
 
 #: ``response_id -> its conversation`` (None: unknown). The store's ``chain``; a
 #: WebSocket connection may put its own in-memory chain in front of it.
@@ -299,7 +297,7 @@ async def respond(
     may_relay = False
     model = body.get("model")
     if body.get("previous_response_id") is not None and isinstance(model, str) and model:
-        may_relay = gateway.passes_through(RESPONSES, gateway.router.resolve(model))
+        may_relay = gateway.passes_through(gateway.responses, gateway.router.resolve(model))
     lookup = lookup_in(store) if store is not None else None
     turn = await resolve(body, lookup, storing=store is not None, may_relay=may_relay)
     keep = None
@@ -310,5 +308,5 @@ async def respond(
             await remember(kept, turn, response)
 
     return await gateway.generate(
-        RESPONSES, turn.body, headers, receive, extra=turn.echo, keep=keep
+        gateway.responses, turn.body, headers, receive, extra=turn.echo, keep=keep
     )

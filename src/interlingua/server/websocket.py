@@ -356,8 +356,8 @@ class _Session:
         if not isinstance(model, str) or not model:
             raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
         self.gateway.router.resolve(model)
-        request = RESPONSES.parse_request(body)
-        encoder = RESPONSES.stream_encoder(request)
+        request = self.gateway.responses.parse_request(body)
+        encoder = self.gateway.responses.stream_encoder(request)
         start = encoder.encode(StreamStart(random_id("resp_"), request.model, int(time.time())))
         return start + encoder.encode(StreamEnd(StopReason.END_TURN, usage=Usage()))
 

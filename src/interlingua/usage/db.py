@@ -32,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..config import user_data_dir
+
 __all__ = [
     "Database",
     "PostgresDatabase",
@@ -79,10 +81,7 @@ class Database(Protocol):
 def default_sqlite_url() -> str:
     """``sqlite:///<data dir>/interlingua/responses.db``: ``$XDG_DATA_HOME`` when set,
     else ``~/.local/share`` (the XDG base-directory default)."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return "sqlite://" + os.path.join(os.path.abspath(base), "interlingua", "responses.db")
+    return "sqlite://" + str(user_data_dir() / "responses.db")
 
 
 def sqlite_path(url: str) -> str:
