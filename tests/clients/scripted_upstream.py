@@ -6,8 +6,9 @@ scenario crosses a dialect boundary both ways on real sockets.
 
 A script is a list of steps; each request to ``/v1/chat/completions`` takes the first
 step not yet used whose ``when_tool`` (if any) is among the tools the request offers, and
-is answered with it: ``{"text": "..."}`` or ``{"tool_calls": [{"id", "name",
-"arguments"}], "text": optional}``. A request that no step fits gets ``default`` (a
+is answered with it: ``text``, ``reasoning`` (sent as ``reasoning_content``, as DeepSeek
+and vLLM do) and ``tool_calls`` (``{"id", "name", "arguments"}``, or ``"input"`` for a
+custom tool's call), each optional. A request that no step fits gets ``default`` (a
 short text): CLIs send side requests (titles, topic checks) that a test does not script.
 Answers are streamed (text and arguments split in small pieces, usage when asked) or
 plain JSON, as the request's ``stream`` says. Every request is recorded with the index
@@ -103,7 +104,7 @@ class ScriptedUpstream:
 
     def _pick(self, body: dict[str, Any]) -> int | None:
         offered = {
-            (tool.get("function") or {}).get("name")
+            (tool.get(tool.get("type")) or {}).get("name")
             for tool in body.get("tools") or ()
             if isinstance(tool, dict)
         }
@@ -126,19 +127,24 @@ USAGE = {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
 
 
 def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": call["id"],
-            "type": "function",
-            "function": {"name": call["name"], "arguments": call["arguments"]},
-        }
-        for call in step.get("tool_calls") or ()
-    ]
+    """The step's calls in Chat's shape: a function call, or (``"input"`` instead of
+    ``"arguments"``) a custom tool's call, whose input is raw text."""
+    out = []
+    for call in step.get("tool_calls") or ():
+        if "input" in call:
+            body = {"name": call["name"], "input": call["input"]}
+            out.append({"id": call["id"], "type": "custom", "custom": body})
+        else:
+            body = {"name": call["name"], "arguments": call["arguments"]}
+            out.append({"id": call["id"], "type": "function", "function": body})
+    return out
 
 
 def _completion(model: str, step: dict[str, Any]) -> dict[str, Any]:
     calls = _calls(step)
     message: dict[str, Any] = {"role": "assistant", "content": step.get("text")}
+    if step.get("reasoning"):
+        message["reasoning_content"] = step["reasoning"]  # DeepSeek's and vLLM's field
     if calls:
         message["tool_calls"] = calls
     return {
@@ -183,14 +189,18 @@ async def _stream(
     resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
     await resp.prepare(request)
     events = [_chunk(model, {"role": "assistant", "content": ""})]
+    reasoning = _pieces(step.get("reasoning") or "")
+    events += [_chunk(model, {"reasoning_content": piece}) for piece in reasoning]
     events += [_chunk(model, {"content": piece}) for piece in _pieces(step.get("text") or "")]
     calls = _calls(step)
     for index, call in enumerate(calls):
-        head = {"index": index, "id": call["id"], "type": "function"}
-        head["function"] = {"name": call["function"]["name"], "arguments": ""}
+        kind = call["type"]
+        field = "input" if kind == "custom" else "arguments"
+        head = {"index": index, "id": call["id"], "type": kind}
+        head[kind] = {"name": call[kind]["name"], field: ""}
         events.append(_chunk(model, {"tool_calls": [head]}))
-        for piece in _pieces(call["function"]["arguments"]):
-            delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+        for piece in _pieces(call[kind][field]):
+            delta = {"tool_calls": [{"index": index, kind: {field: piece}}]}
             events.append(_chunk(model, delta))
     events.append(_chunk(model, {}, "tool_calls" if calls else "stop"))
     if usage:

@@ -68,10 +68,14 @@ def test_plain_answer(tmp_path: Path) -> None:
 
 
 def test_bash_tool_round_trip(tmp_path: Path) -> None:
+    """A reasoning upstream writes a line, then calls Bash: Claude Code runs the command
+    and sends its tool_result (and the thinking, text and call) back."""
     command = "echo marker-$((6*7)) > marker.txt && cat marker.txt"
     steps = [
         {
             "when_tool": "Bash",
+            "reasoning": "A shell command writes the marker.",
+            "text": "Running it.",
             "tool_calls": [
                 {
                     "id": "call_bash1",
@@ -86,6 +90,9 @@ def test_bash_tool_round_trip(tmp_path: Path) -> None:
     outcome.assert_ok()
     assert (tmp_path / "project" / "marker.txt").read_text().strip() == "marker-42"
     second = outcome.scripted(1)
+    calls = [m for m in second["messages"] if m.get("tool_calls")]
+    assert calls[-1]["tool_calls"][0]["id"] == "call_bash1", outcome.report()
+    assert calls[-1]["content"] == "Running it.", outcome.report()
     results = [m for m in second["messages"] if m["role"] == "tool"]
     assert results and results[-1]["tool_call_id"] == "call_bash1", outcome.report()
     assert "marker-42" in json.dumps(results[-1]["content"]), outcome.report()

@@ -66,16 +66,22 @@ def run_codex(
     websockets: bool = False,
     model: str = MODEL,
     top: str = "",
+    sandbox: str | None = None,
     timeout: float = 60,
 ) -> Outcome:
-    """``codex exec PROMPT`` with its own CODEX_HOME, commands allowed without a sandbox
-    (the container has none to offer), against a fresh gateway."""
+    """``codex exec PROMPT`` with its own CODEX_HOME against a fresh gateway; commands
+    run without a sandbox (the container has none to offer) unless ``sandbox`` names a
+    Codex sandbox mode."""
     codex = npm_cli("@openai/codex")
     home = tmp_path / "home"
     codex_home = home / ".codex"
     env = client_env(home, CODEX_HOME=str(codex_home), INTERLINGUA_API_KEY="sk-dummy")
     argv = [str(codex), "exec", "--skip-git-repo-check", "--ephemeral"]
-    argv += ["--dangerously-bypass-approvals-and-sandbox", "--color", "never", prompt]
+    if sandbox is None:
+        argv.append("--dangerously-bypass-approvals-and-sandbox")
+    else:
+        argv += ["--sandbox", sandbox]
+    argv += ["--color", "never", prompt]
     return run_scenario(
         tmp_path,
         argv=argv,
@@ -144,8 +150,15 @@ def test_local_model_answers(tmp_path: Path) -> None:
     instructions = tmp_path / "instructions.md"
     instructions.write_text("You are a helpful assistant. Answer briefly.\n")
     small = SMALL_MODEL.format(instructions=instructions)
+    # read-only: should the small model write a tool call as text, nothing it runs writes
     outcome = run_codex(
-        tmp_path, "Say hello.", config=None, model="smollm2", top=small, timeout=150
+        tmp_path,
+        "Say hello.",
+        config=None,
+        model="smollm2",
+        top=small,
+        sandbox="read-only",
+        timeout=150,
     )
     outcome.assert_ok()
     assert outcome.stdout.strip(), outcome.report()
@@ -171,3 +184,36 @@ def test_websocket_transport(tmp_path: Path) -> None:
     assert "The password is swordfish-42." in outcome.stdout, outcome.report()
     assert FALLBACK_WARNING not in outcome.stderr, outcome.report()
     assert '"POST /v1/responses"' not in outcome.gateway_log, outcome.report()
+
+
+def test_apply_patch_custom_tool_after_reasoning(tmp_path: Path) -> None:
+    """A reasoning upstream (``reasoning_content``) calls Codex's freeform ``apply_patch``
+    tool (a custom tool: raw text input, no JSON): Codex applies the patch, and the next
+    request carries the call and its output back."""
+    patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello from apply_patch\n*** End Patch\n"
+    steps = [
+        {
+            "when_tool": "apply_patch",
+            "reasoning": "The user wants a file; apply_patch can add it.",
+            "text": "Adding the file.",
+            "tool_calls": [{"id": "call_patch1", "name": "apply_patch", "input": patch}],
+        },
+        {"when_tool": "apply_patch", "text": "Created hello.txt."},
+    ]
+    outcome = run_codex(tmp_path, "Create hello.txt.", config=UPSTREAM_CONFIG, steps=steps)
+    outcome.assert_ok()
+    created = tmp_path / "project" / "hello.txt"
+    assert created.read_text() == "hello from apply_patch\n", outcome.report()
+    second = outcome.scripted(1)
+    calls = [m for m in second["messages"] if m.get("tool_calls")]
+    assert calls[-1]["tool_calls"][0] == {
+        "id": "call_patch1",
+        "type": "custom",
+        "custom": {"name": "apply_patch", "input": patch},
+    }, outcome.report()
+    # the reasoning went to Codex as a reasoning item and came back with the call
+    assert calls[-1]["reasoning_content"] == steps[0]["reasoning"], outcome.report()
+    results = [m for m in second["messages"] if m["role"] == "tool"]
+    assert results[-1]["tool_call_id"] == "call_patch1", outcome.report()
+    assert "hello.txt" in json.dumps(results[-1]["content"]), outcome.report()
+    assert "Created hello.txt." in outcome.stdout, outcome.report()
