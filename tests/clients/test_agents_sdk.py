@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 CONFIG = {
+    "server": {"api_keys": ["sk-dummy"]},  # the client's key must reach the gateway
     "upstreams": {"scripted": {"kind": "openai", "base_url": "{upstream}"}},
     "models": [{"name": "gpt-5.5", "upstream": "scripted", "model": "scripted-model"}],
 }

@@ -16,6 +16,7 @@ from typing import Any
 from .harness import Outcome, client_env, npm_cli, run_scenario
 
 CONFIG = {
+    "server": {"api_keys": ["sk-ant-dummy"]},  # the client's key must reach the gateway
     "upstreams": {"scripted": {"kind": "openai", "base_url": "{upstream}"}},
     # every model name Claude Code sends (main, small/fast, whatever a release picks)
     "models": [{"name": "*", "upstream": "scripted", "model": "scripted-model"}],

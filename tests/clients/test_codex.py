@@ -20,6 +20,7 @@ from .harness import Outcome, client_env, npm_cli, run_scenario
 
 MODEL = "gpt-5.5"  # what Codex asks for; the gateway routes it
 UPSTREAM_CONFIG = {
+    "server": {"api_keys": ["sk-dummy"]},  # the client's key must reach the gateway
     "upstreams": {"scripted": {"kind": "openai", "base_url": "{upstream}"}},
     "models": [{"name": MODEL, "upstream": "scripted", "model": "scripted-model"}],
 }
