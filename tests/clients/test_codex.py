@@ -118,7 +118,10 @@ def test_plain_answer(tmp_path: Path) -> None:
     assert '"POST /v1/responses" 200' in outcome.gateway_log
 
 
-def test_shell_tool_round_trip(tmp_path: Path) -> None:
+@pytest.mark.parametrize("websockets", [False, True], ids=["http", "websocket"])
+def test_shell_tool_round_trip(tmp_path: Path, websockets: bool) -> None:
+    """Over the socket the second turn continues the first by previous_response_id with
+    store false: the upstream must still get the whole conversation."""
     command = "echo marker-$((6*7)) > marker.txt && cat marker.txt"
     steps = [
         {
@@ -133,10 +136,21 @@ def test_shell_tool_round_trip(tmp_path: Path) -> None:
         },
         {"when_tool": "exec_command", "text": "The command printed marker-42. Done."},
     ]
-    outcome = run_codex(tmp_path, "Run the marker command.", config=UPSTREAM_CONFIG, steps=steps)
+    outcome = run_codex(
+        tmp_path,
+        "Run the marker command.",
+        config=UPSTREAM_CONFIG,
+        steps=steps,
+        websockets=websockets,
+    )
     outcome.assert_ok()
     assert (tmp_path / "project" / "marker.txt").read_text().strip() == "marker-42"
+    if websockets:
+        assert FALLBACK_WARNING not in outcome.stderr, outcome.report()
+        assert '"POST /v1/responses"' not in outcome.gateway_log, outcome.report()
     second = outcome.scripted(1)
+    users = [m for m in second["messages"] if m["role"] == "user"]
+    assert "Run the marker command." in json.dumps(users), outcome.report()
     calls = [m for m in second["messages"] if m.get("tool_calls")]
     assert calls and calls[-1]["tool_calls"][0]["id"] == "call_sh1", outcome.report()
     results = [m for m in second["messages"] if m["role"] == "tool"]
@@ -166,14 +180,9 @@ def test_local_model_answers(tmp_path: Path) -> None:
     assert '"POST /v1/responses" 200' in outcome.gateway_log, outcome.report()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the gateway has no WebSocket transport for GET /v1/responses yet (being built): "
-    "Codex warns 'Falling back from WebSockets' and posts over HTTP instead; this test "
-    "flips to passing when the endpoint lands",
-)
 def test_websocket_transport(tmp_path: Path) -> None:
+    """With ``supports_websockets`` Codex opens ``GET /v1/responses`` as a socket, warm-up
+    included, and never falls back to HTTP."""
     outcome = run_codex(
         tmp_path,
         "Say the password.",
