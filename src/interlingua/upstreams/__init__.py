@@ -201,9 +201,9 @@ def _responses(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
 
 
 def _check_responses(cfg: UpstreamConfig, where: str) -> None:
-    from .openai_responses import check_options
+    from .openai_compatible import check_options
 
-    check_options(cfg, where)
+    check_options(cfg, where, "responses")
 
 
 def _anthropic(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:

@@ -11,8 +11,10 @@ no key at all.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar, Self
 
 from ..config import ConfigError, TimeoutConfig, UpstreamConfig
+from ..dialects import Dialect
 from ..dialects.openai_chat import DIALECT
 from ._transport import Transports
 from .http import HttpUpstream, merge_headers
@@ -25,7 +27,13 @@ class OpenAICompatibleUpstream(HttpUpstream):
 
     >>> OpenAICompatibleUpstream("vllm", "http://127.0.0.1:8000/v1/").url
     'http://127.0.0.1:8000/v1/chat/completions'
+
+    A subclass for another OpenAI API on the same root sets ``codec`` (its URL, headers
+    and wire) and ``kind`` (its config name): upstreams/openai_responses.py.
     """
+
+    codec: ClassVar[Dialect] = DIALECT
+    kind: ClassVar[str] = "openai"
 
     def __init__(
         self,
@@ -37,10 +45,10 @@ class OpenAICompatibleUpstream(HttpUpstream):
         timeout: TimeoutConfig | None = None,
         transports: Transports | None = None,
     ) -> None:
-        url, ours = DIALECT.endpoint(base_url, api_key)
+        url, ours = self.codec.endpoint(base_url, api_key)
         super().__init__(
             name,
-            dialect="openai",
+            dialect=self.codec.name,
             base_url=base_url.rstrip("/"),
             url=url,
             headers=merge_headers(ours, headers),
@@ -49,12 +57,10 @@ class OpenAICompatibleUpstream(HttpUpstream):
         )
 
     @classmethod
-    def from_config(
-        cls, cfg: UpstreamConfig, transports: Transports | None
-    ) -> OpenAICompatibleUpstream:
+    def from_config(cls, cfg: UpstreamConfig, transports: Transports | None) -> Self:
         """Build from config; reads the key from ``api_key_env`` now."""
         # Also when called directly, not through the registry (which checks first).
-        base_url = check_options(cfg, f"upstreams.{cfg.name}")
+        base_url = check_options(cfg, f"upstreams.{cfg.name}", cls.kind)
         return cls(
             cfg.name,
             base_url,
@@ -65,9 +71,9 @@ class OpenAICompatibleUpstream(HttpUpstream):
         )
 
 
-def check_options(cfg: UpstreamConfig, where: str) -> str:
-    """The registry's check of an ``openai`` entry; returns its ``base_url``, which this
-    kind requires (there is no default server to talk to)."""
+def check_options(cfg: UpstreamConfig, where: str, kind: str = "openai") -> str:
+    """The registry's check of an ``openai`` (or ``responses``) entry; returns its
+    ``base_url``, which the kind requires (there is no default server to talk to)."""
     if not cfg.base_url:
-        raise ConfigError(f"{where}.base_url: required for kind openai")
+        raise ConfigError(f"{where}.base_url: required for kind {kind}")
     return cfg.base_url

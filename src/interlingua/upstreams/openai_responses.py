@@ -29,11 +29,10 @@ dialect's plain rendering:
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from ..config import ConfigError, TimeoutConfig, UpstreamConfig
 from ..core import (
     ArgumentsDelta,
     ReasoningDelta,
@@ -48,58 +47,24 @@ from ..core import (
 from ..core.tokens import estimate_request_tokens, estimate_text
 from ..dialects.openai_responses import DIALECT
 from ..text.events import TextProcessing, TextProcessingStream, process_response
-from ._transport import Transports
-from .http import HttpUpstream, merge_headers
+from .openai_compatible import OpenAICompatibleUpstream
 
-__all__ = ["MIN_OUTPUT_TOKENS", "OpenAIResponsesUpstream", "StopCut", "check_options"]
+__all__ = ["MIN_OUTPUT_TOKENS", "OpenAIResponsesUpstream", "StopCut"]
 
 #: OpenAI refuses a smaller ``max_output_tokens`` ("integer_below_min_value"), which
 #: Chat and Messages clients send (Claude clients probe a model with ``max_tokens: 1``).
 MIN_OUTPUT_TOKENS = 16
 
 
-class OpenAIResponsesUpstream(HttpUpstream):
+class OpenAIResponsesUpstream(OpenAICompatibleUpstream):
     """An OpenAI Responses API upstream.
 
     >>> OpenAIResponsesUpstream("oai", "https://api.openai.com/v1/").url
     'https://api.openai.com/v1/responses'
     """
 
-    def __init__(
-        self,
-        name: str,
-        base_url: str,
-        *,
-        api_key: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: TimeoutConfig | None = None,
-        transports: Transports | None = None,
-    ) -> None:
-        url, ours = DIALECT.endpoint(base_url, api_key)
-        super().__init__(
-            name,
-            dialect=DIALECT.name,
-            base_url=base_url.rstrip("/"),
-            url=url,
-            headers=merge_headers(ours, headers),
-            timeout=timeout,
-            transports=transports,
-        )
-
-    @classmethod
-    def from_config(
-        cls, cfg: UpstreamConfig, transports: Transports | None
-    ) -> OpenAIResponsesUpstream:
-        """Build from config; reads the key from ``api_key_env`` now."""
-        base_url = check_options(cfg, f"upstreams.{cfg.name}")
-        return cls(
-            cfg.name,
-            base_url,
-            api_key=cfg.api_key(),
-            headers=cfg.headers,
-            timeout=cfg.timeout,
-            transports=transports,
-        )
+    codec = DIALECT
+    kind = "responses"
 
     def render(self, request: Request, *, stream: bool) -> dict[str, Any]:
         """The dialect's body; for another dialect's request, with ``store: false`` and
@@ -210,11 +175,3 @@ class StopCut:
                 self._chars.append(event.json)
             elif isinstance(event, StreamEnd):
                 self.ended = True
-
-
-def check_options(cfg: UpstreamConfig, where: str) -> str:
-    """The registry's check of a ``responses`` entry; returns its ``base_url``, which this
-    kind requires (as kind ``openai``: there is no default server to talk to)."""
-    if not cfg.base_url:
-        raise ConfigError(f"{where}.base_url: required for kind responses")
-    return cfg.base_url
