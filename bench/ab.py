@@ -26,7 +26,7 @@ from pathlib import Path
 from . import wrk
 from .nginx import Nginx
 from .procs import Process, ensure_tools, free_port, start, wait_ready
-from .scenarios import BY_NAME, gateway_config_yaml, request_body
+from .scenarios import BY_NAME, Scenario, gateway_config_yaml, request_body
 from .servers import serve_command
 
 CONNECTIONS = 50
@@ -38,10 +38,13 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def _start(name: str, src: str, nginx_base: str, tmp: Path, cpu: int | None) -> tuple[str, Process]:
+def _start(
+    name: str, src: str, nginx_base: str, tmp: Path, cpu: int | None, scenarios: list[Scenario]
+) -> tuple[str, Process]:
     port = free_port()
     config = tmp / f"{name}.yaml"
-    config.write_text(gateway_config_yaml(nginx_base, port))
+    # only what the scenarios use: the base tree may not know a newer upstream kind
+    config.write_text(gateway_config_yaml(nginx_base, port, scenarios))
     env = {**os.environ, "PYTHONPATH": src}
     command = serve_command(config, port, 1, False)
     if cpu is not None:  # taskset execs the server: same pid, every thread pinned
@@ -113,9 +116,11 @@ def main(argv: list[str] | None = None) -> None:
     with Nginx(tools["nginx"], tmp) as nginx:
         servers: dict[str, tuple[str, Process]] = {}
         try:
+            names = args.scenarios.split(",")
+            chosen = [BY_NAME[n] for n in names]
             for name, src in (("base", args.base_src), ("new", args.new_src)):
-                servers[name] = _start(name, src, nginx.base, tmp, args.cpu)
-            for scenario_name in args.scenarios.split(","):
+                servers[name] = _start(name, src, nginx.base, tmp, args.cpu, chosen)
+            for scenario_name in names:
                 print(_compare(tools, servers, scenario_name, args.rounds, args.duration, tmp))
         finally:
             for _, proc in servers.values():

@@ -17,6 +17,7 @@ upstream answer, from which the overhead is computed.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,24 +119,35 @@ UPSTREAMS = {
 }
 
 
-def gateway_config(nginx_base: str, port: int) -> dict[str, Any]:
-    """The interlingua config (as a YAML-able dict) routing every scenario to nginx."""
+def gateway_config(
+    nginx_base: str, port: int, scenarios: Collection[Scenario] | None = None
+) -> dict[str, Any]:
+    """The interlingua config (as a YAML-able dict) routing every scenario (or only
+    ``scenarios``: an older tree under A/B may not know every upstream kind) to nginx."""
+    routes = ROUTES
+    if scenarios is not None:
+        wanted = {s.model for s in scenarios}
+        routes = {alias: route for alias, route in ROUTES.items() if alias in wanted}
+    used = {upstream for upstream, _ in routes.values()}
     return {
         "server": {"host": "127.0.0.1", "port": port, "api_keys": [CLIENT_KEY]},
         "upstreams": {
             name: {"kind": kind, "base_url": nginx_base + path}
             for name, (kind, path) in UPSTREAMS.items()
+            if name in used
         },
         "models": [
             {"name": alias, "upstream": upstream, "model": model}
-            for alias, (upstream, model) in ROUTES.items()
+            for alias, (upstream, model) in routes.items()
         ],
     }
 
 
-def gateway_config_yaml(nginx_base: str, port: int) -> str:
+def gateway_config_yaml(
+    nginx_base: str, port: int, scenarios: Collection[Scenario] | None = None
+) -> str:
     """:func:`gateway_config` as YAML text."""
-    return yaml.safe_dump(gateway_config(nginx_base, port), sort_keys=False)
+    return yaml.safe_dump(gateway_config(nginx_base, port, scenarios), sort_keys=False)
 
 
 def request_body(scenario: Scenario) -> bytes:
