@@ -88,6 +88,11 @@ GATEWAY = (
              "responses.json", "bench-r2o", False, "direct-json"),
     Scenario("r2o-stream", "Responses→OpenAI stream", "responses", "/v1/responses",
              "responses.json", "bench-r2o-stream", True, "direct-stream"),
+    # r2o/r2o-stream send `store: false` (stateless, as Codex runs): they measure the
+    # translation. r2o-stored leaves the API's default, so each answer is also written to
+    # the gateway's SQLite store: the price of stored state, reported beside r2o.
+    Scenario("r2o-stored", "Responses→OpenAI non-stream, stored (SQLite)", "responses",
+             "/v1/responses", "responses_stored.json", "bench-r2o", False, "direct-json"),
     Scenario("r2r", "Responses→Responses non-stream (passthrough)", "responses",
              "/v1/responses", "responses.json", "bench-r2r", False, "direct-responses"),
     Scenario("r2r-stream", "Responses→Responses stream (passthrough)", "responses",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-import secrets
 import string
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,6 +18,11 @@ _TOOL_ID_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
 _TOOL_ID_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _DATA_URI = re.compile(r"^data:([^;,]+)((?:;[^;,]*)*);base64,(.*)$", re.DOTALL)
 _ALPHABET = string.ascii_letters + string.digits
+# Random bytes -> id characters in one C call (``secrets.choice`` per character cost
+# ~85 µs per id, on every translated answer). ``b % 62`` favours the first 8 characters
+# by 5/256 against 4/256: about 5.95 bits per character instead of 5.954, immaterial
+# for ids that are opaque and never the only secret.
+_ID_CHARS = "".join(_ALPHABET[b % len(_ALPHABET)] for b in range(256)).encode("ascii")
 
 SOURCE_INDEX = "source_index"
 """``Message.meta`` key: the index, in the client's own ``messages`` array, of the (first)
@@ -61,7 +66,7 @@ def parse_data_uri(uri: str) -> tuple[str, str] | None:
 
 def random_id(prefix: str, length: int = 24) -> str:
     """A fresh id like ``msg_01AbC...`` (vendor ids are opaque; only the prefix matters)."""
-    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(length))
+    return prefix + os.urandom(length).translate(_ID_CHARS).decode("ascii")
 
 
 def expect_type(value: Any, kind: type | tuple[type, ...], param: str, what: str) -> Any:

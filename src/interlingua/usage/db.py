@@ -38,13 +38,17 @@ __all__ = [
     "Database",
     "PostgresDatabase",
     "SQLiteDatabase",
+    "Statement",
     "StoreError",
+    "WriteBatcher",
     "connect",
     "default_sqlite_url",
     "sqlite_path",
 ]
 
 Row = tuple[Any, ...]
+#: one statement and its arguments
+Statement = tuple[str, Sequence[Any]]
 _PARAM = re.compile(r"\$(\d+)")
 _BUSY_TIMEOUT_MS = 5000
 #: seconds to connect to PostgreSQL, and to wait before trying again after a failure
@@ -73,6 +77,9 @@ class Database(Protocol):
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         """Run one query; its rows as tuples."""
+
+    async def execute_many(self, statements: Sequence[Statement]) -> None:
+        """Run ``(sql, args)`` statements in order in ONE transaction: all or none."""
 
     async def aclose(self) -> None:
         """Close the connection(s); the database may be opened again."""
@@ -166,6 +173,19 @@ class SQLiteDatabase:
         assert self._conn is not None
         return self._conn.execute(self._sql(sql), args).fetchall()
 
+    def _execute_many(self, statements: Sequence[Statement]) -> None:
+        self._connect()
+        conn = self._conn
+        assert conn is not None
+        conn.execute("BEGIN")
+        try:
+            for sql, args in statements:
+                conn.execute(self._sql(sql), args)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
     async def execute(self, sql: str, *args: Any) -> int:
         result: int = await self._run(self._execute, sql, args)
         return result
@@ -173,6 +193,9 @@ class SQLiteDatabase:
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         result: list[Row] = await self._run(self._fetch, sql, args)
         return result
+
+    async def execute_many(self, statements: Sequence[Statement]) -> None:
+        await self._run(self._execute_many, statements)
 
     async def aclose(self) -> None:
         executor, self._executor = self._executor, None
@@ -239,6 +262,17 @@ class PostgresDatabase:
         records = await self._call("fetch", sql, args)
         return [tuple(record) for record in records]
 
+    async def execute_many(self, statements: Sequence[Statement]) -> None:
+        await self.open()
+        import asyncpg
+
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                for sql, args in statements:
+                    await conn.execute(sql, *args)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"PostgreSQL {_safe(self.url)}: {exc}") from exc
+
     async def _call(self, method: str, sql: str, args: Sequence[Any]) -> Any:
         await self.open()
         import asyncpg
@@ -252,6 +286,53 @@ class PostgresDatabase:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+
+class WriteBatcher:
+    """Writes of many tasks committed together, in one transaction per batch.
+
+    A commit costs more than the rows it writes (SQLite: ~40 µs for one row alone, ~10 µs
+    a row fifty at a time; PostgreSQL: a round trip), and on SQLite each write is also a
+    hop to the database thread. :meth:`submit` queues a write and waits until it is
+    committed; whatever queues while a batch is being written goes in the next one, so a
+    busy gateway commits once per batch and a quiet one once per write, at no added
+    delay. A failed batch fails every write in it (a write's own error cannot be told
+    apart in one transaction).
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._pending: list[tuple[Sequence[Statement], asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, statements: Sequence[Statement]) -> None:
+        """Commit ``statements`` (in one transaction with other writes); StoreError when
+        the batch failed."""
+        done = asyncio.get_running_loop().create_future()
+        self._pending.append((statements, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write())
+        await done
+
+    async def _write(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await self.db.execute_many([s for statements, _ in batch for s in statements])
+            except Exception as exc:  # (StoreError; any other is a bug, reported alike)
+                for _, done in batch:
+                    if not done.done():  # (a waiter that was cancelled)
+                        done.set_exception(exc)
+            else:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+
+    async def flush(self) -> None:
+        """Wait for every queued write (before closing the database)."""
+        writer = self._writer
+        if writer is not None and not writer.done():
+            await asyncio.wait({writer})
 
 
 def _safe(url: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from .db import Database, StoreError
+from .db import Database, Statement, StoreError, WriteBatcher
 
 __all__ = ["Chain", "Link", "ResponseStore", "StoredResponse"]
 
@@ -158,6 +158,7 @@ class ResponseStore:
         self.clock = clock
         self._ready = False
         self._next_purge = 0.0
+        self._writes = WriteBatcher(db)
 
     async def open(self) -> None:
         """Connect and create the table if needed (idempotent); StoreError on failure."""
@@ -179,6 +180,7 @@ class ResponseStore:
     async def aclose(self) -> None:
         """Close the database connection(s)."""
         self._ready = False
+        await self._writes.flush()
         await self.db.aclose()
 
     async def put(self, record: StoredResponse) -> None:
@@ -186,8 +188,7 @@ class ResponseStore:
         await self.open()
         now = self.clock()
         expires = now + self.expire_after
-        await self.db.execute(
-            _PUT,
+        row = (
             record.id,
             record.created_at,
             expires,
@@ -197,8 +198,12 @@ class ResponseStore:
             orjson.dumps(record.input_items).decode(),
             orjson.dumps(record.input_ids).decode(),
         )
+        statements: list[Statement] = [(_PUT, row)]
         if record.previous_response_id is not None:
-            await self.db.execute(_EXTEND, record.previous_response_id, now, MAX_CHAIN, expires)
+            extend = (record.previous_response_id, now, MAX_CHAIN, expires)
+            statements.append((_EXTEND, extend))
+        # Committed with the other answers' rows of the moment (usage/db.py WriteBatcher).
+        await self._writes.submit(statements)
         if now >= self._next_purge:
             await self.purge()
 
