@@ -170,6 +170,40 @@ def test_unknown_upstream_names_the_path_and_the_known_ones() -> None:
             "responses.url: expected sqlite:///path/to/file.db or postgresql://",
         ),
         ("{responses: {url: 'sqlite://'}}", "responses.url: sqlite:// needs a path"),
+        (
+            "{upstreams: {u: {kind: fake, limits: {rpm: 0}}}, models: [{name: a, upstream: u}]}",
+            "upstreams.u.limits.rpm: expected a positive integer",
+        ),
+        (
+            "{upstreams: {u: {kind: fake, limits: {rps: 1}}}, models: [{name: a, upstream: u}]}",
+            "upstreams.u.limits: unknown key 'rps' (did you mean 'rpm'?)",
+        ),
+        (
+            "{upstreams: {u: {kind: fake, retries: {max: -1}}}, models: [{name: a, upstream: u}]}",
+            "upstreams.u.retries.max: must be 0 or more",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, weight: 0}]}",
+            "models[0].weight: expected a positive number",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, fallbacks: [b]}]}",
+            "models[0].fallbacks[0]: unknown model 'b' (known: a)",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, fallbacks: [a]}]}",
+            "models[0].fallbacks[0]: 'a' is the model itself",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, params: {stream: true}}]}",
+            "models[0].params.stream: the gateway sets stream itself",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, force_params: [t]}]}",
+            "models[0].force_params[0]: 't' is not in params",
+        ),
+        ("{routing: {strategy: fastest}}", "routing.strategy: unknown strategy 'fastest'"),
+        ("{routing: {cooldown: {failures: 0}}}", "routing.cooldown.failures: expected a positive"),
     ],
 )
 def test_validation_messages_name_the_path(text: str, expected: str) -> None:
@@ -346,3 +380,51 @@ def test_config_imports_nothing_of_ours() -> None:
         if alias.name.startswith("interlingua")
     ]
     assert ours == []
+
+
+def test_routing_keys_of_the_issue_parse_and_print_back() -> None:
+    """The routing contract (issue 11): every key as spelled there."""
+    config = parse_config(
+        yaml.safe_load(
+            textwrap.dedent(
+                """
+                upstreams:
+                  nim:
+                    kind: openai
+                    base_url: https://integrate.api.nvidia.com/v1
+                    limits: {rpm: 40, tpm: 200000, max_concurrency: 8, max_queue: 128,
+                             queue_timeout: 60}
+                    retries: {max: 3, max_wait: 60}
+                    max_tokens_field: max_completion_tokens
+                  vllm: {kind: openai, base_url: "http://127.0.0.1:8000/v1"}
+                models:
+                  - {name: smart, upstream: nim, model: r1, weight: 3, fallbacks: [backup]}
+                  - {name: smart, upstream: vllm, model: r1b, weight: 1}
+                  - name: backup
+                    upstream: vllm
+                    params: {temperature: 0.6, chat_template_kwargs: {enable_thinking: true}}
+                    force_params: [temperature]
+                    drop_params: [reasoning_effort]
+                    options: {force_background_tasks_off: true}
+                routing:
+                  strategy: least-busy
+                  cooldown: {failures: 2, window: 30, duration: 10}
+                """
+            )
+        )
+    )
+    nim = config.upstreams["nim"]
+    assert (nim.limits.rpm, nim.limits.tpm, nim.limits.max_concurrency) == (40, 200000, 8)
+    assert (nim.limits.max_queue, nim.limits.queue_timeout) == (128, 60)
+    assert (nim.retries.max, nim.retries.max_wait) == (3, 60)
+    assert nim.options == {"max_tokens_field": "max_completion_tokens"}
+    assert config.upstreams["vllm"].limits.unlimited
+    first, second, backup = config.models
+    assert (first.weight, first.fallbacks, second.weight) == (3, ("backup",), 1)
+    assert backup.params["chat_template_kwargs"] == {"enable_thinking": True}
+    assert backup.force_params == ("temperature",) and backup.drop_params == ("reasoning_effort",)
+    assert backup.options.force_background_tasks_off and backup.shapes_body
+    assert not first.shapes_body
+    assert config.routing.strategy == "least-busy"
+    assert (config.routing.cooldown.failures, config.routing.cooldown.duration) == (2, 10)
+    assert parse_config(yaml.safe_load(config_to_yaml(config))) == config

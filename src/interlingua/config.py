@@ -48,6 +48,7 @@ are public for kinds to use.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -89,7 +90,15 @@ WILDCARD = "*"
 #: pasted printout fails loudly instead of accepting the literal placeholder as a key.
 REDACTED = "<redacted>"
 #: The keys every upstream entry may have, whatever its kind; the rest are its options.
-COMMON_UPSTREAM_KEYS: tuple[str, ...] = ("kind", "base_url", "api_key_env", "headers", "timeout")
+COMMON_UPSTREAM_KEYS: tuple[str, ...] = (
+    "kind",
+    "base_url",
+    "api_key_env",
+    "headers",
+    "timeout",
+    "limits",
+    "retries",
+)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # What the default config serves: a model the ``local`` kind bundles. Plain data here
@@ -139,6 +148,41 @@ class TimeoutConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """What the gateway allows itself toward one upstream (``limits:``); None = no limit.
+
+    ``rpm``/``tpm`` are sliding one-minute windows (tokens estimated on admission, settled
+    with the answer's usage), ``max_concurrency`` requests in flight. A request over a
+    limit waits in a FIFO queue of at most ``max_queue`` requests for at most
+    ``queue_timeout`` seconds, then is refused (429 / Anthropic 529) with Retry-After.
+    """
+
+    rpm: int | None = None
+    tpm: int | None = None
+    max_concurrency: int | None = None
+    max_queue: int = 128
+    queue_timeout: float = 60.0
+
+    @property
+    def unlimited(self) -> bool:
+        """True when nothing is limited (then nothing is checked per request)."""
+        return self.rpm is None and self.tpm is None and self.max_concurrency is None
+
+
+@dataclass(frozen=True, slots=True)
+class RetriesConfig:
+    """Retries of a failed attempt toward one upstream, before the first byte reaches the
+    client (``retries:``). ``max`` extra attempts (default 0: the official SDKs retry on
+    their own, and a gateway retrying as well multiplies the load on a failing provider;
+    a model's other deployments and fallbacks are tried whatever ``max`` says); a wait
+    the upstream asks for (Retry-After) longer than ``max_wait`` seconds is not waited
+    for: the next deployment is tried instead."""
+
+    max: int = 0
+    max_wait: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     """How to reach one upstream. ``headers`` and ``options`` must not be mutated.
 
@@ -152,6 +196,8 @@ class UpstreamConfig:
     api_key_env: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     timeout: TimeoutConfig = field(default_factory=TimeoutConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    retries: RetriesConfig = field(default_factory=RetriesConfig)
     options: dict[str, Any] = field(default_factory=dict)
 
     def api_key(self) -> str | None:
@@ -179,6 +225,15 @@ class ModelOptions:
     think_tags: bool = False
     #: parse tool calls the model wrote as text
     text_tool_calls: bool = False
+    #: Claude Code: ``run_in_background: false`` in the ``Task``/agent tool calls sent back
+    #: (a background subagent's result never reaches a non-Anthropic model)
+    force_background_tasks_off: bool = False
+    #: an answer with no content at all becomes one empty text block (Claude Code expects
+    #: content in every answer)
+    fill_empty_answer: bool = False
+    #: a stream's first event carries the estimated input tokens instead of 0 (Claude
+    #: Code shows context use from ``message_start``)
+    estimate_input_tokens: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +248,20 @@ class ModelConfig:
     upstream: str
     model: str = ""
     options: ModelOptions = field(default_factory=ModelOptions)
+    #: this deployment's share among the deployments of ``name`` (strategy weighted)
+    weight: float = 1.0
+    #: model names tried in order when every deployment of ``name`` failed
+    fallbacks: tuple[str, ...] = ()
+    #: merged into the upstream body (the client's value wins unless in ``force_params``)
+    params: dict[str, Any] = field(default_factory=dict)
+    force_params: tuple[str, ...] = ()
+    #: removed from the upstream body before sending
+    drop_params: tuple[str, ...] = ()
+
+    @property
+    def shapes_body(self) -> bool:
+        """True when the upstream body is changed beyond ``model`` (no byte-exact relay)."""
+        return bool(self.params or self.drop_params)
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -216,6 +285,29 @@ class ResponsesConfig:
     secret_env: str | None = None
 
 
+#: routing strategies: by weight (random, in proportion), fewest requests in flight,
+#: lowest recent latency (time to the first byte, averaged)
+STRATEGIES = ("weighted", "least-busy", "lowest-latency")
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownConfig:
+    """A deployment with ``failures`` failures within ``window`` seconds is skipped for
+    ``duration`` seconds (a 429 with Retry-After: for that long)."""
+
+    failures: int = 3
+    window: float = 60.0
+    duration: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingConfig:
+    """How a model's deployments are chosen (``routing:``)."""
+
+    strategy: str = "weighted"
+    cooldown: CooldownConfig = field(default_factory=CooldownConfig)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """The whole effective configuration."""
@@ -224,6 +316,7 @@ class Config:
     upstreams: dict[str, UpstreamConfig] = field(default_factory=dict)
     models: tuple[ModelConfig, ...] = ()
     responses: ResponsesConfig = field(default_factory=ResponsesConfig)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
 
 
 def user_data_dir() -> Path:
@@ -296,19 +389,20 @@ def parse_config(data: Any) -> Config:
     bundled local model); giving one without the other is an error.
     """
     root = _mapping(data, "config")
-    reject_unknown(root, ("server", "upstreams", "models", "responses"), "config")
+    reject_unknown(root, ("server", "upstreams", "models", "responses", "routing"), "config")
     server = _parse_server(root.get("server"))
     responses = _parse_responses(root.get("responses"))
+    routing = _parse_routing(root.get("routing"))
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
-        return Config(server=server, upstreams=upstreams, models=models, responses=responses)
+        return Config(server, upstreams, models, responses, routing)
     if root.get("upstreams") is None:
         raise ConfigError("upstreams: required when models are listed")
     if root.get("models") is None:
         raise ConfigError("models: required when upstreams are listed")
     upstreams = _parse_upstreams(root["upstreams"])
     models = _parse_models(root["models"], upstreams)
-    return Config(server=server, upstreams=upstreams, models=models, responses=responses)
+    return Config(server, upstreams, models, responses, routing)
 
 
 def _parse_server(data: Any) -> ServerConfig:
@@ -435,8 +529,68 @@ def _parse_upstream(name: str, data: Any) -> UpstreamConfig:
         api_key_env=api_key_env,
         headers=_parse_headers(raw.get("headers"), f"{where}.headers"),
         timeout=_parse_timeout(raw.get("timeout"), f"{where}.timeout"),
+        limits=_parse_limits(raw.get("limits"), f"{where}.limits"),
+        retries=_parse_retries(raw.get("retries"), f"{where}.retries"),
         options={k: v for k, v in raw.items() if k not in COMMON_UPSTREAM_KEYS},
     )
+
+
+def _parse_limits(data: Any, where: str) -> LimitsConfig:
+    if data is None:
+        return LimitsConfig()
+    raw = _mapping(data, where)
+    reject_unknown(raw, ("rpm", "tpm", "max_concurrency", "max_queue", "queue_timeout"), where)
+    defaults = LimitsConfig()
+    counts = {
+        key: expect_positive_int(raw[key], f"{where}.{key}")
+        for key in ("rpm", "tpm", "max_concurrency")
+        if raw.get(key) is not None
+    }
+    max_queue = expect_int(raw.get("max_queue", defaults.max_queue), f"{where}.max_queue")
+    if max_queue < 0:
+        raise ConfigError(f"{where}.max_queue: must be 0 or more, got {max_queue}")
+    timeout = _positive(raw.get("queue_timeout", defaults.queue_timeout), f"{where}.queue_timeout")
+    return LimitsConfig(**counts, max_queue=max_queue, queue_timeout=timeout)
+
+
+def _parse_retries(data: Any, where: str) -> RetriesConfig:
+    if data is None:
+        return RetriesConfig()
+    raw = _mapping(data, where)
+    reject_unknown(raw, ("max", "max_wait"), where)
+    defaults = RetriesConfig()
+    count = expect_int(raw.get("max", defaults.max), f"{where}.max")
+    if count < 0:
+        raise ConfigError(f"{where}.max: must be 0 or more, got {count}")
+    max_wait = raw.get("max_wait", defaults.max_wait)
+    if max_wait != 0:
+        max_wait = _positive(max_wait, f"{where}.max_wait")
+    return RetriesConfig(max=count, max_wait=float(max_wait))
+
+
+def _parse_routing(data: Any) -> RoutingConfig:
+    if data is None:
+        return RoutingConfig()
+    raw = _mapping(data, "routing")
+    reject_unknown(raw, ("strategy", "cooldown"), "routing")
+    strategy = expect_str(raw.get("strategy", "weighted"), "routing.strategy")
+    if strategy not in STRATEGIES:
+        raise ConfigError(
+            f"routing.strategy: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})"
+        )
+    cooldown = CooldownConfig()
+    if raw.get("cooldown") is not None:
+        where = "routing.cooldown"
+        cool = _mapping(raw["cooldown"], where)
+        reject_unknown(cool, ("failures", "window", "duration"), where)
+        cooldown = CooldownConfig(
+            failures=expect_positive_int(
+                cool.get("failures", cooldown.failures), f"{where}.failures"
+            ),
+            window=_positive(cool.get("window", cooldown.window), f"{where}.window"),
+            duration=_positive(cool.get("duration", cooldown.duration), f"{where}.duration"),
+        )
+    return RoutingConfig(strategy=strategy, cooldown=cooldown)
 
 
 def _parse_headers(data: Any, where: str) -> dict[str, str]:
@@ -469,12 +623,22 @@ def _parse_models(data: Any, upstreams: dict[str, UpstreamConfig]) -> tuple[Mode
         raise ConfigError(f"models: expected a list, got {describe(data)}")
     if not data:
         raise ConfigError("models: at least one model is required")
-    return tuple(_parse_model(item, f"models[{i}]", upstreams) for i, item in enumerate(data))
+    models = tuple(_parse_model(item, f"models[{i}]", upstreams) for i, item in enumerate(data))
+    names = {m.name for m in models}
+    for i, model in enumerate(models):
+        for j, fallback in enumerate(model.fallbacks):
+            where = f"models[{i}].fallbacks[{j}]"
+            if fallback == model.name:
+                raise ConfigError(f"{where}: {fallback!r} is the model itself")
+            if fallback not in names and WILDCARD not in names:
+                known = ", ".join(sorted(n for n in names if n != WILDCARD))
+                raise ConfigError(f"{where}: unknown model {fallback!r} (known: {known})")
+    return models
 
 
 def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) -> ModelConfig:
     raw = _mapping(data, where)
-    reject_unknown(raw, ("name", "upstream", "model", "options"), where)
+    reject_unknown(raw, _MODEL_KEYS, where)
     if "name" not in raw:
         raise ConfigError(f"{where}.name: required")
     name = expect_str(raw["name"], f"{where}.name")
@@ -486,19 +650,70 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
             f"{where}.upstream: unknown upstream {upstream!r} (known: {', '.join(upstreams)})"
         )
     model = _opt_str(raw.get("model"), f"{where}.model") or name
+    weight = _positive(raw.get("weight", 1.0), f"{where}.weight")
+    params = dict(_mapping(raw.get("params") or {}, f"{where}.params"))
+    for key in ("model", "messages", "input", "stream"):
+        if key in params:
+            raise ConfigError(f"{where}.params.{key}: the gateway sets {key} itself")
+    force = _names(raw.get("force_params"), f"{where}.force_params")
+    for i, key in enumerate(force):
+        if key not in params:
+            raise ConfigError(f"{where}.force_params[{i}]: {key!r} is not in params")
     return ModelConfig(
         name=name,
         upstream=upstream,
         model=model,
         options=_parse_model_options(raw.get("options"), f"{where}.options"),
+        weight=weight,
+        fallbacks=_names(raw.get("fallbacks"), f"{where}.fallbacks"),
+        params=params,
+        force_params=force,
+        drop_params=_names(raw.get("drop_params"), f"{where}.drop_params"),
     )
+
+
+_MODEL_KEYS = (
+    "name",
+    "upstream",
+    "model",
+    "options",
+    "weight",
+    "fallbacks",
+    "params",
+    "force_params",
+    "drop_params",
+)
+
+
+def _names(data: Any, where: str) -> tuple[str, ...]:
+    """A list of non-empty strings (None: empty)."""
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise ConfigError(f"{where}: expected a list of strings, got {describe(data)}")
+    names = []
+    for i, item in enumerate(data):
+        value = expect_str(item, f"{where}[{i}]")
+        if not value:
+            raise ConfigError(f"{where}[{i}]: must not be empty")
+        names.append(value)
+    return tuple(names)
+
+
+_OPTION_KEYS = (
+    "think_tags",
+    "text_tool_calls",
+    "force_background_tasks_off",
+    "fill_empty_answer",
+    "estimate_input_tokens",
+)
 
 
 def _parse_model_options(data: Any, where: str) -> ModelOptions:
     if data is None:
         return ModelOptions()
     raw = _mapping(data, where)
-    reject_unknown(raw, ("think_tags", "text_tool_calls"), where)
+    reject_unknown(raw, _OPTION_KEYS, where)
     values: dict[str, bool] = {}
     for key, value in raw.items():
         values[str(key)] = expect_bool(value, f"{where}.{key}")
@@ -528,6 +743,10 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
         "upstreams": {name: _upstream_doc(u) for name, u in config.upstreams.items()},
         "models": [_model_doc(m) for m in config.models],
         "responses": _responses_doc(config.responses),
+        "routing": {
+            "strategy": config.routing.strategy,
+            "cooldown": dataclasses.asdict(config.routing.cooldown),
+        },
     }
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
@@ -546,6 +765,11 @@ def _upstream_doc(cfg: UpstreamConfig) -> dict[str, Any]:
     if cfg.timeout != TimeoutConfig() or cfg.base_url or cfg.api_key_env:
         timeout = cfg.timeout
         doc["timeout"] = {"connect": timeout.connect, "read": timeout.read, "total": timeout.total}
+    if cfg.limits != LimitsConfig():
+        limits = dataclasses.asdict(cfg.limits)
+        doc["limits"] = {k: v for k, v in limits.items() if v is not None}
+    if cfg.retries != RetriesConfig():
+        doc["retries"] = dataclasses.asdict(cfg.retries)
     doc.update(cfg.options)
     return doc
 
@@ -567,10 +791,14 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.model != cfg.name:
         doc["model"] = cfg.model
     if cfg.options != ModelOptions():
-        doc["options"] = {
-            "think_tags": cfg.options.think_tags,
-            "text_tool_calls": cfg.options.text_tool_calls,
-        }
+        doc["options"] = dataclasses.asdict(cfg.options)
+    if cfg.weight != 1.0:
+        doc["weight"] = cfg.weight
+    for key in ("fallbacks", "force_params", "drop_params"):
+        if getattr(cfg, key):
+            doc[key] = list(getattr(cfg, key))
+    if cfg.params:
+        doc["params"] = dict(cfg.params)
     return doc
 
 

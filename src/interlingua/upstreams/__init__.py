@@ -234,7 +234,9 @@ def _check_local(cfg: UpstreamConfig, where: str) -> None:
     _import_local("kind", cfg.name).check_options(cfg, where)
 
 
-register_kind("openai", _openai, options=(), check=_check_openai)
+# max_tokens_field: which field carries the output limit (o-series and gpt-5 models
+# refuse max_tokens); upstreams/openai_compatible.py checks and applies it.
+register_kind("openai", _openai, options=("max_tokens_field",), check=_check_openai)
 register_kind("anthropic", _anthropic, options=())
 register_kind("responses", _responses, options=(), check=_check_responses)
 register_kind(

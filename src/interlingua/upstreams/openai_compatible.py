@@ -19,7 +19,11 @@ from ..dialects.openai_chat import DIALECT
 from ._transport import Transports
 from .http import HttpUpstream, merge_headers
 
-__all__ = ["OpenAICompatibleUpstream", "check_options"]
+__all__ = ["MAX_TOKENS_FIELDS", "OpenAICompatibleUpstream", "check_options"]
+
+#: where a Chat upstream takes the output limit: ``max_tokens`` (most servers) or
+#: ``max_completion_tokens`` (OpenAI's o-series and gpt-5 models refuse max_tokens)
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
 
 class OpenAICompatibleUpstream(HttpUpstream):
@@ -76,4 +80,10 @@ def check_options(cfg: UpstreamConfig, where: str, kind: str = "openai") -> str:
     ``base_url``, which the kind requires (there is no default server to talk to)."""
     if not cfg.base_url:
         raise ConfigError(f"{where}.base_url: required for kind {kind}")
+    field = cfg.options.get("max_tokens_field")
+    if field is not None and field not in MAX_TOKENS_FIELDS:
+        raise ConfigError(
+            f"{where}.max_tokens_field: expected one of {', '.join(MAX_TOKENS_FIELDS)}, "
+            f"got {field!r}"
+        )
     return cfg.base_url
