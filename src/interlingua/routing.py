@@ -35,6 +35,8 @@ class Route:
     #: the name to put in the upstream request's ``model``
     upstream_model: str
     options: ModelOptions
+    #: the config entry of this deployment (weight, fallbacks, params, drop_params...)
+    entry: ModelConfig | None = None
 
 
 class Router:
@@ -62,7 +64,11 @@ class Router:
                 wildcard.append((model, with_options(upstream, model.options)))
             else:
                 route = Route(
-                    model.name, with_options(upstream, model.options), model.model, model.options
+                    model.name,
+                    with_options(upstream, model.options),
+                    model.model,
+                    model.options,
+                    model,
                 )
                 exact.setdefault(model.name, []).append(route)
         self._exact = {name: tuple(routes) for name, routes in exact.items()}
@@ -95,4 +101,4 @@ class Router:
     def _wildcard_route(self, entry: tuple[ModelConfig, Upstream], name: str) -> Route:
         model, upstream = entry
         upstream_model = name if model.model == WILDCARD else model.model
-        return Route(name, upstream, upstream_model, model.options)
+        return Route(name, upstream, upstream_model, model.options, model)
