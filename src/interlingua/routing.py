@@ -15,7 +15,7 @@ Hot path: exact names resolve to a prebuilt :class:`Route` with one dict lookup.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .config import WILDCARD, Config, ConfigError, ModelConfig, ModelOptions
 from .errors import NotFoundError
@@ -36,7 +36,7 @@ class Route:
     upstream_model: str
     options: ModelOptions
     #: the config entry of this deployment (weight, fallbacks, params, drop_params...)
-    entry: ModelConfig | None = None
+    entry: ModelConfig | None = field(default=None, compare=False)
 
 
 class Router:
