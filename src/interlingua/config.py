@@ -659,6 +659,10 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
     for i, key in enumerate(force):
         if key not in params:
             raise ConfigError(f"{where}.force_params[{i}]: {key!r} is not in params")
+    drop = _names(raw.get("drop_params"), f"{where}.drop_params")
+    for i, key in enumerate(drop):
+        if key in params:
+            raise ConfigError(f"{where}.drop_params[{i}]: {key!r} is also in params")
     return ModelConfig(
         name=name,
         upstream=upstream,
@@ -668,7 +672,7 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
         fallbacks=_names(raw.get("fallbacks"), f"{where}.fallbacks"),
         params=params,
         force_params=force,
-        drop_params=_names(raw.get("drop_params"), f"{where}.drop_params"),
+        drop_params=drop,
     )
 
 

@@ -30,6 +30,7 @@ from ..dialects import Dialect, StreamEncoder, encode_body, get_dialect
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
+from ..upstreams.shaping import for_upstream, shape_body
 from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
 from .keep import Keep, keep_last_response
 
@@ -178,7 +179,7 @@ class Gateway:
         request = dialect.parse_request(body)
         if extra:
             request = replace(request, extra={**request.extra, **extra})
-        upstream_request = replace(request, model=route.upstream_model)
+        upstream_request = for_upstream(request, route.upstream_model, route.entry)
         if request.stream:
             return await self._stream(dialect, route, request, upstream_request, keep)
         if receive is not None and upstream.cancel_on_disconnect:
@@ -267,6 +268,7 @@ class Gateway:
     ) -> BytesResponse | StreamResponse:
         stream = body.get("stream") is True
         body["model"] = route.upstream_model
+        shape_body(body, route.entry, route.upstream)  # params, max_tokens_field, drops
         # The body as parsed, never the client's bytes: with a key given twice (`model`,
         # `messages`) the upstream's parser might take the copy we did not route by or
         # validate. orjson writes it back faster than the bytes could be searched.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..core import Request, Response, StreamEvent, aclose_iterator
 
@@ -94,6 +95,15 @@ class Upstream:
         implement this.
         """
         raise NotImplementedError
+
+    def adjust_body(self, body: dict[str, Any]) -> None:
+        """Fix up, in place, a body of this upstream's own dialect before it is sent:
+        one rendered from a neutral request, or a client's parsed passthrough body.
+
+        What the upstream itself requires of every body (an OpenAI Chat upstream moves the
+        output limit to its ``max_tokens_field``); the default changes nothing, so a
+        passthrough body stays byte-exact. A wrapper around an upstream must forward it.
+        """
 
     async def count_tokens(self, request: Request) -> int | None:
         """Input tokens of ``request`` by the upstream's own tokenizer, or None if unknown."""

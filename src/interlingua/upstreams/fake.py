@@ -47,6 +47,7 @@ from ..dialects import Dialect, EventDecoder, get_dialect, random_id
 from ..errors import InterlinguaError
 from .base import RawResponse, Upstream
 from .http import finalize_wire
+from .shaping import drop_params, merge_params, neutral_request, take_shaping
 
 __all__ = ["FakeItem", "FakeUpstream", "check_options", "echo_response"]
 
@@ -125,21 +126,30 @@ class FakeUpstream(Upstream):
         item = self._queue.popleft() if self._queue else echo_response(request)
         return item(request) if callable(item) else item
 
-    def _receive(self, request: Request, stream: bool) -> Request:
-        """Record ``request``; return the upstream's view of it (through the wire)."""
-        self.requests.append(request)
+    def _receive(self, request: Request, stream: bool) -> tuple[Request, Request]:
+        """Record ``request``; return it with the route's shaping taken out (applied to
+        its neutral fields when there is no wire, :mod:`.shaping`), and the upstream's
+        view of it (through the wire, shaped as an HTTP upstream shapes its body)."""
         if self._codec is None:
-            return request
+            request = neutral_request(request)
+            self.requests.append(request)
+            return request, request
+        request, shaping = take_shaping(request)
+        self.requests.append(request)
         rendered = self._codec.render_request(replace(request, stream=stream))
+        if shaping is not None:
+            merge_params(rendered, shaping)
         wire = finalize_wire(self.wire or "", rendered, stream)
+        if shaping is not None:
+            drop_params(wire, shaping)
         self.wire_requests.append(wire)
-        return self._codec.parse_request(orjson.loads(orjson.dumps(wire)))
+        return request, self._codec.parse_request(orjson.loads(orjson.dumps(wire)))
 
     # --- the neutral path -----------------------------------------------------------
 
     async def complete(self, request: Request) -> Response:
         """Answer with the next scripted item (a stream is folded)."""
-        view = self._receive(request, stream=False)
+        request, view = self._receive(request, stream=False)
         response = self._as_response(self._next(request))
         if self._codec is None:
             return response
@@ -158,7 +168,7 @@ class FakeUpstream(Upstream):
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Stream the next scripted item; an error item is raised before any event."""
-        view = self._receive(request, stream=True)
+        request, view = self._receive(request, stream=True)
         item = self._next(request)
         if isinstance(item, InterlinguaError):
             raise self._through_wire(item)

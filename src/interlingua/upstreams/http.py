@@ -58,6 +58,7 @@ from ._errors import (
 )
 from ._transport import Answer, Transports
 from .base import RawResponse, Upstream
+from .shaping import drop_params, merge_params, take_shaping
 
 __all__ = ["HttpUpstream", "finalize_wire", "merge_headers", "relayed_headers"]
 
@@ -154,10 +155,19 @@ class HttpUpstream(Upstream):
     # --- the neutral path -----------------------------------------------------------
 
     def render(self, request: Request, *, stream: bool) -> dict[str, Any]:
-        """The JSON body this upstream receives for ``request``."""
+        """The JSON body this upstream receives for ``request``: the codec's, with the
+        route's shaping (:mod:`.shaping`) and this upstream's :meth:`adjust_body`."""
+        request, shaping = take_shaping(request)
         if request.stream != stream:
             request = replace(request, stream=stream)
-        return finalize_wire(self.dialect or "", self.codec.render_request(request), stream)
+        wire = self.codec.render_request(request)
+        if shaping is not None:
+            merge_params(wire, shaping)
+        wire = finalize_wire(self.dialect or "", wire, stream)
+        self.adjust_body(wire)
+        if shaping is not None:
+            drop_params(wire, shaping)
+        return wire
 
     async def complete(self, request: Request) -> Response:
         """POST the rendered request; parse the answer or raise the upstream's error."""

@@ -11,19 +11,15 @@ no key at all.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from ..config import ConfigError, TimeoutConfig, UpstreamConfig
 from ..dialects import Dialect
-from ..dialects.openai_chat import DIALECT
+from ..dialects.openai_chat import DIALECT, MAX_TOKENS_FIELDS, place_max_tokens
 from ._transport import Transports
 from .http import HttpUpstream, merge_headers
 
 __all__ = ["MAX_TOKENS_FIELDS", "OpenAICompatibleUpstream", "check_options"]
-
-#: where a Chat upstream takes the output limit: ``max_tokens`` (most servers) or
-#: ``max_completion_tokens`` (OpenAI's o-series and gpt-5 models refuse max_tokens)
-MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
 
 class OpenAICompatibleUpstream(HttpUpstream):
@@ -48,7 +44,13 @@ class OpenAICompatibleUpstream(HttpUpstream):
         headers: Mapping[str, str] | None = None,
         timeout: TimeoutConfig | None = None,
         transports: Transports | None = None,
+        max_tokens_field: str | None = None,
     ) -> None:
+        if max_tokens_field is not None and max_tokens_field not in MAX_TOKENS_FIELDS:
+            raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}")
+        #: the field every Chat body's output limit goes in; None: chosen by model name
+        #: (:mod:`interlingua.dialects.openai_chat.max_tokens`)
+        self.max_tokens_field = max_tokens_field
         url, ours = self.codec.endpoint(base_url, api_key)
         super().__init__(
             name,
@@ -72,7 +74,15 @@ class OpenAICompatibleUpstream(HttpUpstream):
             headers=cfg.headers,
             timeout=cfg.timeout,
             transports=transports,
+            max_tokens_field=cfg.options.get("max_tokens_field"),
         )
+
+    def adjust_body(self, body: dict[str, Any]) -> None:
+        """A Chat body's output limit in the field this upstream takes: ``max_tokens_field``
+        when configured, else by model name (o-series and gpt-5 models refuse
+        ``max_tokens``); on every path, passthrough included."""
+        if self.codec is DIALECT:
+            place_max_tokens(body, self.max_tokens_field)
 
 
 def check_options(cfg: UpstreamConfig, where: str, kind: str = "openai") -> str:

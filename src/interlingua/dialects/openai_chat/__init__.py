@@ -16,6 +16,7 @@ from ...errors import InterlinguaError
 from ..relay import OpenAIChatRelayCheck
 from .endpoint import endpoint
 from .errors import client_status, parse_error, render_error, render_stream_error
+from .max_tokens import MAX_TOKENS_FIELDS, default_max_tokens_field, place_max_tokens
 from .request import parse_request, render_request
 from .response import parse_response, render_model_list, render_response
 from .stream import OpenAIChatStreamDecoder, OpenAIChatStreamEncoder
@@ -85,14 +86,17 @@ DIALECT = OpenAIChatDialect()
 
 __all__ = [
     "DIALECT",
+    "MAX_TOKENS_FIELDS",
     "OpenAIChatDialect",
     "OpenAIChatStreamDecoder",
     "OpenAIChatStreamEncoder",
     "client_status",
+    "default_max_tokens_field",
     "endpoint",
     "parse_error",
     "parse_request",
     "parse_response",
+    "place_max_tokens",
     "render_error",
     "render_model_list",
     "render_request",

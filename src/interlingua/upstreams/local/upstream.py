@@ -48,6 +48,7 @@ from ...dialects import random_id
 from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ...text import TextProcessing, TextProcessingStream, parsed_tool_calls
 from ..base import Upstream
+from ..shaping import neutral_request
 from .engine import Finish, Job, LlamaEngine, Sampling
 from .kind import bundled_model_path
 from .prompt import chat_messages, check_supported, for_text_model, grammar_for, sampling_for
@@ -192,6 +193,7 @@ class LocalUpstream(Upstream):
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Generate with neutral events; refusals (too long, busy, images) raise first."""
+        request = neutral_request(request)  # the model entry's params (upstreams/shaping.py)
         await self._ensure_loaded()
         prepared = self._prepare(request)
         await self.slot.acquire()
