@@ -188,7 +188,7 @@ def _render(client: AsyncClient, request: Request) -> dict[str, Any]:
     neither a Chat line (whose API stores nothing by default) nor a prompt asked for a
     copy on the server.
     """
-    body = _codec(client.dialect).render_request(request)
+    body = client.render(request)  # (the client places a Chat body's output limit)
     body.pop("stream", None)
     body.pop("stream_options", None)
     if client.dialect == "responses" and request.source_dialect != "responses":

@@ -28,6 +28,7 @@ import orjson
 
 from ..core import Request, Response, ToolSpec
 from ..dialects import Dialect, get_dialect
+from ..dialects.openai_chat import MAX_TOKENS_FIELDS, place_max_tokens
 from ..limits import RateLimit, RateLimiter
 from ..retry import DEFAULT_MAX_RETRIES
 from ._build import to_reasoning, to_response_format, to_stop, to_tool_choice, to_tools
@@ -136,7 +137,13 @@ class AsyncClient:
         connections: int | None = None,
         session: aiohttp.ClientSession | None = None,
         transport: Transport | None = None,
+        max_tokens_field: str | None = None,
     ) -> None:
+        if max_tokens_field is not None and max_tokens_field not in MAX_TOKENS_FIELDS:
+            raise ValueError(f"max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}")
+        #: (OpenAI Chat only) the field the output limit is sent in; None: by model name,
+        #: ``max_completion_tokens`` for the o-series and gpt-5 models, else ``max_tokens``
+        self.max_tokens_field = max_tokens_field
         self.dialect = dialect
         self._codec: Dialect = get_dialect(dialect)
         self.model = model
@@ -221,8 +228,16 @@ class AsyncClient:
             extra=dict(extra_body or {}),
         )
 
-    def _render(self, request: Request) -> dict[str, Any]:
+    def render(self, request: Request) -> dict[str, Any]:
+        """The JSON body this client sends for ``request`` (Chat: the output limit in the
+        field the model takes, see ``max_tokens_field``)."""
         body = self._codec.render_request(request)
+        if self.dialect == "openai":
+            place_max_tokens(body, self.max_tokens_field)
+        return body
+
+    def _render(self, request: Request) -> dict[str, Any]:
+        body = self.render(request)
         if not request.stream:
             body.pop("stream", None)
             body.pop("stream_options", None)
@@ -294,7 +309,7 @@ class AsyncClient:
             fmt = kwargs.get("response_format")
             return request, _options(request, parse_json, think_tags, fmt)
 
-        return ChatStream(self._transport, self._codec, self._policy, prepare)
+        return ChatStream(self._transport, self._codec, self._policy, prepare, self.render)
 
     def stream_request(self, request: Request, *, think_tags: bool = False) -> ChatStream:
         """Stream a prepared neutral request."""
@@ -302,7 +317,7 @@ class AsyncClient:
         async def prepare() -> tuple[Request, CallOptions]:
             return request, CallOptions(think_tags=think_tags)
 
-        return ChatStream(self._transport, self._codec, self._policy, prepare)
+        return ChatStream(self._transport, self._codec, self._policy, prepare, self.render)
 
     async def run_tools(
         self,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 import orjson
 
@@ -60,9 +61,12 @@ class ChatStream:
         codec: Dialect,
         policy: Policy,
         prepare: Callable[[], Awaitable[tuple[Request, CallOptions]]],
+        render: Callable[[Request], dict[str, Any]] | None = None,
     ) -> None:
         self._transport = transport
         self._codec = codec
+        #: the request -> body (the client's own, which places the output limit)
+        self._render = render or codec.render_request
         self._policy = policy
         self._prepare = prepare
         self._stack = contextlib.AsyncExitStack()
@@ -86,7 +90,7 @@ class ChatStream:
         request, options = await self._prepare()
         self._request = replace(request, stream=True)
         self._options = options
-        body = orjson.dumps(self._codec.render_request(self._request))
+        body = orjson.dumps(self._render(self._request))
         estimate = self._policy.estimate(self._request)
         try:
             await self._policy.retrying(lambda: self._open(body, estimate), "stream")

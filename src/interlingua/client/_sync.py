@@ -195,6 +195,10 @@ class Client:
 
     # --- calls ---
 
+    def render(self, request: Request) -> dict[str, Any]:
+        """The JSON body sent for ``request``; see :meth:`AsyncClient.render`."""
+        return self._async.render(request)
+
     def prepare(self, prompt: Any, **kwargs: Any) -> Request:
         """The neutral request ``chat`` would send; see :meth:`AsyncClient.prepare`."""
         return self._runner.run(self._async.prepare(prompt, **kwargs))
