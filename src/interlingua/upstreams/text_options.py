@@ -1,4 +1,4 @@
-"""Per-model text options (``think_tags``, ``text_tool_calls``) around any upstream.
+"""Per-model output options (``think_tags``, ``text_tool_calls``, Claude Code's) around any upstream.
 
 Some models write their reasoning as ``<think>…</think>`` in the text, or call tools by
 writing JSON in the text because the server has no native tool support. A model entry's
@@ -6,6 +6,10 @@ writing JSON in the text because the server has no native tool support. A model 
 route's upstream, describes tools in the prompt instead of sending them (for
 ``text_tool_calls``), and rewrites the answer through :mod:`interlingua.text` -- stream
 by stream, or whole for non-streaming requests, with the same result by construction.
+
+The Claude Code options (``force_background_tasks_off``, ``fill_empty_answer``,
+``estimate_input_tokens``: :mod:`.claude_code`) are applied here too, after the text
+processing (a tool call parsed from text is a call like any other).
 
 A wrapped upstream has no native dialect, so such routes never take the passthrough path
 (the bytes must be rewritten).
@@ -20,6 +24,7 @@ from ..core import Request, Response, StreamEvent, aclose_iterator
 from ..text.events import TextProcessing, TextProcessingStream, process_response
 from ..text.tool_prompt import apply_text_tools, parsed_tool_calls
 from .base import Upstream
+from .claude_code import ClaudeCodeQuirks, ClaudeCodeStream, claude_code_response
 
 
 class TextOptionsUpstream(Upstream):
@@ -34,6 +39,7 @@ class TextOptionsUpstream(Upstream):
         self.cancel_on_disconnect = inner.cancel_on_disconnect
         # Built once: a request without text tool calls needs nothing request-specific.
         self._plain = TextProcessing(think_tags=options.think_tags)
+        self._quirks = _claude_code(options)
 
     def _prepare(self, request: Request) -> tuple[Request, TextProcessing]:
         """The request to send on, and how to process its answer."""
@@ -45,18 +51,28 @@ class TextOptionsUpstream(Upstream):
     async def complete(self, request: Request) -> Response:
         sent, processing = self._prepare(request)
         response = await self.inner.complete(sent)
-        return process_response(response, processing)
+        if processing.active:
+            response = process_response(response, processing)
+        quirks = ClaudeCodeQuirks.of(self.options, sent) if self._quirks else None
+        return response if quirks is None else claude_code_response(response, quirks)
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         sent, processing = self._prepare(request)
         processor = TextProcessingStream(processing)
+        quirks = ClaudeCodeQuirks.of(self.options, sent) if self._quirks else None
+        fixer = None if quirks is None else ClaudeCodeStream(quirks)
         events = self.inner.stream(sent)
         try:
             async for event in events:
                 for out in processor.feed(event):
-                    yield out
+                    if fixer is None:
+                        yield out
+                    else:
+                        for fixed in fixer.feed(out):
+                            yield fixed
             for out in processor.flush():
-                yield out
+                for fixed in [out] if fixer is None else fixer.feed(out):
+                    yield fixed
         finally:
             await aclose_iterator(events)
 
@@ -65,8 +81,16 @@ class TextOptionsUpstream(Upstream):
         return await self.inner.count_tokens(sent)
 
 
+def _claude_code(options: ModelOptions) -> bool:
+    return (
+        options.force_background_tasks_off
+        or options.fill_empty_answer
+        or options.estimate_input_tokens
+    )
+
+
 def with_options(upstream: Upstream, options: ModelOptions) -> Upstream:
     """``upstream`` wrapped when ``options`` turn anything on, else itself."""
-    if options.think_tags or options.text_tool_calls:
+    if options.think_tags or options.text_tool_calls or _claude_code(options):
         return TextOptionsUpstream(upstream, options)
     return upstream
