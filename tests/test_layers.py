@@ -4,11 +4,11 @@ Every import counts, including function-local and `TYPE_CHECKING` ones: a late i
 hides a back-edge from the interpreter, not from the design (that is how `config` once
 came to import `upstreams`). The floors, bottom to top:
 
-    errors, sse, config          nothing of ours
+    errors, sse, config, proxies nothing of ours
     core, retry, limits          errors
     dialects, text               core, errors, sse
     upstreams                    the floors below (and the package's __version__)
-    client                       core, dialects, errors, sse, retry, limits
+    client                       core, dialects, errors, sse, retry, limits, proxies
     routing, batch               what they sit on
     usage                        errors, config (the stores: plain SQL, no codecs)
     server                       anything but cli
@@ -28,19 +28,20 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "interlingua"
 
-_LOW = {"errors", "sse", "config", "core", "retry", "limits"}
+_LOW = {"errors", "sse", "config", "core", "retry", "limits", "proxies"}
 ALLOWED: dict[str, set[str]] = {
     "__init__": set(),
     "errors": set(),
     "sse": set(),
     "config": set(),
+    "proxies": set(),
     "core": {"errors"},
     "retry": {"errors"},
     "limits": {"errors"},
     "dialects": {"core", "errors", "sse"},
     "text": {"core", "errors", "sse"},
     "upstreams": _LOW | {"__init__", "dialects", "text"},
-    "client": {"core", "dialects", "errors", "sse", "retry", "limits"},
+    "client": {"core", "dialects", "errors", "sse", "retry", "limits", "proxies"},
     "routing": _LOW | {"dialects", "text", "upstreams"},
     "usage": {"errors", "config"},
     "batch": _LOW | {"dialects", "client"},

@@ -12,7 +12,11 @@ upstream turns one family of failures into :mod:`interlingua.errors`. Two engine
 * :class:`AiohttpTransport` -- an ``aiohttp.ClientSession``, for ``https://`` (TLS,
   certificates), and for ``http://`` too with ``INTERLINGUA_HTTP_CLIENT=aiohttp``.
 
-:class:`Transports` picks one by URL scheme; it reads that variable once, when built.
+:class:`Transports` picks one by URL scheme; it reads that variable once, when built,
+and the proxy variables (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``:
+:mod:`interlingua.proxies`) too: aiohttp posts through the proxy that applies to a URL,
+and a plain-http URL that a proxy applies to goes to aiohttp (the lean pool connects to
+hosts directly).
 ``create_app`` builds one for every upstream and its lifespan closes it (server/app.py);
 an upstream built without one makes its own and closes it in ``aclose()``. Tests inject a fake
 :class:`Transport` (no sockets) or the pool's fake network.
@@ -28,6 +32,7 @@ import aiohttp
 from aiohttp.streams import EofStream
 
 from ..config import TimeoutConfig
+from ..proxies import Proxies, proxy_headers
 from ._errors import (
     ConnectFailed,
     ConnectionLost,
@@ -202,12 +207,18 @@ class AiohttpTransport:
     on first use (inside the running loop, as aiohttp requires) and closes it in
     :meth:`aclose`; an injected session is the caller's to close."""
 
-    __slots__ = ("_owns_session", "_session", "_timeouts")
+    __slots__ = ("_owns_session", "_proxies", "_session", "_timeouts")
 
-    def __init__(self, session: aiohttp.ClientSession | None = None) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession | None = None, proxies: Proxies | None = None
+    ) -> None:
         self._session = session
         self._owns_session = session is None
         self._timeouts: dict[TimeoutConfig, aiohttp.ClientTimeout] = {}
+        # The environment's proxies (read now, once): each URL's is looked up once;
+        # None when no proxy is set (the usual case: no lookup at all).
+        proxies = Proxies() if proxies is None else proxies
+        self._proxies = proxies if proxies else None
 
     async def post(
         self,
@@ -229,6 +240,10 @@ class AiohttpTransport:
             limits = self._timeouts[timeout] = aiohttp.ClientTimeout(
                 total=timeout.total, sock_connect=timeout.connect, sock_read=timeout.read
             )
+        proxy = None if self._proxies is None else self._proxies.for_url(url)
+        proxy_auth = None
+        if proxy is not None:
+            proxy, proxy_auth = proxy_headers(proxy)
         try:
             resp = await session.post(
                 url,
@@ -236,6 +251,8 @@ class AiohttpTransport:
                 headers={**headers, **extra} if extra else headers,
                 timeout=limits,
                 allow_redirects=False,  # a POST must not be re-sent blindly
+                proxy=proxy,
+                proxy_headers=proxy_auth,
             )
         except _AIOHTTP_ERRORS as exc:
             raise aiohttp_error(exc) from exc
@@ -345,7 +362,7 @@ class Transports:
     'AiohttpTransport'
     """
 
-    __slots__ = ("http", "https")
+    __slots__ = ("http", "https", "proxies")
 
     def __init__(
         self,
@@ -353,16 +370,22 @@ class Transports:
         *,
         http: Transport | None = None,
         https: Transport | None = None,
+        proxies: Proxies | None = None,
     ) -> None:
-        self.https: Transport = AiohttpTransport(session) if https is None else https
+        #: ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY``, read once, now
+        self.proxies = Proxies() if proxies is None else proxies
+        self.https: Transport = AiohttpTransport(session, self.proxies) if https is None else https
         if http is None:
             engine = os.environ.get(CLIENT_ENV, "lean").strip().lower()
             http = self.https if engine == "aiohttp" else LeanTransport()
         self.http: Transport = http
 
     def for_url(self, url: str) -> Transport:
-        """The engine that posts to ``url``."""
-        return self.http if url.startswith("http://") else self.https
+        """The engine that posts to ``url``: a plain-http URL that a proxy applies to goes
+        to the ``https`` engine (aiohttp), since the lean pool speaks to hosts directly."""
+        if url.startswith("http://") and not (self.proxies and self.proxies.for_url(url)):
+            return self.http
+        return self.https
 
     async def aclose(self) -> None:
         """Close both engines (each closes only what it opened)."""
