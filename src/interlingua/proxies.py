@@ -10,7 +10,9 @@ not supported).
 
 Why not aiohttp's ``trust_env=True``: it looks the variables up again on every request,
 in a worker thread (``asyncio.to_thread``), a thread hop per upstream call on the hot
-path. Resolving once per URL and passing ``proxy=`` gives the same routing for free.
+path. Resolving once per URL and passing ``proxy=`` gives the same routing for free
+(credentials in the proxy URL, ``http://user:pass@proxy:3128``, are sent as
+``Proxy-Authorization`` by aiohttp, on the request itself or on the CONNECT).
 
 >>> p = Proxies({"http": "http://proxy:3128", "no": "localhost,.internal"})
 >>> p.for_url("http://api.example.com/v1"), p.for_url("http://localhost:8000/v1")
@@ -21,12 +23,11 @@ True
 
 from __future__ import annotations
 
-import base64
 import urllib.request
 from collections.abc import Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-__all__ = ["Proxies", "proxy_headers"]
+__all__ = ["Proxies"]
 
 _MAX_CACHED = 1024
 
@@ -69,23 +70,3 @@ class Proxies:
             return None
         # "proxy:3128" (curl takes it) means an HTTP proxy.
         return proxy if "://" in proxy else f"http://{proxy}"
-
-
-def proxy_headers(proxy: str) -> tuple[str, dict[str, str] | None]:
-    """``proxy`` without its credentials, and the ``Proxy-Authorization`` header they
-    make (None without credentials): what aiohttp takes as ``proxy=`` / ``proxy_headers=``.
-
-    >>> proxy_headers("http://u:p%40ss@proxy:3128")
-    ('http://proxy:3128', {'Proxy-Authorization': 'Basic dTpwQHNz'})
-    """
-    parts = urlsplit(proxy)
-    if parts.username is None:
-        return proxy, None
-    user = unquote(parts.username)
-    password = unquote(parts.password or "")
-    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host  # an IPv6 address
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    bare = parts._replace(netloc=netloc).geturl()
-    return bare, {"Proxy-Authorization": f"Basic {token}"}

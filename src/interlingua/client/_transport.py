@@ -31,7 +31,7 @@ import aiohttp
 
 from ..dialects import Dialect
 from ..errors import describe_os_error
-from ..proxies import Proxies, proxy_headers
+from ..proxies import Proxies
 from ._errors import APIConnectionError, APIError, APITimeoutError, error_for_status
 from ._inputs import InputError
 
@@ -163,7 +163,7 @@ class AiohttpTransport:
         # HTTPS_PROXY / HTTP_PROXY / NO_PROXY, read now (interlingua.proxies says why
         # not aiohttp's trust_env): the endpoint's proxy is resolved once.
         self._proxies = Proxies()
-        self._proxy, self._proxy_headers = _proxy_for(self._proxies, self.url)
+        self._proxy = self._proxies.for_url(self.url) if self._proxies else None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -211,7 +211,6 @@ class AiohttpTransport:
                 headers=self._headers,
                 timeout=self._timeout,
                 proxy=self._proxy,
-                proxy_headers=self._proxy_headers,
             )
         except _TRANSPORT_ERRORS as exc:
             raise self.transport_error(exc) from exc
@@ -228,10 +227,8 @@ class AiohttpTransport:
     async def get(self, url: str) -> bytes:
         session = self._get_session()
         try:
-            proxy, auth = _proxy_for(self._proxies, url)
-            async with session.get(
-                url, timeout=self._timeout, proxy=proxy, proxy_headers=auth
-            ) as resp:
+            proxy = self._proxies.for_url(url) if self._proxies else None
+            async with session.get(url, timeout=self._timeout, proxy=proxy) as resp:
                 if resp.status != 200:
                     raise InputError(f"cannot fetch image {url}: HTTP {resp.status}")
                 return await resp.read()
@@ -262,12 +259,6 @@ class AiohttpTransport:
             f"connection to {where} failed: {detail} — the server closed the connection "
             "(crashed, restarted, or a proxy cut it)"
         )
-
-
-def _proxy_for(proxies: Proxies, url: str) -> tuple[str | None, dict[str, str] | None]:
-    """aiohttp's ``proxy=`` and ``proxy_headers=`` for ``url`` (None, None: direct)."""
-    proxy = proxies.for_url(url) if proxies else None
-    return (None, None) if proxy is None else proxy_headers(proxy)
 
 
 def status_error(

@@ -32,7 +32,7 @@ import aiohttp
 from aiohttp.streams import EofStream
 
 from ..config import TimeoutConfig
-from ..proxies import Proxies, proxy_headers
+from ..proxies import Proxies
 from ._errors import (
     ConnectFailed,
     ConnectionLost,
@@ -241,9 +241,6 @@ class AiohttpTransport:
                 total=timeout.total, sock_connect=timeout.connect, sock_read=timeout.read
             )
         proxy = None if self._proxies is None else self._proxies.for_url(url)
-        proxy_auth = None
-        if proxy is not None:
-            proxy, proxy_auth = proxy_headers(proxy)
         try:
             resp = await session.post(
                 url,
@@ -252,7 +249,6 @@ class AiohttpTransport:
                 timeout=limits,
                 allow_redirects=False,  # a POST must not be re-sent blindly
                 proxy=proxy,
-                proxy_headers=proxy_auth,
             )
         except _AIOHTTP_ERRORS as exc:
             raise aiohttp_error(exc) from exc
