@@ -8,8 +8,9 @@ request, the candidates to try in order (server/gateway.py runs the attempts):
 1. the name's deployments, ordered by ``routing.strategy``:
 
    * ``weighted`` -- a weighted random order (drawn without replacement, in proportion to
-     ``weight``: an exponential race, each deployment drawing ``Exp(weight)``, lowest
-     first), so the first choice is deployment *i* with probability ``w_i / sum(w)``;
+     ``weight``: each deployment draws ``u ** (1 / weight)`` for a uniform ``u``, largest
+     first), so the first choice is deployment *i* with probability ``w_i / sum(w)``, the
+     second is drawn the same way among the rest, and so on;
    * ``least-busy`` -- fewest attempts in flight first (the gateway reports starts and
      ends), ties broken by the weighted draw;
    * ``lowest-latency`` -- lowest moving average of the latency of successful attempts
@@ -86,11 +87,12 @@ class Deployment:
     cooldown but not these (no plan ever sorts a deployment without siblings).
     """
 
-    __slots__ = ("in_flight", "key", "latency", "retries", "route", "weight")
+    __slots__ = ("in_flight", "inverse_weight", "key", "latency", "retries", "route", "weight")
 
     def __init__(self, route: Route, weight: float, retries: RetriesConfig) -> None:
         self.route = route
         self.weight = weight
+        self.inverse_weight = 1.0 / weight
         self.retries = retries
         self.key = f"{route.entry.upstream if route.entry else route.upstream.name}/" + (
             route.upstream_model
@@ -266,15 +268,15 @@ class Router:
             group = self._group_of(name)
         if group.fixed is not None:
             return group.fixed
-        plan: list[Deployment] = []
-        last_resort: list[Deployment] = []
         until = self.cooldowns.cooling_until
-        self._add(group, plan, last_resort, until)
+        last_resort: list[Deployment] = []
+        plan = self._healthy(group, until, last_resort)
         for fallback in group.fallbacks:
             fallback_group = self._groups.get(fallback) or self._wildcard_group(fallback)
             if fallback_group is not None:
-                self._add(fallback_group, plan, last_resort, until)
-        plan.extend(last_resort)
+                plan += self._healthy(fallback_group, until, last_resort)
+        if last_resort:
+            plan += last_resort
         return plan
 
     def resolve(self, name: str) -> Route:
@@ -328,39 +330,37 @@ class Router:
 
     # -- planning -----------------------------------------------------------------------
 
-    def _add(
+    def _healthy(
         self,
         group: _Group,
-        plan: list[Deployment],
-        last_resort: list[Deployment],
         until: Callable[[str], float | None],
-    ) -> None:
-        """``group``'s healthy deployments in strategy order onto ``plan``; when all are
-        cooling, the one whose cooldown ends first onto ``last_resort``."""
-        deployments = group.deployments
-        if len(deployments) == 1:
-            only = deployments[0]
-            (plan if until(only.key) is None else last_resort).append(only)
-            return
-        healthy = [d for d in deployments if until(d.key) is None]
+        last_resort: list[Deployment],
+    ) -> list[Deployment]:
+        """``group``'s deployments not cooling, in strategy order (a new list); when all
+        are cooling, the one whose cooldown ends first goes onto ``last_resort``."""
+        healthy = [d for d in group.deployments if until(d.key) is None]
+        if len(healthy) > 1:
+            return self._ordered(healthy)
         if not healthy:
-            last_resort.append(min(deployments, key=lambda d: until(d.key) or 0.0))
-        elif len(healthy) == 1:
-            plan.append(healthy[0])
-        else:
-            plan.extend(self._ordered(healthy))
+            last_resort.append(min(group.deployments, key=lambda d: until(d.key) or 0.0))
+        return healthy
 
     def _ordered(self, deployments: list[Deployment]) -> list[Deployment]:
-        draw = self._rng.expovariate
-        keyed: list[tuple[tuple[float, float], Deployment]]
+        """``deployments`` (two or more) in the strategy's order for one request."""
+        rand = self._rng.random
+        if self.strategy == "weighted":
+            if len(deployments) == 2:  # the common case, in one draw
+                a, b = deployments
+                return deployments if rand() * (a.weight + b.weight) < a.weight else [b, a]
+            # Weighted order without replacement (Efraimidis-Spirakis): each draws
+            # u ** (1 / weight), largest first.
+            return sorted(deployments, key=lambda d: rand() ** d.inverse_weight, reverse=True)
         if self.strategy == "least-busy":
-            keyed = [((d.in_flight, draw(d.weight)), d) for d in deployments]
-        elif self.strategy == "lowest-latency":
-            keyed = [((_unmeasured_first(d.latency), draw(d.weight)), d) for d in deployments]
-        else:
-            keyed = [((0.0, draw(d.weight)), d) for d in deployments]
-        keyed.sort(key=lambda pair: pair[0])
-        return [d for _, d in keyed]
+            return sorted(deployments, key=lambda d: (d.in_flight, -(rand() ** d.inverse_weight)))
+        return sorted(  # lowest-latency
+            deployments,
+            key=lambda d: (_unmeasured_first(d.latency), -(rand() ** d.inverse_weight)),
+        )
 
     # -- what the gateway reports -------------------------------------------------------
 

@@ -32,13 +32,16 @@ from ..live_server import live_server
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
-CLIENTS = ("openai", "anthropic")
+#: Chat Completions, Messages and Responses, through the openai / anthropic SDKs
+CLIENTS = ("openai", "anthropic", "responses")
 #: the wire a fake speaks so that a client's request takes the path named
 WIRE = {
     ("openai", "passthrough"): "openai",
     ("openai", "translated"): "anthropic",
     ("anthropic", "passthrough"): "anthropic",
     ("anthropic", "translated"): "openai",
+    ("responses", "passthrough"): "responses",
+    ("responses", "translated"): "openai",
 }
 ALL = [
     pytest.param(client, path, stream, id=f"{client}-{path}-{'stream' if stream else 'json'}")
@@ -69,7 +72,7 @@ def gateway(
 @functools.lru_cache(maxsize=4)
 def sdk(url: str, client: str) -> openai.OpenAI | anthropic.Anthropic:
     """One SDK client per gateway (a new one per call costs more than the call)."""
-    if client == "openai":
+    if client in ("openai", "responses"):
         return openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0, timeout=20)
     return anthropic.Anthropic(base_url=url, api_key="sk", max_retries=0, timeout=20)
 
@@ -77,6 +80,15 @@ def sdk(url: str, client: str) -> openai.OpenAI | anthropic.Anthropic:
 def ask(url: str, client: str, model: str, stream: bool = False) -> str:
     """The answer's text through the official SDK (raises its errors)."""
     messages: Any = [{"role": "user", "content": "hi"}]
+    if client == "responses":
+        gpt = sdk(url, client)
+        assert isinstance(gpt, openai.OpenAI)
+        if stream:
+            events = list(gpt.responses.create(model=model, input="hi", stream=True))
+            if events[-1].type != "response.completed":  # (the SDK raises for Chat only)
+                raise openai.APIError(f"stream ended by {events[-1].type}", None, body=None)
+            return "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        return gpt.responses.create(model=model, input="hi").output_text
     if client == "openai":
         gpt = sdk(url, client)
         assert isinstance(gpt, openai.OpenAI)
@@ -95,7 +107,7 @@ def ask(url: str, client: str, model: str, stream: bool = False) -> str:
 
 
 def status_error(client: str) -> type[Exception]:
-    return openai.APIStatusError if client == "openai" else anthropic.APIStatusError
+    return anthropic.APIStatusError if client == "anthropic" else openai.APIStatusError
 
 
 def counts(fakes: dict[str, FakeUpstream]) -> dict[str, int]:
@@ -222,7 +234,7 @@ def test_a_mid_stream_failure_is_not_retried(client: str, path: str) -> None:
     retries = {"a": {"max": 3, "max_wait": 5}}
     with gateway(models, WIRE[client, path], retries=retries) as (url, fakes):
         fakes["a"].enqueue(_half_a_stream(UpstreamError("died mid-way", status=502)))
-        base = openai.APIError if client == "openai" else anthropic.APIError
+        base = anthropic.APIError if client == "anthropic" else openai.APIError
         with pytest.raises(base):
             ask(url, client, "main", stream=True)
         assert counts(fakes) == {"a": 1, "b": 0}
@@ -300,10 +312,13 @@ def test_each_attempt_is_logged_with_the_request_id(
     with gateway(models, WIRE[client, "translated"], retries=retries) as (url, fakes):
         fakes["a"].enqueue(RateLimitError("slow down", retry_after=0.2))
         fakes["a"].enqueue(UpstreamError("a is down", status=502))
-        messages = [{"role": "user", "content": "hi"}]
+        messages: Any = [{"role": "user", "content": "hi"}]
         if client == "openai":
             gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
             request_id = gpt.chat.completions.create(model="main", messages=messages)._request_id
+        elif client == "responses":
+            gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
+            request_id = gpt.responses.create(model="main", input="hi")._request_id
         else:
             claude = anthropic.Anthropic(base_url=url, api_key="sk", max_retries=0)
             message = claude.messages.create(model="main", max_tokens=9, messages=messages)
