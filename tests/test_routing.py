@@ -363,3 +363,26 @@ def test_in_flight_is_counted_per_deployment() -> None:
     router.attempt_started(a)
     router.attempt_ended(a)
     assert a.in_flight == 1
+
+
+def test_alone_marks_the_gateways_hot_path() -> None:
+    config = parse_config(
+        {
+            "upstreams": {"a": {"kind": "fake"}, "r": {"kind": "fake", "retries": {"max": 1}}},
+            "models": [
+                {"name": "lone", "upstream": "a"},
+                {"name": "retried", "upstream": "r"},
+                {"name": "with-fallback", "upstream": "a", "fallbacks": ["lone"]},
+                {"name": "pair", "upstream": "a"},
+                {"name": "pair", "upstream": "r"},
+            ],
+        }
+    )
+    router = Router(config, {"a": Upstream("a"), "r": Upstream("r")})
+    alone = {name: [d.alone for d in router._groups[name].deployments] for name in router._groups}
+    assert alone == {
+        "lone": [True],
+        "retried": [False],
+        "with-fallback": [False],
+        "pair": [False, False],
+    }

@@ -82,12 +82,21 @@ class Deployment:
     ``key`` names the deployment in :class:`Cooldowns` (``upstream/upstream-model``: two
     names that reach the same upstream model share its cooldown); ``retries`` is its
     upstream's ``retries:``; ``in_flight`` and ``latency`` are kept by the router from
-    what the gateway reports, for the deployments a strategy orders: a name's only
-    deployment with nothing to retry takes the gateway's hot path, which keeps its
-    cooldown but not these (no plan ever sorts a deployment without siblings).
+    what the gateway reports, for the deployments a strategy orders: an ``alone``
+    deployment takes the gateway's hot path, which keeps its cooldown but not these (no
+    plan ever sorts a deployment without siblings).
     """
 
-    __slots__ = ("in_flight", "inverse_weight", "key", "latency", "retries", "route", "weight")
+    __slots__ = (
+        "alone",
+        "in_flight",
+        "inverse_weight",
+        "key",
+        "latency",
+        "retries",
+        "route",
+        "weight",
+    )
 
     def __init__(self, route: Route, weight: float, retries: RetriesConfig) -> None:
         self.route = route
@@ -98,6 +107,9 @@ class Deployment:
             route.upstream_model
         )
         self.in_flight = 0
+        #: its name's only deployment, no fallbacks, no retries: a plan of its own is this
+        #: deployment alone, always (the gateway's hot path; set by the router)
+        self.alone = False
         #: moving average of successful attempts' latency in seconds; None: not measured
         self.latency: float | None = None
 
@@ -195,6 +207,8 @@ class _Group:
 
 def _group(deployments: tuple[Deployment, ...], fallbacks: tuple[str, ...]) -> _Group:
     fixed = deployments if len(deployments) == 1 and not fallbacks else None
+    if fixed is not None and not fixed[0].retries.max:
+        fixed[0].alone = True
     return _Group(deployments, fallbacks, fixed)
 
 

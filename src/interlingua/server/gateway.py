@@ -174,7 +174,7 @@ class Gateway:
         """
         name = _model_of(body)
         plan = self.router.plan(name)
-        if len(plan) > 1 or plan[0].retries.max:
+        if len(plan) > 1 or not plan[0].alone:
             parsed: list[Request] = []  # the neutral request, parsed on the first translation
 
             async def attempt(route: Route) -> BytesResponse | StreamResponse:
@@ -186,8 +186,8 @@ class Gateway:
                 )
 
             return await run_attempts(self.router, plan, attempt, name, receive, _pause)
-        # One deployment with nothing to retry (the common case): one attempt, no loop
-        # and no closure, so the hot path costs what it did before routing had plans.
+        # A name's only deployment, no fallbacks, nothing to retry (the common case): one
+        # attempt, no loop and no closure, so the hot path costs what it did before.
         deployment = plan[0]
         route = deployment.route
         started = time.perf_counter()
