@@ -346,3 +346,28 @@ def test_a_client_that_hangs_up_during_a_wait_ends_the_attempts() -> None:
             httpx.post(url + "/v1/chat/completions", json=body, timeout=0.5)
         time.sleep(2.0)  # past the wait: a second attempt would have been made by now
         assert counts(fakes) == {"a": 1}
+
+
+def test_a_passthrough_attempt_then_a_translated_one() -> None:
+    # One request may take both paths: a's body changes (its model) must not reach b's.
+    config = parse_config(
+        {
+            "upstreams": {"a": {"kind": "fake"}, "b": {"kind": "fake"}},
+            "models": [
+                {"name": "main", "upstream": "a", "model": "a-model", "fallbacks": ["backup"]},
+                {"name": "backup", "upstream": "b", "model": "b-model"},
+            ],
+        }
+    )
+    fakes = {"a": FakeUpstream("a", wire="openai"), "b": FakeUpstream("b", wire="anthropic")}
+    fakes["a"].enqueue(UpstreamError("a is down", status=500))
+    fakes["b"].enqueue(reply("translated"))
+    with live_server(create_app(config, upstreams=dict(fakes))) as url:
+        gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
+        answer = gpt.chat.completions.create(
+            model="main", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert answer.choices[0].message.content == "translated"
+    assert answer.model == "main"  # the translated path echoes the name asked for
+    assert fakes["a"].wire_requests[0]["model"] == "a-model"
+    assert fakes["b"].wire_requests[0]["model"] == "b-model"

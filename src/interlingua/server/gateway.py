@@ -180,10 +180,10 @@ class Gateway:
             async def attempt(route: Route) -> BytesResponse | StreamResponse:
                 """One candidate's try (server/attempts.py retries and falls back)."""
                 if self.passes_through(dialect, route):
-                    return await self._passthrough(dialect, route, body, headers, keep)
-                return await self._translated(
-                    dialect, route, body, name, receive, extra, keep, parsed
-                )
+                    # A copy per attempt: what one deployment writes into its body (its
+                    # model name, its shaping) must not reach the next one's.
+                    return await self._passthrough(dialect, route, dict(body), headers, keep)
+                return await self._translated(dialect, route, body, receive, extra, keep, parsed)
 
             return await run_attempts(self.router, plan, attempt, name, receive, _pause)
         # A name's only deployment, no fallbacks, nothing to retry (the common case): one
@@ -195,9 +195,7 @@ class Gateway:
             if self.passes_through(dialect, route):
                 answer = await self._passthrough(dialect, route, body, headers, keep)
             else:
-                answer = await self._translated(
-                    dialect, route, body, name, receive, extra, keep, None
-                )
+                answer = await self._translated(dialect, route, body, receive, extra, keep, None)
         except (InterlinguaError, RelayedFailure) as exc:
             return alone_failed(self.router, deployment, exc, started, name)
         return alone_answered(self.router, deployment, answer, started, name)
@@ -207,7 +205,6 @@ class Gateway:
         dialect: Dialect,
         route: Route,
         body: dict[str, Any],
-        name: str,
         receive: Receive | None,
         extra: Mapping[str, Any] | None,
         keep: Keep | None,
@@ -220,7 +217,6 @@ class Gateway:
         if parsed:
             request = parsed[0]
         else:
-            body["model"] = name  # (a passthrough attempt before this one set its own)
             encode_body(body)  # 400, not a 500 later, if it is too deep to be written back
             request = dialect.parse_request(body)
             if extra:
