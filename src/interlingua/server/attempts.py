@@ -235,6 +235,8 @@ def _log(
     wait: float,
 ) -> None:
     tail = "" if after is None else f' next="{after}" wait_s={wait:.2f}'
+    if not model.isprintable() or " " in model or '"' in model:
+        model = repr(model)  # the client's string: it must not forge a log line
     log.debug(
         '%s model=%s attempt=%d deployment=%s outcome="%s" latency_ms=%.1f%s',
         REQUEST_ID.get(),
