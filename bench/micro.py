@@ -10,7 +10,9 @@ calls the gateway makes (``server/gateway.py``, ``upstreams/http.py``):
   (+ ``finalize_wire``) -> ``orjson.dumps``, for the small and the 80 KB body;
 * response: upstream body -> ``parse_response`` -> client ``render_response`` -> bytes;
 * passthrough request: body bytes -> ``orjson.loads`` -> ``validate_request`` ->
-  ``encode_body`` (what the passthrough path does to a body before forwarding it).
+  ``encode_body`` (what the passthrough path does to a body before forwarding it);
+* route plan: ``Router.plan`` for a name with one deployment (the hot path) and with two
+  weighted ones.
 
 Each figure is the best of several repeats (the least disturbed by other load on the
 machine), in microseconds.
@@ -24,7 +26,10 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from interlingua.config import parse_config
 from interlingua.dialects import EventDecoder, encode_body, get_dialect
+from interlingua.routing import Router
+from interlingua.upstreams.base import Upstream
 from interlingua.upstreams.http import finalize_wire
 
 from . import mock
@@ -120,6 +125,21 @@ def _response_translation() -> Callable[[], None]:
     return run
 
 
+def _route_plan(weights: tuple[float, ...]) -> Callable[[], None]:
+    """A request's routing plan (routing.py): one deployment is the hot path's one lookup;
+    several are ordered by the weighted draw on every request."""
+    models = [
+        {"name": "m", "upstream": "u", "model": f"m{i}", "weight": w} for i, w in enumerate(weights)
+    ]
+    config = parse_config({"upstreams": {"u": {"kind": "fake"}}, "models": models})
+    plan = Router(config, {"u": Upstream("u")}).plan
+
+    def run() -> None:
+        plan("m")
+
+    return run
+
+
 def run_all(*, repeats: int = 5, budget_s: float = 0.2) -> list[MicroResult]:
     """Every microbenchmark, in the order the report lists them."""
     openai_wire = [*mock.openai_stream_chunks(), b"data: [DONE]\n\n"]
@@ -151,6 +171,8 @@ def run_all(*, repeats: int = 5, budget_s: float = 0.2) -> list[MicroResult]:
             1,
             "request",
         ),
+        ("route plan, one deployment", _route_plan((1,)), 1, "request"),
+        ("route plan, 2 weighted deployments", _route_plan((3, 1)), 1, "request"),
     ]
     out = []
     for name, fn, per, unit in cases:

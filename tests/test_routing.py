@@ -1,13 +1,24 @@
-"""Router: exact names, ordered deployments, the wildcard, and 404s."""
+"""Router: exact names, deployments and their order by strategy, cooldowns, fallbacks,
+the wildcard, and 404s."""
 
 from __future__ import annotations
+
+import random
+from collections import Counter
 
 import pytest
 import yaml
 
-from interlingua.config import ConfigError, ModelOptions, fake_config, parse_config
+from interlingua import routing
+from interlingua.config import (
+    ConfigError,
+    CooldownConfig,
+    ModelOptions,
+    fake_config,
+    parse_config,
+)
 from interlingua.errors import NotFoundError
-from interlingua.routing import Route, Router
+from interlingua.routing import Cooldowns, Route, Router
 from interlingua.upstreams import Upstream
 from interlingua.upstreams.text_options import TextOptionsUpstream
 
@@ -120,3 +131,258 @@ def test_missing_built_upstream_is_a_config_error() -> None:
         ConfigError, match=r"models\[0\]\.upstream: upstream 'claude' was not built"
     ):
         Router(CONFIG, {"vllm": Upstream("vllm")})
+
+
+# -- deployments, strategies, cooldowns, fallbacks --------------------------------------
+
+
+def _router(models: list[dict], routing: dict | None = None, **kw: object) -> Router:
+    names = {m["upstream"] for m in models}
+    upstreams_cfg = {n: {"kind": "fake", "retries": {"max": 2, "max_wait": 9}} for n in names}
+    raw = {"upstreams": upstreams_cfg, "models": models}
+    if routing is not None:
+        raw["routing"] = routing
+    return Router(parse_config(raw), {n: Upstream(n) for n in names}, **kw)  # type: ignore[arg-type]
+
+
+class Clock:
+    """A hand-moved clock for cooldowns."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _keys(plan: object) -> list[str]:
+    return [d.key for d in plan]  # type: ignore[attr-defined]
+
+
+def test_a_lone_deployment_has_a_prebuilt_plan() -> None:
+    router = _router([{"name": "m", "upstream": "a", "model": "am"}])
+    plan = router.plan("m")
+    assert router.plan("m") is plan  # nothing built per request
+    (only,) = plan
+    assert (only.key, only.route.upstream_model, only.weight) == ("a/am", "am", 1.0)
+    assert (only.retries.max, only.retries.max_wait) == (2, 9.0)  # its upstream's retries:
+    assert router.resolve("m") is only.route
+
+
+def test_weighted_first_choice_follows_the_weights() -> None:
+    router = _router(
+        [
+            {"name": "m", "upstream": "a", "weight": 3},
+            {"name": "m", "upstream": "b", "weight": 1},
+        ],
+        rng=random.Random(11),
+    )
+    n = 4000
+    firsts = Counter(router.plan("m")[0].key for _ in range(n))
+    # Binomial(4000, 0.75): mean 3000, sigma 27.4; seeded, so this cannot flake, and a
+    # uniform or config-order choice (2000 or 4000) is far outside.
+    assert abs(firsts["a/m"] - 3000) < 4 * 27.4
+    # Without replacement: every plan holds each deployment exactly once.
+    assert sorted(_keys(router.plan("m"))) == ["a/m", "b/m"]
+
+
+def test_weighted_order_draws_the_rest_without_replacement() -> None:
+    router = _router(
+        [
+            {"name": "m", "upstream": "a", "weight": 6},
+            {"name": "m", "upstream": "b", "weight": 3},
+            {"name": "m", "upstream": "c", "weight": 1},
+        ],
+        rng=random.Random(5),
+    )
+    seconds = Counter()
+    for _ in range(3000):
+        plan = _keys(router.plan("m"))
+        if plan[0] == "a/m":
+            seconds[plan[1]] += 1
+    # Given a first, b comes second with probability 3/4.
+    share = seconds["b/m"] / (seconds["b/m"] + seconds["c/m"])
+    assert 0.70 < share < 0.80
+
+
+def test_least_busy_puts_the_fewest_in_flight_first() -> None:
+    router = _router(
+        [{"name": "m", "upstream": u} for u in ("a", "b", "c")], {"strategy": "least-busy"}
+    )
+    a, b, _c = router._groups["m"].deployments
+    for _ in range(3):
+        router.attempt_started(a)
+    router.attempt_started(b)
+    assert _keys(router.plan("m")) == ["c/m", "b/m", "a/m"]
+    router.attempt_ended(a)
+    router.attempt_ended(a)
+    router.attempt_ended(a)
+    assert _keys(router.plan("m"))[-1] == "b/m"
+
+
+def test_lowest_latency_measures_the_unmeasured_first() -> None:
+    router = _router(
+        [{"name": "m", "upstream": u} for u in ("a", "b", "c")], {"strategy": "lowest-latency"}
+    )
+    a, b, c = router._groups["m"].deployments
+    router.attempt_succeeded(a, 0.5)
+    router.attempt_succeeded(b, 0.2)
+    assert _keys(router.plan("m")) == ["c/m", "b/m", "a/m"]
+    router.attempt_succeeded(c, 0.3)
+    assert _keys(router.plan("m")) == ["b/m", "c/m", "a/m"]
+    # A moving average: one slow answer moves b, but does not replace its history.
+    router.attempt_succeeded(b, 1.5)
+    assert b.latency == pytest.approx(0.2 + 0.3 * (1.5 - 0.2))
+    assert _keys(router.plan("m")) == ["c/m", "a/m", "b/m"]
+
+
+def test_cooldown_counts_failures_within_the_window() -> None:
+    clock = Clock()
+    cool = Cooldowns(CooldownConfig(failures=3, window=60, duration=30), clock)
+    assert cool.record_failure("k") is None
+    clock.now += 61  # the first failure leaves the window
+    assert cool.record_failure("k") is None
+    assert cool.record_failure("k") is None
+    assert cool.cooling_until("k") is None
+    assert cool.record_failure("k") == clock.now + 30
+    clock.now += 29.9
+    assert cool.cooling_until("k") == pytest.approx(clock.now + 0.1)
+    clock.now += 0.2
+    assert cool.cooling_until("k") is None
+    # After a cooldown the count starts again from zero.
+    assert cool.record_failure("k") is None
+
+
+def test_cooldown_honours_retry_after_and_ends_on_success() -> None:
+    clock = Clock()
+    cool = Cooldowns(CooldownConfig(failures=3, window=60, duration=30), clock)
+    assert cool.record_failure("k", retry_after=90) == clock.now + 90  # one 429 is enough
+    assert cool.cooling_until("other") is None
+    cool.record_success("k")
+    assert cool.cooling_until("k") is None
+    cool.record_failure("k")
+    cool.record_failure("k")
+    cool.record_success("k")  # a success forgets the failures before it
+    assert cool.record_failure("k") is None
+
+
+def test_cooldown_forgets_stale_keys_when_many() -> None:
+    clock = Clock()
+    cool = Cooldowns(CooldownConfig(failures=3, window=60, duration=30), clock)
+    cool.SWEEP_AT = 10
+    for i in range(10):
+        cool.record_failure(f"k{i}")
+    clock.now += 61
+    cool.record_failure("new")
+    assert list(cool._keys) == ["new"]
+
+
+def test_plan_skips_cooling_deployments() -> None:
+    clock = Clock()
+    router = _router(
+        [{"name": "m", "upstream": u} for u in ("a", "b", "c")],
+        {"cooldown": {"failures": 1, "window": 60, "duration": 30}},
+        clock=clock,
+    )
+    _a, b, _c = router._groups["m"].deployments
+    router.attempt_failed(b)
+    for _ in range(20):
+        assert sorted(_keys(router.plan("m"))) == ["a/m", "c/m"]
+    clock.now += 31
+    assert sorted(_keys(router.plan("m"))) == ["a/m", "b/m", "c/m"]
+
+
+def test_all_cooling_tries_the_one_that_ends_first() -> None:
+    clock = Clock()
+    router = _router(
+        [{"name": "m", "upstream": u} for u in ("a", "b", "c")],
+        {"cooldown": {"failures": 1, "window": 60, "duration": 5}},
+        clock=clock,
+    )
+    a, b, c = router._groups["m"].deployments
+    router.attempt_failed(a, retry_after=40)
+    router.attempt_failed(b, retry_after=20)
+    router.attempt_failed(c, retry_after=30)
+    assert _keys(router.plan("m")) == ["b/m"]
+
+
+def test_fallbacks_follow_in_config_order_one_level_deep() -> None:
+    clock = Clock()
+    router = _router(
+        [
+            {"name": "m", "upstream": "a", "fallbacks": ["f1"]},
+            {"name": "m", "upstream": "b", "fallbacks": ["f2", "f1"]},
+            {"name": "f1", "upstream": "c", "fallbacks": ["f3"]},
+            {"name": "f2", "upstream": "d"},
+            {"name": "f2", "upstream": "e"},
+            {"name": "f3", "upstream": "g"},
+        ],
+        {"cooldown": {"failures": 1, "window": 60, "duration": 30}},
+        clock=clock,
+    )
+    assert router.fallbacks("m") == ("f1", "f2")  # the union over m's entries
+    plan = _keys(router.plan("m"))
+    assert sorted(plan[:2]) == ["a/m", "b/m"]
+    assert plan[2] == "c/f1"
+    assert sorted(plan[3:]) == ["d/f2", "e/f2"]  # and not f1's own fallback f3
+    assert _keys(router.plan("f1")) == ["c/f1", "g/f3"]
+    # A name all cooling goes last (tried, but after every healthy candidate).
+    for d in router._groups["m"].deployments:
+        router.attempt_failed(d, retry_after=10)
+    cooled = _keys(router.plan("m"))
+    assert cooled[0] == "c/f1" and sorted(cooled[1:3]) == ["d/f2", "e/f2"]
+    assert len(cooled) == 4 and cooled[3] in {"a/m", "b/m"}
+
+
+def test_a_fallback_may_be_served_by_the_wildcard() -> None:
+    router = _router(
+        [
+            {"name": "m", "upstream": "a", "fallbacks": ["gpt-4o"]},
+            {"name": "*", "upstream": "w"},
+        ]
+    )
+    plan = router.plan("m")
+    assert _keys(plan) == ["a/m", "w/gpt-4o"]
+    assert plan[1].route.model_name == "gpt-4o"
+    # The wildcard's deployments are remembered per name: their cooldowns hold.
+    assert router.plan("gpt-4o")[0] is plan[1]
+
+
+def test_wildcard_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(routing, "WILDCARD_CACHE", 3)
+    router = _router([{"name": "*", "upstream": "w"}])
+    for i in range(10):
+        router.plan(f"name-{i}")
+        assert len(router._wildcard_groups) <= 3
+
+
+def test_in_flight_is_counted_per_deployment() -> None:
+    router = _router([{"name": "m", "upstream": "a"}, {"name": "m", "upstream": "b"}])
+    a, _ = router._groups["m"].deployments
+    router.attempt_started(a)
+    router.attempt_started(a)
+    router.attempt_ended(a)
+    assert a.in_flight == 1
+
+
+def test_alone_marks_the_gateways_hot_path() -> None:
+    config = parse_config(
+        {
+            "upstreams": {"a": {"kind": "fake"}, "r": {"kind": "fake", "retries": {"max": 1}}},
+            "models": [
+                {"name": "lone", "upstream": "a"},
+                {"name": "retried", "upstream": "r"},
+                {"name": "with-fallback", "upstream": "a", "fallbacks": ["lone"]},
+                {"name": "pair", "upstream": "a"},
+                {"name": "pair", "upstream": "r"},
+            ],
+        }
+    )
+    router = Router(config, {"a": Upstream("a"), "r": Upstream("r")})
+    alone = {name: [d.alone for d in router._groups[name].deployments] for name in router._groups}
+    assert alone == {
+        "lone": [True],
+        "retried": [False],
+        "with-fallback": [False],
+        "pair": [False, False],
+    }

@@ -1,35 +1,72 @@
-"""Model name -> where the request goes.
+"""Model name -> the ordered deployments to try for one request.
 
 Each ``models`` entry of the config is a *deployment*: a client-facing name, the upstream
 that serves it, the name that upstream expects, and per-model options. Several entries
-with the same name are that name's ordered deployments. For now :meth:`Router.resolve`
-returns the first one; load balancing across them and fallback to the next on failure
-come later and will read :meth:`Router.deployments`.
+with the same name are that name's deployments. :meth:`Router.plan` gives the gateway, per
+request, the candidates to try in order (server/gateway.py runs the attempts):
+
+1. the name's deployments, ordered by ``routing.strategy``:
+
+   * ``weighted`` -- a weighted random order (drawn without replacement, in proportion to
+     ``weight``: each deployment draws ``u ** (1 / weight)`` for a uniform ``u``, largest
+     first), so the first choice is deployment *i* with probability ``w_i / sum(w)``, the
+     second is drawn the same way among the rest, and so on;
+   * ``least-busy`` -- fewest attempts in flight first (the gateway reports starts and
+     ends), ties broken by the weighted draw;
+   * ``lowest-latency`` -- lowest moving average of the latency of successful attempts
+     (time to the first streamed events, or to the whole answer) first; deployments not
+     yet measured come before all others so that each gets measured;
+
+   deployments cooling down (:class:`Cooldowns`) are left out; when *every* deployment of
+   the name is cooling, the one whose cooldown ends first is kept, at the end of the plan
+   (after the fallbacks' healthy deployments), so a request is never refused untried;
+2. then each of the name's ``fallbacks`` (the union over its entries, in config order),
+   each with its own deployments, ordered the same way. A fallback's own fallbacks are
+   not followed: the plan is one level deep, so fallbacks cannot loop.
 
 An entry named ``"*"`` (the wildcard) receives every name not listed. Its upstream model
 is the name the client asked for, unless the entry sets ``model``.
 
-Hot path: exact names resolve to a prebuilt :class:`Route` with one dict lookup.
+Hot path: a name with one deployment and no fallbacks has a prebuilt one-element plan, so
+planning it is one dict lookup and allocates nothing. (Cooldown does not change such a
+plan: the only deployment is tried whether cooling or not.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .config import WILDCARD, Config, ConfigError, ModelConfig, ModelOptions
+from .config import (
+    WILDCARD,
+    Config,
+    ConfigError,
+    CooldownConfig,
+    ModelConfig,
+    ModelOptions,
+    RetriesConfig,
+)
 from .errors import NotFoundError
 from .upstreams.base import Upstream
 from .upstreams.text_options import with_options
 
-__all__ = ["Route", "Router"]
+__all__ = ["Cooldowns", "Deployment", "Route", "Router"]
+
+#: weight of the newest sample in the latency moving average (exponential, per attempt)
+LATENCY_ALPHA = 0.3
+#: wildcard names remembered (their deployments and statistics); past this the memory is
+#: cleared, so a client cycling through model names cannot grow it without bound
+WILDCARD_CACHE = 4096
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One deployment chosen for a request."""
+    """Where one attempt goes: a deployment's upstream, model name and options."""
 
-    #: the name the client asked for
+    #: the name the deployment serves (the client's, or a fallback's)
     model_name: str
     upstream: Upstream
     #: the name to put in the upstream request's ``model``
@@ -39,20 +76,167 @@ class Route:
     entry: ModelConfig | None = field(default=None, compare=False)
 
 
+class Deployment:
+    """One deployment of a model name, and what the router has learnt of it.
+
+    ``key`` names the deployment in :class:`Cooldowns` (``upstream/upstream-model``: two
+    names that reach the same upstream model share its cooldown); ``retries`` is its
+    upstream's ``retries:``; ``in_flight`` and ``latency`` are kept by the router from
+    what the gateway reports, for the deployments a strategy orders: an ``alone``
+    deployment takes the gateway's hot path, which keeps its cooldown but not these (no
+    plan ever sorts a deployment without siblings).
+    """
+
+    __slots__ = (
+        "alone",
+        "in_flight",
+        "inverse_weight",
+        "key",
+        "latency",
+        "retries",
+        "route",
+        "weight",
+    )
+
+    def __init__(self, route: Route, weight: float, retries: RetriesConfig) -> None:
+        self.route = route
+        self.weight = weight
+        self.inverse_weight = 1.0 / weight
+        self.retries = retries
+        self.key = f"{route.entry.upstream if route.entry else route.upstream.name}/" + (
+            route.upstream_model
+        )
+        self.in_flight = 0
+        #: its name's only deployment, no fallbacks, no retries: a plan of its own is this
+        #: deployment alone, always (the gateway's hot path; set by the router)
+        self.alone = False
+        #: moving average of successful attempts' latency in seconds; None: not measured
+        self.latency: float | None = None
+
+    def __repr__(self) -> str:
+        return f"Deployment({self.key!r}, weight={self.weight:g})"
+
+
+class _Failures:
+    """One key's recent failures and cooldown (see :class:`Cooldowns`)."""
+
+    __slots__ = ("times", "until")
+
+    def __init__(self) -> None:
+        self.times: deque[float] = deque()
+        self.until = 0.0
+
+
+class Cooldowns:
+    """Which deployments are cooling down, in this process.
+
+    ``failures`` failures of one key within ``window`` seconds cool it for ``duration``
+    seconds; a failure that names its own wait (a 429 or 503 with Retry-After) cools it
+    for that long at least. A success forgets the key's failures and ends its cooldown.
+    Times are on ``clock``'s scale (monotonic by default).
+
+    The interface is all the router uses, so a shared implementation (several gateway
+    replicas, Redis) can replace this one: :meth:`record_failure`,
+    :meth:`record_success`, :meth:`cooling_until`.
+
+    >>> cool = Cooldowns(CooldownConfig(failures=2, window=60, duration=30), clock=lambda: 100.0)
+    >>> cool.record_failure("a"), cool.record_failure("a"), cool.cooling_until("a")
+    (None, 130.0, 130.0)
+    >>> cool.record_success("a"); cool.cooling_until("a") is None
+    True
+    """
+
+    #: keys tracked before entries with nothing recent are swept out
+    SWEEP_AT = 4096
+
+    def __init__(self, config: CooldownConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self._keys: dict[str, _Failures] = {}
+
+    def record_failure(self, key: str, retry_after: float | None = None) -> float | None:
+        """Count a failure of ``key``; the time its cooldown ends if it is now cooling."""
+        now = self.clock()
+        state = self._keys.get(key)
+        if state is None:
+            if len(self._keys) >= self.SWEEP_AT:
+                self._sweep(now)
+            state = self._keys[key] = _Failures()
+        times = state.times
+        times.append(now)
+        horizon = now - self.config.window
+        while times and times[0] < horizon:
+            times.popleft()
+        if len(times) >= self.config.failures:
+            times.clear()
+            state.until = max(state.until, now + self.config.duration)
+        if retry_after is not None and retry_after > 0:
+            state.until = max(state.until, now + retry_after)
+        return state.until if state.until > now else None
+
+    def record_success(self, key: str) -> None:
+        """``key`` answered: forget its failures and end its cooldown."""
+        if key in self._keys:
+            del self._keys[key]
+
+    def cooling_until(self, key: str) -> float | None:
+        """When ``key``'s cooldown ends, or None when it is not cooling."""
+        state = self._keys.get(key)
+        if state is None or not state.until:
+            return None
+        return state.until if state.until > self.clock() else None
+
+    def _sweep(self, now: float) -> None:
+        horizon = now - self.config.window
+        for key in [
+            k
+            for k, s in self._keys.items()
+            if s.until <= now and (not s.times or s.times[-1] < horizon)
+        ]:
+            del self._keys[key]
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """A name's deployments and fallbacks; ``fixed`` is its plan when it never varies."""
+
+    deployments: tuple[Deployment, ...]
+    fallbacks: tuple[str, ...]
+    fixed: tuple[Deployment, ...] | None
+
+
+def _group(deployments: tuple[Deployment, ...], fallbacks: tuple[str, ...]) -> _Group:
+    fixed = deployments if len(deployments) == 1 and not fallbacks else None
+    if fixed is not None and not fixed[0].retries.max:
+        fixed[0].alone = True
+    return _Group(deployments, fallbacks, fixed)
+
+
 class Router:
     """Resolves client model names against the config's ``models`` list.
 
     ``upstreams`` maps each configured upstream name to its built :class:`Upstream`;
-    a model entry naming an upstream that is not there is a ConfigError.
+    a model entry naming an upstream that is not there is a ConfigError. ``rng`` and
+    ``clock`` are injectable for tests (the weighted draw; cooldown times).
     """
 
-    def __init__(self, config: Config, upstreams: Mapping[str, Upstream]) -> None:
-        self._exact: dict[str, tuple[Route, ...]] = {}
+    def __init__(
+        self,
+        config: Config,
+        upstreams: Mapping[str, Upstream],
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.strategy = config.routing.strategy
+        self.cooldowns = Cooldowns(config.routing.cooldown, clock)
+        self._rng = rng or random.Random()
+        self._retries = {name: cfg.retries for name, cfg in config.upstreams.items()}
         # Each wildcard entry with its upstream already wrapped for its options: built
         # once here, not on every request that falls through to the wildcard.
-        self._wildcard: tuple[tuple[ModelConfig, Upstream], ...] = ()
         wildcard: list[tuple[ModelConfig, Upstream]] = []
-        exact: dict[str, list[Route]] = {}
+        exact: dict[str, list[Deployment]] = {}
+        fallbacks: dict[str, list[str]] = {}
         for i, model in enumerate(config.models):
             upstream = upstreams.get(model.upstream)
             if upstream is None:
@@ -60,6 +244,8 @@ class Router:
                     f"models[{i}].upstream: upstream {model.upstream!r} was not built "
                     f"(built: {', '.join(upstreams) or 'none'})"
                 )
+            names = fallbacks.setdefault(model.name, [])
+            names.extend(n for n in model.fallbacks if n not in names)
             if model.name == WILDCARD:
                 wildcard.append((model, with_options(upstream, model.options)))
             else:
@@ -70,35 +256,152 @@ class Router:
                     model.options,
                     model,
                 )
-                exact.setdefault(model.name, []).append(route)
-        self._exact = {name: tuple(routes) for name, routes in exact.items()}
+                exact.setdefault(model.name, []).append(self._deployment(route))
+        self._groups = {
+            name: _group(tuple(deps), tuple(fallbacks[name])) for name, deps in exact.items()
+        }
         self._wildcard = tuple(wildcard)
+        self._wildcard_fallbacks = tuple(fallbacks.get(WILDCARD, ()))
+        self._wildcard_groups: dict[str, _Group] = {}
 
-    def resolve(self, name: str) -> Route:
-        """The route for ``name``: its first deployment, else the wildcard's.
+    def _deployment(self, route: Route) -> Deployment:
+        entry = route.entry
+        retries = self._retries.get(entry.upstream) if entry is not None else None
+        return Deployment(route, entry.weight if entry else 1.0, retries or RetriesConfig())
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def plan(self, name: str) -> Sequence[Deployment]:
+        """The deployments to try for a request for ``name``, in order (module docstring).
 
         Raises NotFoundError (404, ``param="model"``, ``code="model_not_found"``) when
-        neither exists.
+        neither the name nor a wildcard exists. Never empty.
         """
-        routes = self._exact.get(name)
-        if routes is not None:
-            return routes[0]
-        if self._wildcard:
-            return self._wildcard_route(self._wildcard[0], name)
-        raise NotFoundError(f"model '{name}' not found", param="model", code="model_not_found")
+        group = self._groups.get(name)
+        if group is None:
+            group = self._group_of(name)
+        if group.fixed is not None:
+            return group.fixed
+        until = self.cooldowns.cooling_until
+        last_resort: list[Deployment] = []
+        plan = self._healthy(group, until, last_resort)
+        for fallback in group.fallbacks:
+            fallback_group = self._groups.get(fallback) or self._wildcard_group(fallback)
+            if fallback_group is not None:
+                plan += self._healthy(fallback_group, until, last_resort)
+        if last_resort:
+            plan += last_resort
+        return plan
+
+    def resolve(self, name: str) -> Route:
+        """The route of ``name``'s first deployment in config order (else the wildcard's).
+
+        For what does not need a plan: token counting, and checks that a name exists.
+        Raises NotFoundError as :meth:`plan` does.
+        """
+        group = self._groups.get(name)
+        if group is None:
+            group = self._group_of(name)
+        return group.deployments[0].route
 
     def deployments(self, name: str) -> tuple[Route, ...]:
         """All deployments for ``name`` in config order (empty if none, wildcard included)."""
-        routes = self._exact.get(name)
-        if routes is not None:
-            return routes
-        return tuple(self._wildcard_route(entry, name) for entry in self._wildcard)
+        group = self._groups.get(name) or self._wildcard_group(name)
+        return tuple(d.route for d in group.deployments) if group is not None else ()
+
+    def fallbacks(self, name: str) -> tuple[str, ...]:
+        """The fallback names of ``name`` (the union over its entries, config order)."""
+        group = self._groups.get(name) or self._wildcard_group(name)
+        return group.fallbacks if group is not None else ()
 
     def model_names(self) -> list[str]:
         """The configured model names, in config order, without duplicates or ``"*"``."""
-        return list(self._exact)
+        return list(self._groups)
+
+    def _group_of(self, name: str) -> _Group:
+        group = self._wildcard_group(name)
+        if group is None:
+            raise NotFoundError(f"model '{name}' not found", param="model", code="model_not_found")
+        return group
+
+    def _wildcard_group(self, name: str) -> _Group | None:
+        if not self._wildcard:
+            return None
+        group = self._wildcard_groups.get(name)
+        if group is None:
+            if len(self._wildcard_groups) >= WILDCARD_CACHE:
+                self._wildcard_groups.clear()
+            deployments = tuple(
+                self._deployment(self._wildcard_route(entry, name)) for entry in self._wildcard
+            )
+            group = self._wildcard_groups[name] = _group(deployments, self._wildcard_fallbacks)
+        return group
 
     def _wildcard_route(self, entry: tuple[ModelConfig, Upstream], name: str) -> Route:
         model, upstream = entry
         upstream_model = name if model.model == WILDCARD else model.model
         return Route(name, upstream, upstream_model, model.options, model)
+
+    # -- planning -----------------------------------------------------------------------
+
+    def _healthy(
+        self,
+        group: _Group,
+        until: Callable[[str], float | None],
+        last_resort: list[Deployment],
+    ) -> list[Deployment]:
+        """``group``'s deployments not cooling, in strategy order (a new list); when all
+        are cooling, the one whose cooldown ends first goes onto ``last_resort``."""
+        healthy = [d for d in group.deployments if until(d.key) is None]
+        if len(healthy) > 1:
+            return self._ordered(healthy)
+        if not healthy:
+            last_resort.append(min(group.deployments, key=lambda d: until(d.key) or 0.0))
+        return healthy
+
+    def _ordered(self, deployments: list[Deployment]) -> list[Deployment]:
+        """``deployments`` (two or more) in the strategy's order for one request."""
+        rand = self._rng.random
+        if self.strategy == "weighted":
+            if len(deployments) == 2:  # the common case, in one draw
+                a, b = deployments
+                return deployments if rand() * (a.weight + b.weight) < a.weight else [b, a]
+            # Weighted order without replacement (Efraimidis-Spirakis): each draws
+            # u ** (1 / weight), largest first.
+            return sorted(deployments, key=lambda d: rand() ** d.inverse_weight, reverse=True)
+        if self.strategy == "least-busy":
+            return sorted(deployments, key=lambda d: (d.in_flight, -(rand() ** d.inverse_weight)))
+        return sorted(  # lowest-latency
+            deployments,
+            key=lambda d: (_unmeasured_first(d.latency), -(rand() ** d.inverse_weight)),
+        )
+
+    # -- what the gateway reports -------------------------------------------------------
+
+    @staticmethod
+    def attempt_started(deployment: Deployment) -> None:
+        """An attempt on ``deployment`` began (it counts as in flight until it ends)."""
+        deployment.in_flight += 1
+
+    @staticmethod
+    def attempt_ended(deployment: Deployment) -> None:
+        """An attempt on ``deployment`` ended (a stream: when its last byte went out)."""
+        deployment.in_flight -= 1
+
+    def attempt_succeeded(self, deployment: Deployment, latency: float) -> None:
+        """``deployment`` answered after ``latency`` seconds (to its first events, for a
+        stream): its failures are forgotten and the sample joins its moving average."""
+        self.cooldowns.record_success(deployment.key)
+        average = deployment.latency
+        deployment.latency = (
+            latency if average is None else average + LATENCY_ALPHA * (latency - average)
+        )
+
+    def attempt_failed(self, deployment: Deployment, retry_after: float | None = None) -> None:
+        """``deployment`` failed in a way worth retrying elsewhere; it counts toward its
+        cooldown (and ``retry_after``, the wait the upstream asked for, cools it that long)."""
+        self.cooldowns.record_failure(deployment.key, retry_after)
+
+
+def _unmeasured_first(latency: float | None) -> float:
+    return -1.0 if latency is None else latency

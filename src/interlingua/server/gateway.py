@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
+from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
 from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
 from .keep import Keep, keep_last_response
 
@@ -171,17 +173,72 @@ class Gateway:
         answer is rendered or a stream has sent its terminal event, before the answer
         ends (so a client that reads the end finds it kept); it must not raise.
         """
-        route = self.router.resolve(_model_of(body))
-        upstream = route.upstream
-        if self.passes_through(dialect, route):
-            return await self._passthrough(dialect, route, body, headers, keep)
-        encode_body(body)  # 400, not a 500 later, if it is too deep to be written back
-        request = dialect.parse_request(body)
-        if extra:
-            request = replace(request, extra={**request.extra, **extra})
+        name = _model_of(body)
+        plan = self.router.plan(name)
+        if len(plan) > 1 or not plan[0].alone:
+            parsed: list[Request] = []  # the neutral request, parsed on the first translation
+
+            async def attempt(route: Route) -> BytesResponse | StreamResponse:
+                """One candidate's try (server/attempts.py retries and falls back)."""
+                if self.passes_through(dialect, route):
+                    # A copy per attempt: what one deployment writes into its body (its
+                    # model name, its shaping) must not reach the next one's.
+                    return await self._passthrough(dialect, route, dict(body), headers, keep)
+                return await self._translated(dialect, route, body, receive, extra, keep, parsed)
+
+            return await run_attempts(self.router, plan, attempt, name, receive, _pause)
+        # A name's only deployment, no fallbacks, nothing to retry (the common case): one
+        # attempt, no loop and no closure, so the hot path costs what it did before.
+        deployment = plan[0]
+        route = deployment.route
+        started = time.perf_counter()
+        try:
+            if self.passes_through(dialect, route):
+                answer = await self._passthrough(dialect, route, body, headers, keep)
+            else:
+                answer = await self._translated(dialect, route, body, receive, extra, keep, None)
+        except (InterlinguaError, RelayedFailure) as exc:
+            return alone_failed(self.router, deployment, exc, started, name)
+        return alone_answered(self.router, deployment, answer, started, name)
+
+    def _translated(
+        self,
+        dialect: Dialect,
+        route: Route,
+        body: dict[str, Any],
+        receive: Receive | None,
+        extra: Mapping[str, Any] | None,
+        keep: Keep | None,
+        parsed: list[Request] | None,
+    ) -> Awaitable[BytesResponse | StreamResponse]:
+        """One attempt on the translated path: the request parsed now (a bad one raises
+        here), the upstream called when the result is awaited. ``parsed`` caches the
+        neutral request across the attempts of one request (None: there is only one).
+        (Not a coroutine itself: one coroutine frame fewer on the hot path.)"""
+        if parsed:
+            request = parsed[0]
+        else:
+            encode_body(body)  # 400, not a 500 later, if it is too deep to be written back
+            request = dialect.parse_request(body)
+            if extra:
+                request = replace(request, extra={**request.extra, **extra})
+            if parsed is not None:
+                parsed.append(request)
         upstream_request = for_upstream(request, route.upstream_model, route.entry)
         if request.stream:
-            return await self._stream(dialect, route, request, upstream_request, keep)
+            return self._stream(dialect, route, request, upstream_request, keep)
+        return self._complete(dialect, route, request, upstream_request, receive, keep)
+
+    async def _complete(
+        self,
+        dialect: Dialect,
+        route: Route,
+        request: Request,
+        upstream_request: Request,
+        receive: Receive | None,
+        keep: Keep | None,
+    ) -> BytesResponse:
+        upstream = route.upstream
         if receive is not None and upstream.cancel_on_disconnect:
             response = await _unless_disconnected(upstream.complete(upstream_request), receive)
         else:
@@ -283,10 +340,15 @@ class Gateway:
             # A relayed error status the client's dialect lacks (OpenAI has no 529).
             status = dialect.client_status(answer.status)
             data = self.scrub_bytes(answer.body)
-            if keep is not None and answer.status < 300:
+            if answer.status >= 400:
+                # Judged by the attempt loop (server/attempts.py): retried, or relayed.
+                raise RelayedFailure(
+                    BytesResponse(data, status, relayed), answer.status, answer.headers
+                )
+            if keep is not None:
                 await keep(data)
             return BytesResponse(data, status, relayed)
-        request = Request(model=str(body.get("model")), messages=(), stream=True)
+        request = Request(model=route.upstream_model, messages=(), stream=True)
         chunks = self._scrub_stream(answer.chunks) if self.secrets else answer.chunks
         if keep is not None:
             chunks = keep_last_response(chunks, keep)
@@ -346,6 +408,15 @@ async def _unless_disconnected(work: Awaitable[T], receive: Receive) -> T:
         watcher.cancel()
         if not task.done():
             task.cancel()
+
+
+async def _pause(seconds: float, receive: Receive | None) -> None:
+    """Wait ``seconds`` before a retry; a client that hangs up meanwhile ends the wait
+    (and the request: no attempt is made for nobody)."""
+    if receive is None:
+        await asyncio.sleep(seconds)
+    else:
+        await _unless_disconnected(asyncio.sleep(seconds), receive)
 
 
 async def _disconnect(receive: Receive) -> None:

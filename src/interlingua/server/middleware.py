@@ -21,6 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 
 from starlette.requests import Request as HTTPRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,6 +36,10 @@ log = logging.getLogger("interlingua.server")
 #: client hung up before the answer began (uvicorn itself would let it run on for nobody)
 TASK = "task"
 CLIENT_GONE = "client_gone"
+
+#: the id of the request being answered, for log lines deep in the request path (the
+#: routing attempts: server/attempts.py) that get no scope; "-" outside a request
+REQUEST_ID: ContextVar[str] = ContextVar("interlingua_request_id", default="-")
 
 FastHandler = Callable[[HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
 
@@ -63,6 +68,7 @@ class Front:
         request_id = new_request_id()
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
+        token = REQUEST_ID.set(request_id)
         state[TASK] = asyncio.current_task()
         id_headers = [(b"x-request-id", request_id.encode()), (b"request-id", request_id.encode())]
         started = time.perf_counter()
@@ -97,6 +103,7 @@ class Front:
             status = 499
             log.info("client disconnected before the answer; its request was cancelled")
         finally:
+            REQUEST_ID.reset(token)
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
                     '%s "%s %s" %d %.1fms',

@@ -1,0 +1,249 @@
+"""The attempt loop: a request's plan of deployments, tried in turn before the first byte.
+
+:meth:`~interlingua.routing.Router.plan` orders the candidates (a model's deployments,
+then its fallbacks'); :func:`run_attempts` calls one attempt per candidate until one
+answers, where an *attempt* is everything up to the point of no return: the whole answer
+(non-stream), or the upstream's first events (a stream, before the status line is sent;
+after it a failure travels in-band, never retried, since the client may have acted on
+the bytes it got).
+
+A failed attempt is judged by :func:`interlingua.retry.should_retry` (408, 409, 429,
+5xx, 529, cannot connect, timed out; ``x-should-retry`` from the upstream wins). Not
+retryable (400, 401, 403, 404...): returned at once, the other candidates untried. Else
+it counts toward the deployment's cooldown, and:
+
+* the same deployment is tried again, up to its upstream's ``retries.max`` times, after
+  the wait the upstream asked for (``retry-after-ms`` / ``Retry-After``) when that is
+  within ``retries.max_wait``, else after a capped exponential backoff with full jitter;
+  an asked-for wait over ``max_wait`` is not waited for: the next candidate is tried;
+* then the next candidate (each once, plus its own retries), at once.
+
+When every candidate failed, the client gets the last failure: the last upstream's error
+in its own dialect with its Retry-After (a passthrough error body relayed as it came).
+Each attempt is logged at DEBUG on ``interlingua.routing``, with the request id::
+
+    req_1f.. model=smart attempt=1 deployment=nim/deepseek-r1 outcome="429 rate_limit"
+        latency_ms=31.2 next=same wait_s=1.00
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from starlette.types import Receive
+
+from ..config import RetriesConfig
+from ..errors import InterlinguaError, error_class_for_status, parse_retry_after
+from ..retry import retry_delay, should_retry
+from ..routing import Deployment, Route, Router
+from .http import BytesResponse, StreamResponse
+from .middleware import REQUEST_ID
+
+__all__ = [
+    "RelayedFailure",
+    "alone_answered",
+    "alone_failed",
+    "run_attempts",
+]
+
+log = logging.getLogger("interlingua.routing")
+
+Answer = BytesResponse | StreamResponse
+Attempt = Callable[[Route], Awaitable[Answer]]
+#: how the loop waits before a retry: ``pause(seconds, receive)``; raises when the client
+#: hangs up meanwhile (server/gateway.py)
+Pause = Callable[[float, Receive | None], Awaitable[None]]
+
+
+class RelayedFailure(Exception):
+    """A passthrough attempt the upstream answered with an error status.
+
+    Raised rather than returned so the loop can judge it like any other failure; when it
+    is the last, ``response`` (the upstream's own error body, scrubbed, with its
+    Retry-After) is what the client gets.
+    """
+
+    def __init__(self, response: BytesResponse, status: int, headers: Mapping[str, str]) -> None:
+        super().__init__(f"upstream answered {status}")
+        self.response = response
+        self.status = status
+        self.headers = headers
+
+
+def _judged(failure: InterlinguaError | RelayedFailure) -> tuple[bool, float | None, str]:
+    """Whether ``failure`` is worth another attempt, the wait its upstream asked for, and
+    how to name it in the log."""
+    if isinstance(failure, RelayedFailure):
+        status, headers = failure.status, failure.headers
+        kind = error_class_for_status(status).kind.value
+        return should_retry(status, headers), parse_retry_after(headers), f"{status} {kind}"
+    outcome = f"{failure.status} {failure.kind.value}"
+    return should_retry(failure), failure.retry_after, outcome
+
+
+def _retry_wait(retries: RetriesConfig, tries: int, asked: float | None) -> float | None:
+    """Seconds before trying the same deployment again, or None to move on."""
+    if tries >= retries.max:
+        return None
+    if asked is not None:
+        return asked if asked <= retries.max_wait else None
+    return min(retry_delay(tries), retries.max_wait)
+
+
+def _begin(router: Router, deployment: Deployment) -> float:
+    """Tell the router an attempt on ``deployment`` starts; its start time."""
+    router.attempt_started(deployment)
+    return time.perf_counter()
+
+
+def _answered(
+    router: Router, deployment: Deployment, answer: Answer, started: float, model: str, number: int
+) -> Answer:
+    """``answer``, once the router knows the attempt succeeded (and, for a stream, will
+    know when it ends)."""
+    latency = time.perf_counter() - started
+    router.attempt_succeeded(deployment, latency)
+    if type(answer) is StreamResponse:
+        # A stream is in flight until its last byte went out.
+        answer.aclose = _ending(answer, router, deployment)
+    else:
+        router.attempt_ended(deployment)
+    if log.isEnabledFor(logging.DEBUG):
+        _log(model, number, deployment, f"{answer.status} ok", latency, None, 0.0)
+    return answer
+
+
+def alone_answered(
+    router: Router, deployment: Deployment, answer: Answer, started: float, model: str
+) -> Answer:
+    """:func:`_answered` for a name's only deployment with nothing to retry (the hot path):
+    its cooldown is cleared, but no in-flight count or latency is kept, since no
+    strategy ever orders a deployment that has no sibling."""
+    router.cooldowns.record_success(deployment.key)
+    if log.isEnabledFor(logging.DEBUG):
+        latency = time.perf_counter() - started
+        _log(model, 1, deployment, f"{answer.status} ok", latency, None, 0.0)
+    return answer
+
+
+def alone_failed(
+    router: Router,
+    deployment: Deployment,
+    failure: InterlinguaError | RelayedFailure,
+    started: float,
+    model: str,
+) -> BytesResponse:
+    """The end of a request whose only attempt failed (one deployment, no retries): the
+    failure counts toward the deployment's cooldown (it matters where the name is another
+    one's fallback) and is the client's answer."""
+    latency = time.perf_counter() - started
+    retryable, asked, outcome = _judged(failure)
+    if retryable:
+        router.attempt_failed(deployment, asked)
+    if log.isEnabledFor(logging.DEBUG):
+        after = "none" if retryable else "none (not retryable)"
+        _log(model, 1, deployment, outcome, latency, after, 0.0)
+    return _give_up(failure)
+
+
+async def run_attempts(
+    router: Router,
+    plan: Sequence[Deployment],
+    attempt: Attempt,
+    model: str,
+    receive: Receive | None,
+    pause: Pause,
+) -> Answer:
+    """The first answer of ``attempt`` over ``plan`` (module docstring); raises the last
+    failure (or returns a relayed one) when none answers."""
+    number = 0
+    failure: InterlinguaError | RelayedFailure | None = None
+    last = len(plan) - 1
+    for index, deployment in enumerate(plan):
+        tries = 0
+        while True:
+            number += 1
+            started = _begin(router, deployment)
+            try:
+                answer = await attempt(deployment.route)
+            except (InterlinguaError, RelayedFailure) as exc:
+                router.attempt_ended(deployment)
+                failure = exc
+            except BaseException:
+                router.attempt_ended(deployment)
+                raise
+            else:
+                return _answered(router, deployment, answer, started, model, number)
+            latency = time.perf_counter() - started
+            retryable, asked, outcome = _judged(failure)
+            debug = log.isEnabledFor(logging.DEBUG)
+            if not retryable:
+                if debug:
+                    _log(model, number, deployment, outcome, latency, "none (not retryable)", 0.0)
+                return _give_up(failure)
+            router.attempt_failed(deployment, asked)
+            wait = _retry_wait(deployment.retries, tries, asked)
+            if wait is None:
+                if debug:
+                    after = "none" if index == last else plan[index + 1].key
+                    _log(model, number, deployment, outcome, latency, after, 0.0)
+                break
+            if debug:
+                _log(model, number, deployment, outcome, latency, "same", wait)
+            if wait > 0:
+                await pause(wait, receive)
+            tries += 1
+    assert failure is not None  # (a plan is never empty)
+    return _give_up(failure)
+
+
+def _give_up(failure: InterlinguaError | RelayedFailure) -> BytesResponse:
+    if isinstance(failure, RelayedFailure):
+        return failure.response
+    raise failure
+
+
+def _ending(
+    answer: StreamResponse, router: Router, deployment: Deployment
+) -> Callable[[], Awaitable[None]]:
+    """``answer``'s close, then the end of its attempt (once, however often called)."""
+    aclose = answer.aclose
+    ended = False
+
+    async def close() -> None:
+        nonlocal ended
+        try:
+            if aclose is not None:
+                await aclose()
+        finally:
+            if not ended:
+                ended = True
+                router.attempt_ended(deployment)
+
+    return close
+
+
+def _log(
+    model: str,
+    number: int,
+    deployment: Deployment,
+    outcome: str,
+    latency: float,
+    after: str | None,
+    wait: float,
+) -> None:
+    tail = "" if after is None else f' next="{after}" wait_s={wait:.2f}'
+    if not model.isprintable() or " " in model or '"' in model:
+        model = repr(model)  # the client's string: it must not forge a log line
+    log.debug(
+        '%s model=%s attempt=%d deployment=%s outcome="%s" latency_ms=%.1f%s',
+        REQUEST_ID.get(),
+        model,
+        number,
+        deployment.key,
+        outcome,
+        latency * 1000,
+        tail,
+    )
