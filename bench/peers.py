@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from .procs import BenchError, free_port, say, start, wait_ready
-from .scenarios import CLIENT_KEY, ROUTES, UPSTREAMS
+from .scenarios import CLIENT_KEY, DEPLOYMENTS, ROUTES, UPSTREAMS
 from .servers import GatewayProcess
 
 VENVS = Path(__file__).resolve().parent / ".venvs"
@@ -35,7 +35,13 @@ _MARKER = ".bench-installed"
 def litellm_config(nginx_base: str) -> dict[str, Any]:
     """The LiteLLM proxy config equivalent to :func:`bench.scenarios.gateway_config`."""
     entries = []
-    for alias, (upstream, model) in ROUTES.items():
+    deployments = [(alias, upstream, model, None) for alias, (upstream, model) in ROUTES.items()]
+    deployments += [
+        (alias, upstream, model, weight)
+        for alias, entries_of in DEPLOYMENTS.items()
+        for upstream, model, weight in entries_of
+    ]
+    for alias, upstream, model, weight in deployments:
         kind, path = UPSTREAMS[upstream]
         # LiteLLM appends /chat/completions to an openai api_base and /v1/messages to
         # an anthropic one, as interlingua does with base_url; its openai provider
@@ -48,6 +54,8 @@ def litellm_config(nginx_base: str) -> dict[str, Any]:
             # the upstream's own /responses unless told to bridge to Chat Completions,
             # which the scenario (and interlingua) does.
             params["use_chat_completions_api"] = True
+        if weight is not None:  # LiteLLM's router: the same model_name = deployments
+            params["weight"] = weight
         entries.append({"model_name": alias, "litellm_params": params})
     return {
         "model_list": entries,

@@ -210,6 +210,9 @@ TARGETS = (
            _beside("r2o", "a2o", 50, 0.75)),
     Target("Responses→OpenAI stream vs Anthropic→OpenAI stream, 50 conns", "≥ 0.75×",
            _beside("r2o-stream", "a2o-stream", 50, 0.75)),
+    # Issue 11: a name with two weighted deployments costs a plan per request.
+    Target("2 weighted deployments vs one (passthrough), 50 conns", "≥ 0.9×",
+           _beside("weighted", "passthrough", 50, 0.9)),
     # No goal: the price of the API's default store (one SQLite row per answer).
     Target("Responses→OpenAI stored vs stateless, 50 conns", "reported",
            _beside("r2o-stored", "r2o", 50, 0.0)),

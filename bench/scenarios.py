@@ -93,6 +93,11 @@ GATEWAY = (
     # the gateway's SQLite store: the price of stored state, reported beside r2o.
     Scenario("r2o-stored", "Responses→OpenAI non-stream, stored (SQLite)", "responses",
              "/v1/responses", "responses_stored.json", "bench-r2o", False, "direct-json"),
+    # One name, two deployments weighted 3:1 (two upstream entries on the same nginx
+    # route): the routing plan's price beside plain passthrough.
+    Scenario("weighted", "OpenAI→OpenAI non-stream, 2 weighted deployments", "openai",
+             "/v1/chat/completions", "openai_chat.json", "bench-weighted", False,
+             "direct-json"),
     Scenario("r2r", "Responses→Responses non-stream (passthrough)", "responses",
              "/v1/responses", "responses.json", "bench-r2r", False, "direct-responses"),
     Scenario("r2r-stream", "Responses→Responses stream (passthrough)", "responses",
@@ -114,9 +119,15 @@ ROUTES = {
     "bench-r2r": ("responses_json", "gpt-4o-mini"),
     "bench-r2r-stream": ("responses_stream", "gpt-4o-mini"),
 }
+#: model alias -> its deployments (upstream name, upstream model, weight), for aliases
+#: with several
+DEPLOYMENTS = {
+    "bench-weighted": (("openai_json", "gpt-4o-mini", 3), ("openai_json_b", "gpt-4o-mini", 1)),
+}
 #: upstream name -> (kind, path under the nginx root that is its base_url)
 UPSTREAMS = {
     "openai_json": ("openai", "/v1"),
+    "openai_json_b": ("openai", "/v1"),
     "openai_stream": ("openai", "/stream/v1"),
     "anthropic_stream": ("anthropic", "/stream"),
     "responses_json": ("responses", "/v1"),
@@ -129,11 +140,19 @@ def gateway_config(
 ) -> dict[str, Any]:
     """The interlingua config (as a YAML-able dict) routing every scenario (or only
     ``scenarios``: an older tree under A/B may not know every upstream kind) to nginx."""
-    routes = ROUTES
+    models = [
+        {"name": alias, "upstream": upstream, "model": model}
+        for alias, (upstream, model) in ROUTES.items()
+    ]
+    models += [
+        {"name": alias, "upstream": upstream, "model": model, "weight": weight}
+        for alias, deployments in DEPLOYMENTS.items()
+        for upstream, model, weight in deployments
+    ]
     if scenarios is not None:
         wanted = {s.model for s in scenarios}
-        routes = {alias: route for alias, route in ROUTES.items() if alias in wanted}
-    used = {upstream for upstream, _ in routes.values()}
+        models = [m for m in models if m["name"] in wanted]
+    used = {m["upstream"] for m in models}
     return {
         "server": {"host": "127.0.0.1", "port": port, "api_keys": [CLIENT_KEY]},
         "upstreams": {
@@ -141,10 +160,7 @@ def gateway_config(
             for name, (kind, path) in UPSTREAMS.items()
             if name in used
         },
-        "models": [
-            {"name": alias, "upstream": upstream, "model": model}
-            for alias, (upstream, model) in routes.items()
-        ],
+        "models": models,
     }
 
 

@@ -172,7 +172,9 @@ def test_gateway_config_is_valid_and_routes_every_scenario() -> None:
 def test_litellm_config_mirrors_the_gateway_routes() -> None:
     config = peers.litellm_config("http://127.0.0.1:9")
     entries = {e["model_name"]: e["litellm_params"] for e in config["model_list"]}
-    assert set(entries) == set(scenarios.ROUTES)
+    assert set(entries) == set(scenarios.ROUTES) | set(scenarios.DEPLOYMENTS)
+    weighted = [e for e in config["model_list"] if e["model_name"] == "bench-weighted"]
+    assert [e["litellm_params"]["weight"] for e in weighted] == [3, 1]
     assert entries["bench-openai-stream"]["model"] == "openai/gpt-4o-mini"
     assert entries["bench-openai-stream"]["api_base"] == "http://127.0.0.1:9/stream/v1"
     assert entries["bench-o2a-stream"]["model"] == "anthropic/claude-sonnet-4-5"
