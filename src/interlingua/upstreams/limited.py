@@ -1,0 +1,227 @@
+"""Upstream ``limits:`` -- rpm, tpm, max_concurrency, a bounded FIFO line -- around any upstream.
+
+A provider's free tier allows a few dozen requests a minute; an agent such as Claude Code
+bursts well past that and dies on the 429s. :class:`LimitedUpstream` paces the gateway
+itself: every call of the wrapped upstream (:meth:`complete`, :meth:`stream` /
+:meth:`stream_batches`, :meth:`passthrough`) first takes a ticket from a
+:class:`~interlingua.limits.Limiter` built from the upstream's ``limits``:
+
+* **rpm / tpm** -- sliding one-minute windows. A request's tokens are *estimated on
+  admission* as its input estimate (:func:`~interlingua.core.tokens.estimate_request_tokens`)
+  plus its ``max_tokens`` (the output it may use: what OpenAI and Anthropic reserve
+  against their own token limits too), and *settled* with the answer's actual usage --
+  ``Response.usage``, the stream's final ``StreamEnd`` usage, or on the passthrough path
+  the ``usage`` the relayed answer carries (:mod:`.relay_usage`); there the estimate is
+  the body's bytes / 4 plus its max output field. An answer reporting no usage (or a
+  stream cut by an error) keeps its estimate.
+* **max_concurrency** -- requests in flight. A stream holds its slot until it ends, fails
+  or its client leaves (the gateway closes it); a passthrough stream until the gateway
+  closes the relayed answer.
+* **the line** -- a request over a limit waits, strictly first come first served, for at
+  most ``queue_timeout`` seconds, among at most ``max_queue`` waiting; beyond either it
+  gets :class:`~interlingua.limits.QueueRefused`: 429 for OpenAI clients, 529
+  ``overloaded_error`` for Anthropic ones, with Retry-After. A waiting request whose
+  client hangs up (its task is cancelled) leaves the line.
+
+``count_tokens`` is not limited (providers count it apart, and it generates nothing).
+:func:`~interlingua.upstreams.build_upstream` wraps an upstream only when its ``limits``
+set something: an unlimited upstream pays nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from ..config import LimitsConfig
+from ..core import Request, Response, StreamEnd, StreamEvent, aclose_iterator
+from ..core.tokens import CHARS_PER_TOKEN, estimate_request_tokens
+from ..limits import Limiter, Ticket
+from .base import RawResponse, Upstream
+from .relay_usage import StreamUsage, body_tokens
+
+__all__ = ["LimitedUpstream"]
+
+
+class _MaxOutput(msgspec.Struct):
+    """The output limit of a passthrough body, whichever dialect's field holds it."""
+
+    max_tokens: Any = None
+    max_completion_tokens: Any = None
+    max_output_tokens: Any = None
+
+
+_MAX_OUTPUT = msgspec.json.Decoder(_MaxOutput)
+
+
+class LimitedUpstream(Upstream):
+    """``inner`` behind its ``limits`` (see the module docstring).
+
+    It keeps ``inner``'s dialect (passthrough stays available) and name. Non-streaming
+    requests are cancelled when their client hangs up (``cancel_on_disconnect``): a place
+    in the line and a slot are scarce, and nobody will read the answer.
+    """
+
+    cancel_on_disconnect = True
+
+    def __init__(
+        self,
+        inner: Upstream,
+        limits: LimitsConfig,
+        *,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[object]] | None = None,
+    ) -> None:
+        super().__init__(inner.name)
+        self.inner = inner
+        self.dialect = inner.dialect
+        self.limits = limits
+        seams: dict[str, Any] = {}
+        if clock is not None:
+            seams["clock"] = clock
+        if sleep is not None:
+            seams["sleep"] = sleep
+        self.limiter = Limiter(
+            limits.rpm,
+            limits.tpm,
+            limits.max_concurrency,
+            max_queue=limits.max_queue,
+            queue_timeout=limits.queue_timeout,
+            what=f"upstream '{inner.name}'",
+            **seams,
+        )
+        #: tokens are estimated and settled only when a token limit is set
+        self.counts_tokens = limits.tpm is not None
+
+    def _estimate(self, request: Request) -> int:
+        if not self.counts_tokens:
+            return 0
+        return estimate_request_tokens(request) + (request.max_tokens or 0)
+
+    async def complete(self, request: Request) -> Response:
+        ticket = await self.limiter.acquire(self._estimate(request))
+        try:
+            response = await self.inner.complete(request)
+            if self.counts_tokens:
+                _settle(ticket, response.usage.total_tokens)
+            return response
+        finally:
+            ticket.release()
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        ticket = await self.limiter.acquire(self._estimate(request))
+        events = self.inner.stream(request)
+        try:
+            async for event in events:
+                if self.counts_tokens and isinstance(event, StreamEnd):
+                    _settle(ticket, event.usage.total_tokens)
+                yield event
+        finally:
+            try:
+                await aclose_iterator(events)
+            finally:
+                ticket.release()
+
+    async def stream_batches(self, request: Request) -> AsyncIterator[list[StreamEvent]]:
+        ticket = await self.limiter.acquire(self._estimate(request))
+        batches = self.inner.stream_batches(request)
+        try:
+            async for batch in batches:
+                # StreamEnd ends a stream: the last event of its batch.
+                if self.counts_tokens and batch and isinstance(batch[-1], StreamEnd):
+                    _settle(ticket, batch[-1].usage.total_tokens)
+                yield batch
+        finally:
+            try:
+                await aclose_iterator(batches)
+            finally:
+                ticket.release()
+
+    async def passthrough(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        ticket = await self.limiter.acquire(self._estimate_body(body))
+        try:
+            answer = await self.inner.passthrough(body, stream, headers)
+        except BaseException:
+            ticket.release()
+            raise
+        if answer.chunks is None:
+            # A whole body (an answer or an error): read, so the slot is free now.
+            if self.counts_tokens and answer.status < 300:
+                _settle(ticket, body_tokens(answer.body))
+            ticket.release()
+            return answer
+        if self.counts_tokens:
+            usage = StreamUsage()
+            answer.chunks = _watched(answer.chunks, usage)
+            answer.closer = _closer(answer.closer, ticket, usage)
+        else:
+            answer.closer = _closer(answer.closer, ticket, None)
+        return answer
+
+    def _estimate_body(self, body: bytes) -> int:
+        if not self.counts_tokens:
+            return 0
+        try:
+            fields = _MAX_OUTPUT.decode(body)
+        except msgspec.DecodeError:
+            fields = _MaxOutput()
+        output = next(
+            (
+                value
+                for value in (
+                    fields.max_tokens,
+                    fields.max_completion_tokens,
+                    fields.max_output_tokens,
+                )
+                if isinstance(value, int) and value > 0
+            ),
+            0,
+        )
+        return len(body) // CHARS_PER_TOKEN + output
+
+    async def count_tokens(self, request: Request) -> int | None:
+        return await self.inner.count_tokens(request)
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _settle(ticket: Ticket, tokens: int) -> None:
+    """Settle with a count the answer reported (0: it reported none; keep the estimate)."""
+    if tokens > 0:
+        ticket.settle(tokens)
+
+
+async def _watched(chunks: AsyncIterator[bytes], usage: StreamUsage) -> AsyncIterator[bytes]:
+    """``chunks``, each shown to ``usage`` on its way."""
+    try:
+        async for chunk in chunks:
+            usage.feed(chunk)
+            yield chunk
+    finally:
+        await aclose_iterator(chunks)
+
+
+def _closer(
+    inner: Callable[[], object] | None, ticket: Ticket, usage: StreamUsage | None
+) -> Callable[[], Awaitable[None]]:
+    """A relayed stream's closer: the upstream's own, then settle and free the slot."""
+
+    async def close() -> None:
+        try:
+            result = inner() if inner is not None else None
+            if isinstance(result, Awaitable):
+                await result
+        finally:
+            if usage is not None:
+                _settle(ticket, usage.tokens)
+            ticket.release()
+
+    return close
