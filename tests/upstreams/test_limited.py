@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -18,6 +19,7 @@ from interlingua.core import (
     aclose_iterator,
 )
 from interlingua.core.tokens import estimate_request_tokens
+from interlingua.errors import UpstreamError
 from interlingua.limits import QueueRefused
 from interlingua.upstreams import build_upstream
 from interlingua.upstreams.fake import FakeUpstream
@@ -105,6 +107,28 @@ async def test_an_upstream_error_frees_the_slot(time: FakeTime) -> None:
     up = limited(fake, time, max_concurrency=1)
     with pytest.raises(QueueRefused):
         await up.complete(request())
+    assert up.limiter.in_flight == 0
+
+
+@pytest.mark.parametrize("path", ["complete", "stream", "passthrough"])
+async def test_a_refused_request_counts_for_its_input_only(time: FakeTime, path: str) -> None:
+    fake = FakeUpstream(wire="openai")
+    fake.enqueue(UpstreamError("down", status=500))
+    up = limited(fake, time, tpm=10_000)
+    req = request("x" * 400, max_tokens=5000)
+    if path == "passthrough":
+        raw = body("openai", stream=False)
+        relayed = await up.passthrough(raw, False, {})  # an error body, relayed
+        assert relayed.status == 500
+        expected = len(raw) // 4
+    else:
+        with pytest.raises(UpstreamError):
+            if path == "complete":
+                await up.complete(req)
+            else:
+                await anext(up.stream_batches(replace(req, stream=True)))
+        expected = estimate_request_tokens(req)
+    assert up.limiter.state.usage()[1:] == (1, expected)  # not the 5000 of output
     assert up.limiter.in_flight == 0
 
 

@@ -13,7 +13,8 @@ itself: every call of the wrapped upstream (:meth:`complete`, :meth:`stream` /
   ``Response.usage``, the stream's final ``StreamEnd`` usage, or on the passthrough path
   the ``usage`` the relayed answer carries (:mod:`.relay_usage`); there the estimate is
   the body's bytes / 4 plus its max output field. An answer reporting no usage (or a
-  stream cut by an error) keeps its estimate.
+  stream cut by an error) keeps its estimate; a request the upstream refuses before
+  answering counts for its input estimate only.
 * **max_concurrency** -- requests in flight. A stream holds its slot until it ends, fails
   or its client leaves (the gateway closes it); a passthrough stream until the gateway
   closes the relayed answer.
@@ -36,8 +37,9 @@ from typing import Any
 import msgspec
 
 from ..config import LimitsConfig
-from ..core import Request, Response, StreamEnd, StreamEvent, aclose_iterator
+from ..core import Request, Response, StreamEnd, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import CHARS_PER_TOKEN, estimate_request_tokens
+from ..errors import InterlinguaError
 from ..limits import Limiter, Ticket
 from .base import RawResponse, Upstream
 from .relay_usage import StreamUsage, body_tokens
@@ -95,15 +97,30 @@ class LimitedUpstream(Upstream):
         #: tokens are estimated and settled only when a token limit is set
         self.counts_tokens = limits.tpm is not None
 
-    def _estimate(self, request: Request) -> int:
+    def _estimate(self, request: Request) -> tuple[int, int]:
+        """(input estimate, input + max output): what a request is admitted at, and what
+        it is settled at if the upstream refuses it. Zeros without ``tpm``."""
         if not self.counts_tokens:
-            return 0
-        return estimate_request_tokens(request) + (request.max_tokens or 0)
+            return 0, 0
+        tokens_in = estimate_request_tokens(request)
+        return tokens_in, tokens_in + (request.max_tokens or 0)
+
+    def _unanswered(self, ticket: Ticket, tokens_in: int) -> None:
+        """The upstream refused before answering: no output was made, so the request
+        counts for its input only (a burst of refusals, retried, would otherwise hold
+        the token window full of output that never was)."""
+        if self.counts_tokens:
+            ticket.settle(tokens_in)
 
     async def complete(self, request: Request) -> Response:
-        ticket = await self.limiter.acquire(self._estimate(request))
+        tokens_in, reserve = self._estimate(request)
+        ticket = await self.limiter.acquire(reserve)
         try:
-            response = await self.inner.complete(request)
+            try:
+                response = await self.inner.complete(request)
+            except InterlinguaError:
+                self._unanswered(ticket, tokens_in)
+                raise
             if self.counts_tokens:
                 _settle(ticket, response.usage.total_tokens)
             return response
@@ -111,13 +128,23 @@ class LimitedUpstream(Upstream):
             ticket.release()
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        ticket = await self.limiter.acquire(self._estimate(request))
+        tokens_in, reserve = self._estimate(request)
+        ticket = await self.limiter.acquire(reserve)
         events = self.inner.stream(request)
+        started = False
         try:
             async for event in events:
+                if not started:
+                    started = True
+                    if isinstance(event, StreamError):
+                        self._unanswered(ticket, tokens_in)
                 if self.counts_tokens and isinstance(event, StreamEnd):
                     _settle(ticket, event.usage.total_tokens)
                 yield event
+        except InterlinguaError:
+            if not started:
+                self._unanswered(ticket, tokens_in)
+            raise
         finally:
             try:
                 await aclose_iterator(events)
@@ -125,14 +152,24 @@ class LimitedUpstream(Upstream):
                 ticket.release()
 
     async def stream_batches(self, request: Request) -> AsyncIterator[list[StreamEvent]]:
-        ticket = await self.limiter.acquire(self._estimate(request))
+        tokens_in, reserve = self._estimate(request)
+        ticket = await self.limiter.acquire(reserve)
         batches = self.inner.stream_batches(request)
+        started = False
         try:
             async for batch in batches:
+                if not started and batch:
+                    started = True
+                    if isinstance(batch[0], StreamError):
+                        self._unanswered(ticket, tokens_in)
                 # StreamEnd ends a stream: the last event of its batch.
                 if self.counts_tokens and batch and isinstance(batch[-1], StreamEnd):
                     _settle(ticket, batch[-1].usage.total_tokens)
                 yield batch
+        except InterlinguaError:
+            if not started:
+                self._unanswered(ticket, tokens_in)
+            raise
         finally:
             try:
                 await aclose_iterator(batches)
@@ -142,15 +179,20 @@ class LimitedUpstream(Upstream):
     async def passthrough(
         self, body: bytes, stream: bool, headers: Mapping[str, str]
     ) -> RawResponse:
-        ticket = await self.limiter.acquire(self._estimate_body(body))
+        tokens_in, reserve = self._estimate_body(body)
+        ticket = await self.limiter.acquire(reserve)
         try:
             answer = await self.inner.passthrough(body, stream, headers)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, InterlinguaError):
+                self._unanswered(ticket, tokens_in)
             ticket.release()
             raise
         if answer.chunks is None:
             # A whole body (an answer or an error): read, so the slot is free now.
-            if self.counts_tokens and answer.status < 300:
+            if answer.status >= 300:
+                self._unanswered(ticket, tokens_in)
+            elif self.counts_tokens:
                 _settle(ticket, body_tokens(answer.body))
             ticket.release()
             return answer
@@ -162,26 +204,18 @@ class LimitedUpstream(Upstream):
             answer.closer = _closer(answer.closer, ticket, None)
         return answer
 
-    def _estimate_body(self, body: bytes) -> int:
+    def _estimate_body(self, body: bytes) -> tuple[int, int]:
+        """:meth:`_estimate` for a passthrough body: its bytes / 4 as the input."""
         if not self.counts_tokens:
-            return 0
+            return 0, 0
         try:
             fields = _MAX_OUTPUT.decode(body)
         except msgspec.DecodeError:
             fields = _MaxOutput()
-        output = next(
-            (
-                value
-                for value in (
-                    fields.max_tokens,
-                    fields.max_completion_tokens,
-                    fields.max_output_tokens,
-                )
-                if isinstance(value, int) and value > 0
-            ),
-            0,
-        )
-        return len(body) // CHARS_PER_TOKEN + output
+        limits = (fields.max_tokens, fields.max_completion_tokens, fields.max_output_tokens)
+        output = next((n for n in limits if isinstance(n, int) and n > 0), 0)
+        tokens_in = len(body) // CHARS_PER_TOKEN
+        return tokens_in, tokens_in + output
 
     async def count_tokens(self, request: Request) -> int | None:
         return await self.inner.count_tokens(request)
