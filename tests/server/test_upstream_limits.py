@@ -130,6 +130,42 @@ async def test_rpm_the_sixth_request_is_refused_after_queue_timeout(
     assert "upstream 'oai'" in str(error) or "upstream 'ant'" in str(error)
 
 
+#: time runs this many times faster for the limiter of the next test: a minute is a second
+SPEEDUP = 60.0
+
+
+@pytest.mark.parametrize(("dialect", "stream"), CASES, ids=IDS)
+async def test_rpm_the_sixth_request_waits_for_the_window(dialect: str, stream: bool) -> None:
+    # The limiter's clock runs 60x fast, so its one-minute window passes in a real second.
+    cfg = config({"rpm": 5, "queue_timeout": 120})
+    fakes = {
+        "oai": FakeUpstream("oai", wire="openai"),
+        "ant": FakeUpstream("ant", wire="anthropic"),
+    }
+    upstreams: dict[str, Upstream] = {
+        name: LimitedUpstream(
+            fake,
+            cfg.upstreams[name].limits,
+            clock=lambda: time.monotonic() * SPEEDUP,
+            sleep=lambda seconds: asyncio.sleep(seconds / SPEEDUP),
+        )
+        for name, fake in fakes.items()
+    }
+    model = "gpt" if dialect == "openai" else "claude"
+    with live_server(_app(cfg, upstreams)) as url:
+        started = time.monotonic()
+        for i in range(5):
+            assert await ask(url, dialect, model if i % 2 else model + "-t", stream, f"q{i}")
+        limited = upstreams["oai" if dialect == "openai" else "ant"]
+        assert isinstance(limited, LimitedUpstream)
+        sixth = asyncio.ensure_future(ask(url, dialect, model, stream, "sixth"))
+        await wait_for(lambda: limited.limiter.waiting == 1)  # it waits in line...
+        assert await sixth == "echo: sixth"
+        done = time.monotonic()
+    # ...until the first request left the window: a minute on the limiter's clock.
+    assert 0.95 <= done - started < 2.5
+
+
 @pytest.mark.parametrize(("dialect", "stream"), CASES, ids=IDS)
 async def test_max_concurrency_is_never_exceeded_at_the_upstream(
     dialect: str, stream: bool

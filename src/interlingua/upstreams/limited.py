@@ -40,7 +40,7 @@ from ..config import LimitsConfig
 from ..core import Request, Response, StreamEnd, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import CHARS_PER_TOKEN, estimate_request_tokens
 from ..errors import InterlinguaError
-from ..limits import Limiter, Ticket
+from ..limits import Limiter, LimitState, Ticket
 from .base import RawResponse, Upstream
 from .relay_usage import StreamUsage, body_tokens
 
@@ -73,6 +73,7 @@ class LimitedUpstream(Upstream):
         inner: Upstream,
         limits: LimitsConfig,
         *,
+        state: LimitState | None = None,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
@@ -80,7 +81,8 @@ class LimitedUpstream(Upstream):
         self.inner = inner
         self.dialect = inner.dialect
         self.limits = limits
-        seams: dict[str, Any] = {}
+        # ``state``: counters shared with other replicas (issue 12); else this process's.
+        seams: dict[str, Any] = {"state": state}
         if clock is not None:
             seams["clock"] = clock
         if sleep is not None:
