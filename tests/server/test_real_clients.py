@@ -52,13 +52,18 @@ def gateway() -> Iterator[tuple[str, FakeUpstream, FakeUpstream]]:
 
 
 @pytest.fixture
-def claude(gateway: tuple[str, FakeUpstream, FakeUpstream]) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gateway[0], api_key="sk-test", max_retries=0)
+def claude(gateway: tuple[str, FakeUpstream, FakeUpstream]) -> Iterator[anthropic.Anthropic]:
+    # Closed after each test: an SDK client left to the garbage collector closes its
+    # sockets whenever a collection happens, inside some later test, whose check of
+    # unraisable warnings then fails.
+    with anthropic.Anthropic(base_url=gateway[0], api_key="sk-test", max_retries=0) as client:
+        yield client
 
 
 @pytest.fixture
-def gpt(gateway: tuple[str, FakeUpstream, FakeUpstream]) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway[0] + "/v1", api_key="sk-test", max_retries=0)
+def gpt(gateway: tuple[str, FakeUpstream, FakeUpstream]) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=gateway[0] + "/v1", api_key="sk-test", max_retries=0) as client:
+        yield client
 
 
 def test_anthropic_create(claude: anthropic.Anthropic, gateway: tuple) -> None:

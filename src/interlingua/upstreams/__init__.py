@@ -150,10 +150,16 @@ def build_upstream(cfg: UpstreamConfig, transports: Transports | None) -> Upstre
     ``transports=None`` an HTTP upstream makes its own and closes them in ``aclose()``;
     the app passes the ones it built for every upstream instead. Raises
     ConfigError for an unknown kind, a refused entry, a missing extra, or an unset
-    ``api_key_env``.
+    ``api_key_env``. An entry with ``limits`` comes wrapped in a
+    :class:`~.limited.LimitedUpstream` (whatever its kind); without, it is the kind's own.
     """
     check_upstream(cfg)
-    return _KINDS[cfg.kind].factory(cfg, transports)
+    upstream = _KINDS[cfg.kind].factory(cfg, transports)
+    if cfg.limits.unlimited:
+        return upstream
+    from .limited import LimitedUpstream
+
+    return LimitedUpstream(upstream, cfg.limits)
 
 
 def build_upstreams(config: Config, transports: Transports | None) -> dict[str, Upstream]:

@@ -10,6 +10,10 @@ Queue what the next requests get with :meth:`FakeUpstream.enqueue`:
 
 With nothing queued it echoes: ``"echo: " + the last user message's text``.
 
+``delay`` (seconds) makes every answer that slow to begin, and ``in_flight`` /
+``max_in_flight`` count the requests being answered (a stream until it ends or is
+closed): what a test of the gateway's concurrency limits measures.
+
 With ``wire`` (``"openai"``, ``"anthropic"`` or ``"responses"``) everything goes through
 that dialect's codec both ways, as if over a socket: the request is rendered (recorded in ``wire_requests``)
 and parsed back as the upstream's view of it; answers are rendered, serialized and parsed
@@ -97,8 +101,18 @@ class FakeUpstream(Upstream):
     >>> fake.enqueue(RateLimitError("slow down", retry_after=2))  # doctest: +SKIP
     """
 
-    def __init__(self, name: str = "fake", wire: str | None = None, chunk_size: int | None = 4):
+    def __init__(
+        self,
+        name: str = "fake",
+        wire: str | None = None,
+        chunk_size: int | None = 4,
+        delay: float = 0.0,
+    ):
         super().__init__(name)
+        self.delay = delay
+        #: requests being answered now, and the most there ever were at once
+        self.in_flight = 0
+        self.max_in_flight = 0
         if wire is not None and wire not in WIRES:
             raise ValueError(f"wire must be one of {WIRES} or None, got {wire!r}")
         self.dialect = wire
@@ -126,6 +140,20 @@ class FakeUpstream(Upstream):
         item = self._queue.popleft() if self._queue else echo_response(request)
         return item(request) if callable(item) else item
 
+    async def _begin(self) -> None:
+        """Count a request in flight, then wait ``delay`` (uncounted if cancelled)."""
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        if self.delay:
+            try:
+                await asyncio.sleep(self.delay)
+            except BaseException:
+                self._end()
+                raise
+
+    def _end(self) -> None:
+        self.in_flight -= 1
+
     def _receive(self, request: Request, stream: bool) -> tuple[Request, Request]:
         """Record ``request``; return it with the route's shaping taken out (applied to
         its neutral fields when there is no wire, :mod:`.shaping`), and the upstream's
@@ -150,7 +178,11 @@ class FakeUpstream(Upstream):
     async def complete(self, request: Request) -> Response:
         """Answer with the next scripted item (a stream is folded)."""
         request, view = self._receive(request, stream=False)
-        response = self._as_response(self._next(request))
+        await self._begin()
+        try:
+            response = self._as_response(self._next(request))
+        finally:
+            self._end()
         if self._codec is None:
             return response
         body = orjson.dumps(self._codec.render_response(response, view))
@@ -169,19 +201,23 @@ class FakeUpstream(Upstream):
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Stream the next scripted item; an error item is raised before any event."""
         request, view = self._receive(request, stream=True)
-        item = self._next(request)
-        if isinstance(item, InterlinguaError):
-            raise self._through_wire(item)
-        events = list(unfold(item, self.chunk_size)) if isinstance(item, Response) else item
-        if self._codec is not None:
-            events = self._decode(self._encode(events, view), replace(request, stream=True))
-        for event in events:
-            yield event
-            if isinstance(event, StreamError):
-                return
-            # Give the loop a turn per event, as a socket would: lets the gateway notice
-            # disconnects and cancellations in the middle of a scripted stream.
-            await asyncio.sleep(0)
+        await self._begin()
+        try:
+            item = self._next(request)
+            if isinstance(item, InterlinguaError):
+                raise self._through_wire(item)
+            events = list(unfold(item, self.chunk_size)) if isinstance(item, Response) else item
+            if self._codec is not None:
+                events = self._decode(self._encode(events, view), replace(request, stream=True))
+            for event in events:
+                yield event
+                if isinstance(event, StreamError):
+                    return
+                # Give the loop a turn per event, as a socket would: lets the gateway
+                # notice disconnects and cancellations in the middle of a scripted stream.
+                await asyncio.sleep(0)
+        finally:
+            self._end()
 
     def _encode(self, events: list[StreamEvent], view: Request) -> list[bytes]:
         assert self._codec is not None
@@ -224,6 +260,21 @@ class FakeUpstream(Upstream):
         view = self._codec.parse_request(payload)
         self.requests.append(view)
         self.wire_requests.append(payload)
+        await self._begin()
+        try:
+            answer = self._relay(view, stream)
+        except BaseException:
+            self._end()
+            raise
+        if answer.chunks is None:
+            self._end()
+        else:
+            answer.closer = self._end  # a relayed stream is in flight until closed
+        return answer
+
+    def _relay(self, view: Request, stream: bool) -> RawResponse:
+        """The bytes answering ``view`` (passthrough), as a real upstream would send them."""
+        assert self._codec is not None
         item = self._next(view)
         error = item if isinstance(item, InterlinguaError) else None
         if not stream and isinstance(item, list):

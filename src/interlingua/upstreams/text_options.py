@@ -18,6 +18,7 @@ A wrapped upstream has no native dialect, so such routes never take the passthro
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 from ..config import ModelOptions
 from ..core import Request, Response, StreamEvent, aclose_iterator
@@ -75,6 +76,10 @@ class TextOptionsUpstream(Upstream):
                     yield fixed
         finally:
             await aclose_iterator(events)
+
+    def adjust_body(self, body: dict[str, Any]) -> None:
+        """The inner upstream's own fix-ups (the base contract: wrappers forward it)."""
+        self.inner.adjust_body(body)
 
     async def count_tokens(self, request: Request) -> int | None:
         sent, _ = self._prepare(request)

@@ -1,0 +1,40 @@
+"""Rate limits: requests and tokens per minute (sliding windows), concurrency, a waiting line.
+
+Two users, one engine:
+
+* the client (:class:`RateLimiter`) keeps a batch of thousands of calls inside a
+  provider's limits instead of collecting 429s: every call waits its turn, however long;
+* the gateway (``upstreams/limited.py``) paces itself toward each upstream with
+  ``limits:`` from the config: a :class:`Limiter` with a bounded line (``max_queue``) and
+  a ``queue_timeout``, refusing with :class:`QueueRefused` (429 / Anthropic 529) and
+  Retry-After beyond them.
+
+Modules: :mod:`.window` the sliding one-minute log (pure), :mod:`.state` the counters
+behind an interface (in memory; a shared Redis state replaces :class:`MemoryState` when
+replicas must share limits), :mod:`.queue` the FIFO line with its bounds and
+cancellation, :mod:`.rate` the client's API over it. Imports nothing of ours but
+``errors``.
+"""
+
+from __future__ import annotations
+
+from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
+from .rate import RateLimit, RateLimiter, Slot
+from .state import UNTIL_RELEASE, LimitState, MemoryLease, MemoryState
+from .window import WINDOW, Window
+
+__all__ = [
+    "MIN_RETRY_AFTER",
+    "UNTIL_RELEASE",
+    "WINDOW",
+    "LimitState",
+    "Limiter",
+    "MemoryLease",
+    "MemoryState",
+    "QueueRefused",
+    "RateLimit",
+    "RateLimiter",
+    "Slot",
+    "Ticket",
+    "Window",
+]

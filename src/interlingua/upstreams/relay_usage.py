@@ -1,0 +1,140 @@
+"""Token usage read from relayed bytes (the passthrough path), without parsing the answer.
+
+A limited upstream with ``tpm`` settles each request's token reservation with what the
+answer says it used. On the passthrough path the answer is bytes the gateway does not
+parse, so :func:`body_tokens` decodes only the ``usage`` member of a whole body and
+:class:`StreamUsage` looks for ``"usage": {`` in a relayed stream and parses just the
+events that carry one. Every dialect's shape is understood:
+
+* Chat Completions: ``usage`` of the body or of the last chunk (``prompt_tokens`` +
+  ``completion_tokens``, or ``total_tokens``);
+* Messages: ``usage`` of the body, of ``message_start``'s ``message`` (input) and of
+  ``message_delta`` (output, cumulative): ``input_tokens`` + the cache counts +
+  ``output_tokens``;
+* Responses: ``usage`` of the body or of the terminal event's ``response``.
+
+Counts are totals, cache reads and writes included (the core's ``Usage.total_tokens``
+meaning). Cost: one regular-expression scan per relayed read (``"usage": null``, which
+OpenAI writes into every chunk, does not match), and a JSON parse of the few events that
+match.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+import orjson
+
+__all__ = ["StreamUsage", "body_tokens", "usage_tokens"]
+
+_USAGE = re.compile(rb'"usage"\s*:\s*\{')
+#: the longest unfinished line kept while looking for usage (as the relay check's bound)
+_MAX_LINE = 16 * 1024 * 1024
+_INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+class _Body(msgspec.Struct):
+    usage: dict[str, Any] | None = None
+
+
+_BODY = msgspec.json.Decoder(_Body)
+
+
+def usage_tokens(usage: dict[str, Any]) -> int:
+    """Total tokens of one ``usage`` object of any dialect (0 when it counts none)."""
+    total = usage.get("total_tokens")
+    if isinstance(total, int) and total > 0:
+        return total
+    chat = _count(usage, "prompt_tokens") + _count(usage, "completion_tokens")
+    if chat:
+        return chat
+    # Messages: input_tokens excludes the cache counts; Responses has no cache keys here.
+    return sum(_count(usage, key) for key in _INPUT_KEYS) + _count(usage, "output_tokens")
+
+
+def body_tokens(body: bytes) -> int:
+    """Total tokens a whole JSON answer reports (0 when it has no usage or is no JSON)."""
+    try:
+        usage = _BODY.decode(body).usage
+    except msgspec.DecodeError:  # (ValidationError included: no usable usage)
+        return 0
+    return usage_tokens(usage) if usage else 0
+
+
+def _count(usage: dict[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+class StreamUsage:
+    """Feed the relayed reads of one SSE stream; :attr:`tokens` is the total reported.
+
+    Events are LF-framed whole events on the passthrough path (the relay check normalizes
+    them), but a read may end mid-line: the unfinished line is kept for the next read.
+    The largest value seen per key is kept, since Messages streams report input tokens
+    in ``message_start`` and cumulative output tokens in each ``message_delta``.
+    """
+
+    __slots__ = ("_counts", "_held")
+
+    def __init__(self) -> None:
+        self._held: list[bytes] = []  # the unfinished line, in pieces
+        self._counts: dict[str, int] = {}
+
+    @property
+    def tokens(self) -> int:
+        """Total tokens the stream reported so far (0: none)."""
+        return usage_tokens(self._counts) if self._counts else 0
+
+    def feed(self, chunk: bytes) -> None:
+        """Look at one relayed read."""
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            if sum(map(len, self._held)) + len(chunk) <= _MAX_LINE:
+                self._held.append(chunk)
+            else:
+                self._held.clear()  # an endless line: no usage event is that large
+            return
+        if self._held:
+            data = b"".join((*self._held, chunk[:end]))
+            self._held.clear()
+            self._scan(data, len(data))
+        else:
+            data = chunk
+            self._scan(data, end)
+        if end + 1 < len(chunk):
+            self._held.append(chunk[end + 1 :])
+
+    def _scan(self, data: bytes, end: int) -> None:
+        pos = 0
+        while True:
+            match = _USAGE.search(data, pos, end)
+            if match is None:
+                return
+            start = data.rfind(b"\n", 0, match.start()) + 1
+            stop = data.find(b"\n", match.end(), end)
+            stop = end if stop < 0 else stop
+            self._take(data[start:stop])
+            pos = stop
+
+    def _take(self, line: bytes) -> None:
+        if not line.startswith(b"data:"):
+            return
+        try:
+            payload = orjson.loads(line[5:])
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(payload, dict):
+            return
+        usage = payload.get("usage")
+        for holder in ("message", "response"):  # Messages' message_start; Responses' end
+            inner = payload.get(holder)
+            if not isinstance(usage, dict) and isinstance(inner, dict):
+                usage = inner.get("usage")
+        if isinstance(usage, dict):
+            counts = self._counts
+            for key, value in usage.items():
+                if isinstance(value, int) and value > counts.get(key, 0):
+                    counts[key] = value
