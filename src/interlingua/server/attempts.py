@@ -145,7 +145,10 @@ def alone_failed(
     if log.isEnabledFor(logging.DEBUG):
         after = "none" if retryable else "none (not retryable)"
         _log(model, 1, deployment, outcome, latency, after, 0.0)
-    return _give_up(failure)
+    try:
+        return _give_up(failure)
+    finally:
+        del failure  # (see _give_up)
 
 
 async def run_attempts(
@@ -182,7 +185,10 @@ async def run_attempts(
             if not retryable:
                 if debug:
                     _log(model, number, deployment, outcome, latency, "none (not retryable)", 0.0)
-                return _give_up(failure)
+                try:
+                    return _give_up(failure)
+                finally:
+                    failure = None  # (see _give_up)
             router.attempt_failed(deployment, asked)
             wait = _retry_wait(deployment.retries, tries, asked)
             if wait is None:
@@ -196,13 +202,28 @@ async def run_attempts(
                 await pause(wait, receive)
             tries += 1
     assert failure is not None  # (a plan is never empty)
-    return _give_up(failure)
+    try:
+        return _give_up(failure)
+    finally:
+        failure = None  # (see _give_up)
 
 
 def _give_up(failure: InterlinguaError | RelayedFailure) -> BytesResponse:
+    """The client's answer for the last failure: a relayed error body, or the error
+    raised for the caller's error boundary.
+
+    Every frame the raised error's traceback passes through must let go of it (``del``
+    / ``= None`` in a ``finally``): a frame that still held it would make a cycle (error
+    -> traceback -> frame -> error) that keeps the failed answer's buffered bytes alive
+    until a full garbage collection, which a busy gateway runs rarely (issue 8; pinned by
+    tests/server/test_memory_under_faults.py).
+    """
     if isinstance(failure, RelayedFailure):
         return failure.response
-    raise failure
+    try:
+        raise failure
+    finally:
+        del failure
 
 
 def _ending(

@@ -134,28 +134,14 @@ class LimitedUpstream(Upstream):
             ticket.release()
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        tokens_in, reserve = self._estimate(request)
-        ticket = await self.limiter.acquire(reserve)
-        events = self.inner.stream(request)
-        started = False
+        """:meth:`stream_batches` one event at a time (one place holds the ticket)."""
+        batches = self.stream_batches(request)
         try:
-            async for event in events:
-                if not started:
-                    started = True
-                    if isinstance(event, StreamError):
-                        self._unanswered(ticket, tokens_in)
-                if self.counts_tokens and isinstance(event, StreamEnd):
-                    _settle(ticket, event.usage.total_tokens)
-                yield event
-        except InterlinguaError:
-            if not started:
-                self._unanswered(ticket, tokens_in)
-            raise
+            async for batch in batches:
+                for event in batch:
+                    yield event
         finally:
-            try:
-                await aclose_iterator(events)
-            finally:
-                ticket.release()
+            await aclose_iterator(batches)
 
     async def stream_batches(self, request: Request) -> AsyncIterator[list[StreamEvent]]:
         tokens_in, reserve = self._estimate(request)
