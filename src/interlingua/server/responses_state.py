@@ -90,9 +90,13 @@ class Turn:
     response_id: str | None = None
 
     @property
-    def echo(self) -> dict[str, Any]:
+    def echo(self) -> dict[str, Any] | None:
         """The codec marker: what the rendered response says of ``store`` and
-        ``previous_response_id``, and its id when stored."""
+        ``previous_response_id``, and its id when stored. None when there is nothing to
+        say (not stored, no previous id: the codec's default), so a stateless request
+        costs no copy of its parsed request."""
+        if not self.store and self.previous_response_id is None:
+            return None
         state = {"store": self.store, "previous_response_id": self.previous_response_id}
         if self.store:
             if self.response_id is None:
