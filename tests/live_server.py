@@ -24,12 +24,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def live_server(app: Any) -> Iterator[str]:
-    """Serve ``app`` and yield its base URL (``http://127.0.0.1:PORT``)."""
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
-    )
+def running(config: uvicorn.Config, stop_within: float = 10) -> Iterator[uvicorn.Server]:
+    """A uvicorn server of ``config`` running in a thread until the context exits."""
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -39,7 +35,18 @@ def live_server(app: Any) -> Iterator[str]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield server
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=stop_within)
+
+
+@contextlib.contextmanager
+def live_server(app: Any) -> Iterator[str]:
+    """Serve ``app`` and yield its base URL (``http://127.0.0.1:PORT``)."""
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+    )
+    with running(config):
+        yield f"http://127.0.0.1:{port}"

@@ -32,6 +32,7 @@ from interlingua.server.serve import GatewayServerConfig
 from interlingua.upstreams.base import Upstream
 from interlingua.upstreams.fake import FakeUpstream
 
+from ..live_server import running
 from .mock_upstream import free_port
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
@@ -47,19 +48,8 @@ def guarded_gateway(
     server_config = GatewayServerConfig(
         config, log_level="warning", upstreams=upstreams, host="127.0.0.1", port=port
     )
-    server = uvicorn.Server(server_config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
+    with running(server_config, stop_within=15) as server:
         yield f"http://127.0.0.1:{port}", server
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
 
 
 def ws_url(base: str) -> str:
