@@ -26,10 +26,17 @@ UPSTREAM_CONFIG = {
 }
 # The bundled model, its answer bounded: Codex sends no output limit, and a sampled 135M
 # model sometimes never stops (it once ran the whole 150 s timeout). `params` (issue 11)
-# gives the model one; the client's own value would win.
+# gives the model a stop at its first paragraph's end and a generous limit behind it: a
+# limit alone is not enough, since Codex exits 1 on an honest `response.incomplete`.
 LOCAL_CONFIG = {
     "upstreams": {"local": {"kind": "local", "bundled": "smollm2"}},
-    "models": [{"name": "smollm2", "upstream": "local", "params": {"max_tokens": 64}}],
+    "models": [
+        {
+            "name": "smollm2",
+            "upstream": "local",
+            "params": {"max_tokens": 400, "stop": ["\n\n"]},
+        }
+    ],
 }
 # Codex's own prompt (instructions, sub-agent and goal tools: ~8,700 tokens) does not fit
 # SmolLM2's 8,192-token context; these are the settings a user of a small local model sets.
@@ -167,8 +174,9 @@ def test_shell_tool_round_trip(tmp_path: Path, websockets: bool) -> None:
 
 
 def test_local_model_answers(tmp_path: Path) -> None:
-    """The bundled SmolLM2 answers Codex (its output bounded by the model's params); its
-    text is not asserted."""
+    """The bundled SmolLM2 answers Codex (its output bounded by the model's params): Codex
+    prints the answer, or reports the honest `response.incomplete`; the text is not
+    asserted."""
     pytest.importorskip("llama_cpp")
     instructions = tmp_path / "instructions.md"
     instructions.write_text("You are a helpful assistant. Answer briefly.\n")
@@ -183,9 +191,16 @@ def test_local_model_answers(tmp_path: Path) -> None:
         sandbox="read-only",
         timeout=150,
     )
-    outcome.assert_ok()
-    assert outcome.stdout.strip(), outcome.report()
+    assert outcome.error is None and not outcome.client.get("timed_out"), outcome.report()
     assert '"POST /v1/responses" 200' in outcome.gateway_log, outcome.report()
+    if outcome.client.get("returncode") == 0:
+        assert outcome.stdout.strip(), outcome.report()
+    else:
+        # The sampled model sometimes spends its whole limit (inside a tool call it began,
+        # past the stop): the gateway ends with `response.incomplete`, and Codex reads it
+        # and reports it (exit 1); anything else is a failure of the gateway.
+        incomplete = "Incomplete response returned, reason: max_output_tokens"
+        assert incomplete in outcome.stderr, outcome.report()
 
 
 def test_websocket_transport(tmp_path: Path) -> None:
