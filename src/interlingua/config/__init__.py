@@ -49,7 +49,6 @@ are public for kinds to use.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -59,18 +58,49 @@ from typing import Any
 
 import yaml
 
+from ._values import (
+    ConfigError,
+    database_url,
+    describe,
+    expect_bool,
+    expect_int,
+    expect_positive_int,
+    expect_str,
+    mapping,
+    opt_str,
+    positive,
+    reject_unknown,
+)
+from .team import (
+    KeyConfig,
+    KeyLimits,
+    StateConfig,
+    UsageConfig,
+    key_doc,
+    parse_keys,
+    parse_metrics,
+    parse_state,
+    parse_usage,
+    state_doc,
+    usage_doc,
+)
+
 __all__ = [
     "COMMON_UPSTREAM_KEYS",
     "REDACTED",
     "WILDCARD",
     "Config",
     "ConfigError",
+    "KeyConfig",
+    "KeyLimits",
     "ModelConfig",
     "ModelOptions",
     "ResponsesConfig",
     "ServerConfig",
+    "StateConfig",
     "TimeoutConfig",
     "UpstreamConfig",
+    "UsageConfig",
     "config_to_yaml",
     "default_config",
     "describe",
@@ -105,10 +135,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # (this module imports no upstream); the local kind knows which names exist
 # (upstreams/local/kind.py), and a test pins that it knows this one.
 _DEFAULT_BUNDLED = "smollm2"
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the path of the bad value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +343,11 @@ class Config:
     models: tuple[ModelConfig, ...] = ()
     responses: ResponsesConfig = field(default_factory=ResponsesConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    # the team's sections (config/team.py)
+    keys: tuple[KeyConfig, ...] = ()
+    state: StateConfig = field(default_factory=StateConfig)
+    usage: UsageConfig = field(default_factory=UsageConfig)
+    metrics: bool = True
 
 
 def user_data_dir() -> Path:
@@ -388,34 +419,53 @@ def parse_config(data: Any) -> Config:
     With neither ``upstreams`` nor ``models`` given, they are the default config's (the
     bundled local model); giving one without the other is an error.
     """
-    root = _mapping(data, "config")
-    reject_unknown(root, ("server", "upstreams", "models", "responses", "routing"), "config")
-    server = _parse_server(root.get("server"))
-    responses = _parse_responses(root.get("responses"))
-    routing = _parse_routing(root.get("routing"))
+    root = mapping(data, "config")
+    reject_unknown(root, _ROOT_KEYS, "config")
+    sections = {
+        "server": _parse_server(root.get("server")),
+        "responses": _parse_responses(root.get("responses")),
+        "routing": _parse_routing(root.get("routing")),
+        "keys": parse_keys(root.get("keys")),
+        "state": parse_state(root.get("state")),
+        "usage": parse_usage(root.get("usage")),
+        "metrics": parse_metrics(root.get("metrics")),
+    }
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
-        return Config(server, upstreams, models, responses, routing)
+        return Config(upstreams=upstreams, models=models, **sections)
     if root.get("upstreams") is None:
         raise ConfigError("upstreams: required when models are listed")
     if root.get("models") is None:
         raise ConfigError("models: required when upstreams are listed")
     upstreams = _parse_upstreams(root["upstreams"])
     models = _parse_models(root["models"], upstreams)
-    return Config(server, upstreams, models, responses, routing)
+    return Config(upstreams=upstreams, models=models, **sections)
+
+
+_ROOT_KEYS = (
+    "server",
+    "upstreams",
+    "models",
+    "responses",
+    "routing",
+    "keys",
+    "state",
+    "usage",
+    "metrics",
+)
 
 
 def _parse_server(data: Any) -> ServerConfig:
     if data is None:
         return ServerConfig()
-    raw = _mapping(data, "server")
+    raw = mapping(data, "server")
     reject_unknown(raw, _SERVER_KEYS, "server")
     defaults = ServerConfig()
     host = expect_str(raw.get("host", defaults.host), "server.host")
     port = expect_int(raw.get("port", defaults.port), "server.port")
     if not 0 <= port <= 65535:
         raise ConfigError(f"server.port: must be between 0 and 65535, got {port}")
-    max_body = _positive(raw.get("max_body_mb", defaults.max_body_mb), "server.max_body_mb")
+    max_body = positive(raw.get("max_body_mb", defaults.max_body_mb), "server.max_body_mb")
     keys_raw = raw.get("api_keys") or []
     if not isinstance(keys_raw, list):
         raise ConfigError(f"server.api_keys: expected a list of strings, got {describe(keys_raw)}")
@@ -449,7 +499,7 @@ def _server_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     limits: dict[str, Any] = {}
     for key in _LIMIT_SECONDS:
         if key in raw:
-            limits[key] = _positive(raw[key], f"server.{key}")
+            limits[key] = positive(raw[key], f"server.{key}")
     for key in _LIMIT_COUNTS:
         if key in raw:
             limits[key] = expect_positive_int(raw[key], f"server.{key}")
@@ -459,24 +509,14 @@ def _server_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     return limits
 
 
-_DATABASE_SCHEMES = ("sqlite://", "postgresql://", "postgres://")
-
-
 def _parse_responses(data: Any) -> ResponsesConfig:
     if data is None:
         return ResponsesConfig()
-    raw = _mapping(data, "responses")
+    raw = mapping(data, "responses")
     reject_unknown(raw, ("store", "url", "expire_after", "secret_env"), "responses")
     defaults = ResponsesConfig()
-    url = _opt_str(raw.get("url"), "responses.url")
-    if url is not None and not url.startswith(_DATABASE_SCHEMES):
-        raise ConfigError(
-            f"responses.url: expected sqlite:///path/to/file.db or "
-            f"postgresql://user@host:port/db, got {url!r}"
-        )
-    if url is not None and url.startswith("sqlite://") and len(url) == len("sqlite://"):
-        raise ConfigError("responses.url: sqlite:// needs a path, e.g. sqlite:///var/lib/r.db")
-    secret_env = _opt_str(raw.get("secret_env"), "responses.secret_env")
+    url = database_url(raw.get("url"), "responses.url")
+    secret_env = opt_str(raw.get("secret_env"), "responses.secret_env")
     if secret_env is not None and not _ENV_NAME.match(secret_env):
         raise ConfigError(
             f"responses.secret_env: the name of an environment variable, got {secret_env!r}"
@@ -484,7 +524,7 @@ def _parse_responses(data: Any) -> ResponsesConfig:
     return ResponsesConfig(
         store=expect_bool(raw.get("store", defaults.store), "responses.store"),
         url=url,
-        expire_after=_positive(
+        expire_after=positive(
             raw.get("expire_after", defaults.expire_after), "responses.expire_after"
         ),
         secret_env=secret_env,
@@ -492,7 +532,7 @@ def _parse_responses(data: Any) -> ResponsesConfig:
 
 
 def _parse_upstreams(data: Any) -> dict[str, UpstreamConfig]:
-    raw = _mapping(data, "upstreams")
+    raw = mapping(data, "upstreams")
     if not raw:
         raise ConfigError("upstreams: at least one upstream is required")
     return {
@@ -503,7 +543,7 @@ def _parse_upstreams(data: Any) -> dict[str, UpstreamConfig]:
 
 def _parse_upstream(name: str, data: Any) -> UpstreamConfig:
     where = f"upstreams.{name}"
-    raw = _mapping(data, where)
+    raw = mapping(data, where)
     if "api_key" in raw:
         raise ConfigError(
             f"{where}.api_key: keys are never written in the config; put the key in an "
@@ -513,10 +553,10 @@ def _parse_upstream(name: str, data: Any) -> UpstreamConfig:
         raise ConfigError(
             f"{where}.kind: required (the kind of server, e.g. openai; see docs/config.md)"
         )
-    base_url = _opt_str(raw.get("base_url"), f"{where}.base_url")
+    base_url = opt_str(raw.get("base_url"), f"{where}.base_url")
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"{where}.base_url: must start with http:// or https://")
-    api_key_env = _opt_str(raw.get("api_key_env"), f"{where}.api_key_env")
+    api_key_env = opt_str(raw.get("api_key_env"), f"{where}.api_key_env")
     if api_key_env is not None and not _ENV_NAME.match(api_key_env):
         raise ConfigError(
             f"{where}.api_key_env: {api_key_env!r} is not an environment variable name "
@@ -538,7 +578,7 @@ def _parse_upstream(name: str, data: Any) -> UpstreamConfig:
 def _parse_limits(data: Any, where: str) -> LimitsConfig:
     if data is None:
         return LimitsConfig()
-    raw = _mapping(data, where)
+    raw = mapping(data, where)
     reject_unknown(raw, ("rpm", "tpm", "max_concurrency", "max_queue", "queue_timeout"), where)
     defaults = LimitsConfig()
     counts = {
@@ -549,14 +589,14 @@ def _parse_limits(data: Any, where: str) -> LimitsConfig:
     max_queue = expect_int(raw.get("max_queue", defaults.max_queue), f"{where}.max_queue")
     if max_queue < 0:
         raise ConfigError(f"{where}.max_queue: must be 0 or more, got {max_queue}")
-    timeout = _positive(raw.get("queue_timeout", defaults.queue_timeout), f"{where}.queue_timeout")
+    timeout = positive(raw.get("queue_timeout", defaults.queue_timeout), f"{where}.queue_timeout")
     return LimitsConfig(**counts, max_queue=max_queue, queue_timeout=timeout)
 
 
 def _parse_retries(data: Any, where: str) -> RetriesConfig:
     if data is None:
         return RetriesConfig()
-    raw = _mapping(data, where)
+    raw = mapping(data, where)
     reject_unknown(raw, ("max", "max_wait"), where)
     defaults = RetriesConfig()
     count = expect_int(raw.get("max", defaults.max), f"{where}.max")
@@ -564,14 +604,14 @@ def _parse_retries(data: Any, where: str) -> RetriesConfig:
         raise ConfigError(f"{where}.max: must be 0 or more, got {count}")
     max_wait = raw.get("max_wait", defaults.max_wait)
     if max_wait != 0:
-        max_wait = _positive(max_wait, f"{where}.max_wait")
+        max_wait = positive(max_wait, f"{where}.max_wait")
     return RetriesConfig(max=count, max_wait=float(max_wait))
 
 
 def _parse_routing(data: Any) -> RoutingConfig:
     if data is None:
         return RoutingConfig()
-    raw = _mapping(data, "routing")
+    raw = mapping(data, "routing")
     reject_unknown(raw, ("strategy", "cooldown"), "routing")
     strategy = expect_str(raw.get("strategy", "weighted"), "routing.strategy")
     if strategy not in STRATEGIES:
@@ -581,14 +621,14 @@ def _parse_routing(data: Any) -> RoutingConfig:
     cooldown = CooldownConfig()
     if raw.get("cooldown") is not None:
         where = "routing.cooldown"
-        cool = _mapping(raw["cooldown"], where)
+        cool = mapping(raw["cooldown"], where)
         reject_unknown(cool, ("failures", "window", "duration"), where)
         cooldown = CooldownConfig(
             failures=expect_positive_int(
                 cool.get("failures", cooldown.failures), f"{where}.failures"
             ),
-            window=_positive(cool.get("window", cooldown.window), f"{where}.window"),
-            duration=_positive(cool.get("duration", cooldown.duration), f"{where}.duration"),
+            window=positive(cool.get("window", cooldown.window), f"{where}.window"),
+            duration=positive(cool.get("duration", cooldown.duration), f"{where}.duration"),
         )
     return RoutingConfig(strategy=strategy, cooldown=cooldown)
 
@@ -596,7 +636,7 @@ def _parse_routing(data: Any) -> RoutingConfig:
 def _parse_headers(data: Any, where: str) -> dict[str, str]:
     if data is None:
         return {}
-    raw = _mapping(data, where)
+    raw = mapping(data, where)
     headers: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(value, str | int | float) or isinstance(value, bool):
@@ -608,13 +648,13 @@ def _parse_headers(data: Any, where: str) -> dict[str, str]:
 def _parse_timeout(data: Any, where: str) -> TimeoutConfig:
     if data is None:
         return TimeoutConfig()
-    raw = _mapping(data, where)
+    raw = mapping(data, where)
     reject_unknown(raw, ("connect", "read", "total"), where)
     defaults = TimeoutConfig()
     return TimeoutConfig(
-        connect=_positive(raw.get("connect", defaults.connect), f"{where}.connect"),
-        read=_positive(raw.get("read", defaults.read), f"{where}.read"),
-        total=_positive(raw.get("total", defaults.total), f"{where}.total"),
+        connect=positive(raw.get("connect", defaults.connect), f"{where}.connect"),
+        read=positive(raw.get("read", defaults.read), f"{where}.read"),
+        total=positive(raw.get("total", defaults.total), f"{where}.total"),
     )
 
 
@@ -637,7 +677,7 @@ def _parse_models(data: Any, upstreams: dict[str, UpstreamConfig]) -> tuple[Mode
 
 
 def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) -> ModelConfig:
-    raw = _mapping(data, where)
+    raw = mapping(data, where)
     reject_unknown(raw, _MODEL_KEYS, where)
     if "name" not in raw:
         raise ConfigError(f"{where}.name: required")
@@ -649,9 +689,9 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
         raise ConfigError(
             f"{where}.upstream: unknown upstream {upstream!r} (known: {', '.join(upstreams)})"
         )
-    model = _opt_str(raw.get("model"), f"{where}.model") or name
-    weight = _positive(raw.get("weight", 1.0), f"{where}.weight")
-    params = dict(_mapping(raw.get("params") or {}, f"{where}.params"))
+    model = opt_str(raw.get("model"), f"{where}.model") or name
+    weight = positive(raw.get("weight", 1.0), f"{where}.weight")
+    params = dict(mapping(raw.get("params") or {}, f"{where}.params"))
     for key in ("model", "messages", "input", "stream"):
         if key in params:
             raise ConfigError(f"{where}.params.{key}: the gateway sets {key} itself")
@@ -716,7 +756,7 @@ _OPTION_KEYS = (
 def _parse_model_options(data: Any, where: str) -> ModelOptions:
     if data is None:
         return ModelOptions()
-    raw = _mapping(data, where)
+    raw = mapping(data, where)
     reject_unknown(raw, _OPTION_KEYS, where)
     values: dict[str, bool] = {}
     for key, value in raw.items():
@@ -751,6 +791,10 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
             "strategy": config.routing.strategy,
             "cooldown": dataclasses.asdict(config.routing.cooldown),
         },
+        "keys": [key_doc(key) for key in config.keys],
+        "state": state_doc(config.state),
+        "usage": usage_doc(config.usage),
+        "metrics": config.metrics,
     }
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
@@ -804,84 +848,3 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.params:
         doc["params"] = dict(cfg.params)
     return doc
-
-
-# --- small validators -------------------------------------------------------------------
-
-
-def describe(value: Any) -> str:
-    """What ``value`` is, for a message: "a string", "a list", "null"."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {describe(value)}")
-    return value
-
-
-def reject_unknown(
-    raw: Mapping[str, Any], known: tuple[str, ...], where: str, also: tuple[str, ...] = ()
-) -> None:
-    """ConfigError for the first key of ``raw`` in neither ``known`` nor ``also``, with the
-    closest known key as a suggestion (a typo is the usual cause)."""
-    candidates = [*known, *also]
-    for key in raw:
-        if key in candidates:
-            continue
-        close = difflib.get_close_matches(str(key), candidates, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(candidates)}"
-        raise ConfigError(f"{where}: unknown key {key!r} ({hint})")
-
-
-def expect_str(value: Any, where: str) -> str:
-    """``value`` if it is a non-empty string, else ConfigError naming ``where``."""
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: expected a non-empty string, got {describe(value)}")
-    return value
-
-
-def _opt_str(value: Any, where: str) -> str | None:
-    return None if value is None else expect_str(value, where)
-
-
-def expect_int(value: Any, where: str) -> int:
-    """``value`` if it is an integer (not a boolean), else ConfigError naming ``where``."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"{where}: expected an integer, got {describe(value)}")
-    return value
-
-
-def _positive(value: Any, where: str) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise ConfigError(f"{where}: expected a positive number, got {describe(value)}")
-    if value <= 0:
-        raise ConfigError(f"{where}: expected a positive number, got {value!r}")
-    return value
-
-
-def expect_positive_int(value: Any, where: str) -> int:
-    """``value`` if it is an integer above 0, else ConfigError naming ``where``."""
-    number = expect_int(value, where)
-    if number <= 0:
-        raise ConfigError(f"{where}: expected a positive integer, got {number!r}")
-    return number
-
-
-def expect_bool(value: Any, where: str) -> bool:
-    """``value`` if it is true or false, else ConfigError naming ``where``."""
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: expected true or false, got {describe(value)}")
-    return value

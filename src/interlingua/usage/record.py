@@ -1,0 +1,143 @@
+"""One request, as the usage log, the metrics and the status page see it.
+
+The server fills a :class:`Record` while it answers (server/accounting.py): who asked
+(the key's *name*, never the key), in which dialect, for which model; where it went (the
+upstream and its model name, of the attempt that answered or failed last); how it ended
+(the HTTP status, the error kind when it failed, before or during a stream); what it
+cost (tokens as the upstream reported them) and how long it took (``latency`` to the
+last byte, ``ttft`` to the first streamed byte). When the answer has ended it is handed,
+once, to every :class:`RecordSink`; a sink must neither block nor raise nor keep the
+record changing (it is finished).
+
+>>> row = Record(at=0.0, request_id="req_1", key="team-a", dialect="openai", model="m")
+>>> row.status, row.input_tokens, row.ttft
+(0, 0, None)
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["Record", "RecordSink", "usage_counts"]
+
+
+class Record:
+    """The facts of one request (see the module docstring). Times are seconds."""
+
+    __slots__ = (
+        "at",
+        "cached_tokens",
+        "dialect",
+        "error",
+        "input_tokens",
+        "key",
+        "latency",
+        "model",
+        "output_tokens",
+        "reasoning_tokens",
+        "request_id",
+        "status",
+        "stream",
+        "ttft",
+        "upstream",
+        "upstream_model",
+    )
+
+    def __init__(
+        self,
+        *,
+        at: float,
+        request_id: str,
+        key: str | None,
+        dialect: str,
+        model: str,
+        stream: bool = False,
+    ) -> None:
+        #: wall-clock time the request arrived (Unix seconds)
+        self.at = at
+        self.request_id = request_id
+        #: the client key's name (None: no named keys configured)
+        self.key = key
+        #: the client's dialect: "openai", "anthropic" or "responses"
+        self.dialect = dialect
+        #: the model name the client asked for
+        self.model = model
+        self.stream = stream
+        #: the upstream (its config name) and the model name it was sent; None when the
+        #: request never reached one (refused by the gateway)
+        self.upstream: str | None = None
+        self.upstream_model: str | None = None
+        #: the HTTP status the client got (a stream that failed mid-way keeps its 200)
+        self.status = 0
+        #: the error kind (errors.ErrorKind value) when the request failed, before or
+        #: during the answer; None when it succeeded
+        self.error: str | None = None
+        self.input_tokens = 0
+        self.output_tokens = 0
+        #: input tokens read from the provider's prompt cache (a part of input_tokens)
+        self.cached_tokens = 0
+        #: output tokens spent on reasoning (a part of output_tokens)
+        self.reasoning_tokens = 0
+        #: seconds from arrival to the answer's last byte
+        self.latency = 0.0
+        #: seconds from arrival to the first streamed byte (None: not a stream)
+        self.ttft: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Record({fields})"
+
+
+class RecordSink(Protocol):
+    """Something told of every finished request (the usage writer, the metrics)."""
+
+    def record(self, row: Record) -> None:
+        """Take note of ``row``; never block, never raise."""
+        ...
+
+
+def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
+    """(input, output, cached, reasoning) tokens of one ``usage`` object of any dialect.
+
+    * Chat Completions: ``prompt_tokens`` (cached ones included), ``completion_tokens``,
+      ``prompt_tokens_details.cached_tokens``, ``completion_tokens_details.reasoning_tokens``;
+    * Responses: ``input_tokens``, ``output_tokens``, ``input_tokens_details.cached_tokens``,
+      ``output_tokens_details.reasoning_tokens``;
+    * Messages: ``input_tokens`` excludes the cache: input is ``input_tokens`` +
+      ``cache_creation_input_tokens`` + ``cache_read_input_tokens``, cached is the reads.
+
+    >>> usage_counts({"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5})
+    (100, 5, 90, 0)
+    >>> usage_counts({"prompt_tokens": 7, "completion_tokens": 3,
+    ...               "completion_tokens_details": {"reasoning_tokens": 2}})
+    (7, 3, 0, 2)
+    """
+    if "prompt_tokens" in usage or "completion_tokens" in usage:
+        return (
+            _int(usage.get("prompt_tokens")),
+            _int(usage.get("completion_tokens")),
+            _int(_detail(usage, "prompt_tokens_details", "cached_tokens")),
+            _int(_detail(usage, "completion_tokens_details", "reasoning_tokens")),
+        )
+    cache_read = _int(usage.get("cache_read_input_tokens"))
+    cache_write = _int(usage.get("cache_creation_input_tokens"))
+    cached = cache_read or _int(_detail(usage, "input_tokens_details", "cached_tokens"))
+    return (
+        _int(usage.get("input_tokens")) + cache_read + cache_write,
+        _int(usage.get("output_tokens")),
+        cached,
+        _int(_detail(usage, "output_tokens_details", "reasoning_tokens")),
+    )
+
+
+def _detail(usage: dict[str, object], holder: str, key: str) -> object:
+    inner = usage.get(holder)
+    return inner.get(key) if isinstance(inner, dict) else None
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
