@@ -54,7 +54,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
@@ -421,15 +421,15 @@ def parse_config(data: Any) -> Config:
     """
     root = mapping(data, "config")
     reject_unknown(root, _ROOT_KEYS, "config")
-    sections = {
-        "server": _parse_server(root.get("server")),
-        "responses": _parse_responses(root.get("responses")),
-        "routing": _parse_routing(root.get("routing")),
-        "keys": parse_keys(root.get("keys")),
-        "state": parse_state(root.get("state")),
-        "usage": parse_usage(root.get("usage")),
-        "metrics": parse_metrics(root.get("metrics")),
-    }
+    sections = _Sections(
+        server=_parse_server(root.get("server")),
+        responses=_parse_responses(root.get("responses")),
+        routing=_parse_routing(root.get("routing")),
+        keys=parse_keys(root.get("keys")),
+        state=parse_state(root.get("state")),
+        usage=parse_usage(root.get("usage")),
+        metrics=parse_metrics(root.get("metrics")),
+    )
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
         return Config(upstreams=upstreams, models=models, **sections)
@@ -440,6 +440,18 @@ def parse_config(data: Any) -> Config:
     upstreams = _parse_upstreams(root["upstreams"])
     models = _parse_models(root["models"], upstreams)
     return Config(upstreams=upstreams, models=models, **sections)
+
+
+class _Sections(TypedDict):
+    """The sections of a config besides upstreams and models."""
+
+    server: ServerConfig
+    responses: ResponsesConfig
+    routing: RoutingConfig
+    keys: tuple[KeyConfig, ...]
+    state: StateConfig
+    usage: UsageConfig
+    metrics: bool
 
 
 _ROOT_KEYS = (

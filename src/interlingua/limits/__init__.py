@@ -18,6 +18,7 @@ cancellation, :mod:`.rate` the client's API over it. Imports nothing of ours but
 
 from __future__ import annotations
 
+from .day import MemoryDayCounter
 from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
 from .rate import RateLimit, RateLimiter, Slot
 from .state import UNTIL_RELEASE, LimitState, MemoryLease, MemoryState
@@ -29,6 +30,7 @@ __all__ = [
     "WINDOW",
     "LimitState",
     "Limiter",
+    "MemoryDayCounter",
     "MemoryLease",
     "MemoryState",
     "QueueRefused",

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -38,7 +38,6 @@ from ..dialects import Dialect, get_dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..dialects.openai_responses import ResponsesDialect, Sealer
 from ..errors import (
-    AuthenticationError,
     InterlinguaError,
     InvalidRequestError,
     NotFoundError,
@@ -46,7 +45,10 @@ from ..errors import (
 from ..routing import Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
+from ..upstreams.relay_usage import estimate_body_tokens
 from ..usage import ResponseStore, StoreError, open_store
+from ..usage.record import RecordSink
+from .accounting import RECORD, Accounting, Tab
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
 from .http import (
@@ -57,7 +59,8 @@ from .http import (
     plain_headers,
     read_body,
 )
-from .middleware import Front
+from .keys import ClientKey, KeyRing
+from .middleware import REQUEST_ID, Front
 from .responses_api import StoredResponses
 from .responses_state import respond
 from .sealing_key import sealing_key
@@ -87,29 +90,23 @@ class Handlers:
     def __init__(
         self,
         gateway: Gateway,
-        api_keys: tuple[str, ...],
+        keys: KeyRing,
         drain: Drain,
         store: ResponseStore | None = None,
+        accounting: Accounting | None = None,
     ) -> None:
         self.gateway = gateway
-        self.api_keys = frozenset(api_keys)
+        self.keys = keys
         self.drain = drain
         #: the stored Responses objects; None when ``responses.store`` is false
         self.store = store
+        #: each generation's record for the usage log and metrics; None when nothing
+        #: reads them and no key has limits (then a request pays nothing for it)
+        self.accounting = accounting
 
-    def _check_auth(self, headers: Mapping[str, str]) -> None:
-        if not self.api_keys:
-            return
-        key = headers.get("x-api-key")
-        if key is None:
-            auth = headers.get("authorization", "")
-            key = auth[7:] if auth[:7].lower() == "bearer " else None
-        if key not in self.api_keys:
-            raise AuthenticationError(
-                "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or "
-                "'x-api-key: <key>'.",
-                code="invalid_api_key",
-            )
+    def _check_auth(self, headers: Mapping[str, str]) -> ClientKey | None:
+        """The key the request presents (None: the gateway is open); 401 when wrong."""
+        return self.keys.authenticate(headers)
 
     async def _answer(
         self, request: HTTPRequest, dialect: Dialect, work: Awaitable[T]
@@ -120,14 +117,7 @@ class Handlers:
         its own status; anything else is a bug, logged with its traceback and answered
         as a 500 that names only the exception's type (``internal_error``).
         """
-        try:
-            return await work
-        except InterlinguaError as err:
-            return self.gateway.error_response(dialect, err, _request_id(request))
-        except Exception as exc:
-            log.exception("unexpected failure on %s", request.url.path)
-            error = internal_error(exc)
-            return self.gateway.error_response(dialect, error, _request_id(request))
+        return await _answered(self.gateway, dialect, work, _request_id(request), request.url.path)
 
     async def _generate(
         self, request: HTTPRequest, dialect: Dialect
@@ -151,18 +141,101 @@ class Handlers:
         self, request: HTTPRequest, dialect: Dialect
     ) -> BytesResponse | StreamResponse:
         headers = plain_headers(request)
-        self._check_auth(headers)
-        raw = await read_body(request, self.gateway.max_body, headers)
-        body = decode_json_object(raw)
+        accounting = self.accounting
+        if accounting is None:  # (the lean path: nothing to count)
+            key = self.keys.authenticate(headers)
+            raw = await read_body(request, self.gateway.max_body, headers)
+            body = decode_json_object(raw)
+            if key is not None and (model := _model_name(body)):
+                key.check_model(model)
+            return await self._dispatch(dialect, body, headers, request.receive)
+        return await self.counted(
+            dialect, headers, _request_id(request), request.receive, request=request
+        )
+
+    async def counted(
+        self,
+        dialect: Dialect,
+        headers: Mapping[str, str],
+        request_id: str,
+        receive: Any = None,
+        *,
+        request: HTTPRequest | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> BytesResponse | StreamResponse:
+        """A generation with its record kept and its key's limits applied: the body is
+        read from ``request`` (HTTP) or given (a WebSocket frame). Errors come back as
+        responses in ``dialect`` so that they are counted too."""
+        accounting = self.accounting
+        assert accounting is not None
+        tab = accounting.open(request_id, dialect.name)
+        token = RECORD.set(tab.record)
+        try:
+            response = await _answered(
+                self.gateway,
+                dialect,
+                self._admitted(tab, dialect, headers, receive, request, body),
+                request_id,
+                dialect.name,
+            )
+        except BaseException:
+            accounting.abandon(tab)
+            raise
+        finally:
+            RECORD.reset(token)
+        return accounting.close(tab, response, dialect)
+
+    async def _admitted(
+        self,
+        tab: Tab,
+        dialect: Dialect,
+        headers: Mapping[str, str],
+        receive: Any,
+        request: HTTPRequest | None,
+        body: dict[str, Any] | None,
+    ) -> BytesResponse | StreamResponse:
+        record = tab.record
+        key = self.keys.authenticate(headers)
+        if key is not None:
+            record.key = key.name
+        if body is None:
+            assert request is not None
+            raw = await read_body(request, self.gateway.max_body, headers)
+            body = decode_json_object(raw)
+        else:
+            raw = b""
+        model = _model_name(body)
+        record.model = model
+        record.stream = body.get("stream") is True
+        if key is not None:
+            if model:
+                key.check_model(model)
+            if key.limited:
+                if key.counts_tokens:
+                    tokens = estimate_body_tokens(raw or orjson.dumps(body))[1]
+                else:
+                    tokens = 0
+                tab.admission = await key.admit(tokens)
+        return await self._dispatch(dialect, body, headers, receive)
+
+    def _dispatch(
+        self, dialect: Dialect, body: dict[str, Any], headers: Mapping[str, str], receive: Any
+    ) -> Awaitable[BytesResponse | StreamResponse]:
         if dialect is RESPONSES:
-            return await self.responses_from_body(body, headers, request.receive)
-        return await self.gateway.generate(dialect, body, headers, request.receive)
+            return respond(self.gateway, self.store, body, headers, receive)
+        return self.gateway.generate(dialect, body, headers, receive)
 
     async def responses_from_body(
         self, body: dict[str, Any], headers: Mapping[str, str], receive: Any = None
     ) -> BytesResponse | StreamResponse:
-        """A decoded Responses request answered: the path ``POST /v1/responses`` and the
-        WebSocket (server/websocket.py) share, after auth."""
+        """A decoded Responses request of a WebSocket frame (server/websocket.py), after
+        the connection's authentication: its key's model check and limits apply, and it
+        is counted, per frame."""
+        if self.accounting is not None:
+            return await self.counted(RESPONSES, headers, REQUEST_ID.get(), receive, body=body)
+        key = self.keys.authenticate(headers)
+        if key is not None and (model := _model_name(body)):
+            key.check_model(model)
         return await respond(self.gateway, self.store, body, headers, receive)
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
@@ -184,9 +257,11 @@ class Handlers:
 
     async def _count_tokens(self, request: HTTPRequest) -> BytesResponse:
         headers = plain_headers(request)
-        self._check_auth(headers)
+        key = self._check_auth(headers)
         body = decode_json_object(await read_body(request, self.gateway.max_body, headers))
         parsed = ANTHROPIC.parse_count_tokens_request(body)
+        if key is not None:
+            key.check_model(parsed.model)
         count = await self.gateway.count_tokens(parsed)
         return BytesResponse(orjson.dumps({"input_tokens": count}))
 
@@ -195,8 +270,10 @@ class Handlers:
         return await self._answer(request, dialect, self._models(request, dialect))
 
     async def _models(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
-        self._check_auth(request.headers)
+        key = self._check_auth(request.headers)
         names = self.gateway.router.model_names()
+        if key is not None and key.models:
+            names = [name for name in names if key.allows(name)]
         return BytesResponse(orjson.dumps(dialect.render_model_list(names, _STARTED)))
 
     async def health(self, request: HTTPRequest) -> Any:
@@ -211,6 +288,26 @@ class Handlers:
 
 
 _STARTED = int(time.time())
+
+
+async def _answered(
+    gateway: Gateway, dialect: Dialect, work: Awaitable[T], request_id: str, where: str
+) -> T | BytesResponse:
+    """``work``'s response, or the error it raised as a response in ``dialect`` (see
+    :meth:`Handlers._answer`)."""
+    try:
+        return await work
+    except InterlinguaError as err:
+        return gateway.error_response(dialect, err, request_id)
+    except Exception as exc:
+        log.exception("unexpected failure on %s", where)
+        return gateway.error_response(dialect, internal_error(exc), request_id)
+
+
+def _model_name(body: dict[str, Any]) -> str:
+    """The body's ``model`` (the gateway's own check of it comes later: "" here)."""
+    model = body.get("model")
+    return model if isinstance(model, str) else ""
 
 
 Endpoint = Callable[[Handlers, HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
@@ -261,13 +358,15 @@ def create_app(
     upstreams: dict[str, Upstream] | None = None,
     transports: Transports | None = None,
     drain: Drain | None = None,
+    record_sinks: Sequence[RecordSink] = (),
 ) -> ASGIApp:
     """Build the gateway ASGI app.
 
     ``upstreams`` replaces building them from ``config.upstreams`` (tests pass fakes);
     ``transports`` replaces the app's own HTTP engines (the caller closes them); ``drain``
     is the shutdown state the server's connection guard sets (server/serve.py; default:
-    one never set).
+    one never set); ``record_sinks`` are told of every finished generation request
+    besides the usage log and the metrics (usage/record.py).
     """
     check_config(config)  # the kinds' half of validation: refuse a bad entry before serving
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
@@ -281,7 +380,11 @@ def create_app(
     gateway = Gateway(config, Router(config, built), secrets, ResponsesDialect(sealer))
     stored = config.responses
     store = open_store(stored.url, stored.expire_after) if stored.store else None
-    handlers = Handlers(gateway, config.server.api_keys, drain or Drain(), store)
+    keys = KeyRing.from_config(config)
+    sinks = list(record_sinks)
+    limited_keys = any(key.limited for key in keys.keys)
+    accounting = Accounting(sinks) if sinks or limited_keys else None
+    handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

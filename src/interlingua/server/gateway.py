@@ -25,13 +25,14 @@ import orjson
 from starlette.types import Receive
 
 from ..config import Config, ModelOptions
-from ..core import Request, StreamError, StreamEvent, aclose_iterator
+from ..core import Request, StreamEnd, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, StreamEncoder, encode_body, get_dialect
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
+from .accounting import RECORD, count_usage, strip_usage
 from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
 from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
 from .keep import Keep, keep_last_response
@@ -180,6 +181,7 @@ class Gateway:
 
             async def attempt(route: Route) -> BytesResponse | StreamResponse:
                 """One candidate's try (server/attempts.py retries and falls back)."""
+                _went_to(route)
                 if self.passes_through(dialect, route):
                     # A copy per attempt: what one deployment writes into its body (its
                     # model name, its shaping) must not reach the next one's.
@@ -191,6 +193,7 @@ class Gateway:
         # attempt, no loop and no closure, so the hot path costs what it did before.
         deployment = plan[0]
         route = deployment.route
+        _went_to(route)
         started = time.perf_counter()
         try:
             if self.passes_through(dialect, route):
@@ -279,6 +282,7 @@ class Gateway:
             raise
         encoder = dialect.stream_encoder(request)
         scrubbed = self.scrubbed
+        record = RECORD.get()
 
         def encode(batch: list[StreamEvent]) -> tuple[bytes, bool]:
             """One write for everything one upstream read produced; True at an error."""
@@ -291,6 +295,9 @@ class Gateway:
                     )
                     return b"".join(out), True
                 out.append(encoder.encode(event))
+            if record is not None and batch and isinstance(batch[-1], StreamEnd):
+                # the client's stream may not show usage (Chat without include_usage)
+                count_usage(record, batch[-1].usage)
             return b"".join(out), False
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -325,6 +332,8 @@ class Gateway:
     ) -> BytesResponse | StreamResponse:
         stream = body.get("stream") is True
         body["model"] = route.upstream_model
+        record = RECORD.get()
+        strip = record is not None and stream and _asks_usage(dialect, body)
         shape_body(body, route.entry, route.upstream)  # params, max_tokens_field, drops
         # The body as parsed, never the client's bytes: with a key given twice (`model`,
         # `messages`) the upstream's parser might take the copy we did not route by or
@@ -350,6 +359,9 @@ class Gateway:
             return BytesResponse(data, status, relayed)
         request = Request(model=route.upstream_model, messages=(), stream=True)
         chunks = self._scrub_stream(answer.chunks) if self.secrets else answer.chunks
+        if strip:
+            assert record is not None
+            chunks = strip_usage(chunks, record)
         if keep is not None:
             chunks = keep_last_response(chunks, keep)
         # As on the translated path, the first events come before the status line: a
@@ -422,6 +434,32 @@ async def _pause(seconds: float, receive: Receive | None) -> None:
 async def _disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def _asks_usage(dialect: Dialect, body: dict[str, Any]) -> bool:
+    """Ask a Chat Completions upstream for the stream's usage when the client did not
+    (the usage log needs it); True when the gateway asked, so the chunk that brings it
+    must be cut from the client's stream (server/accounting.py)."""
+    if dialect.name != "openai":
+        return False
+    options = body.get("stream_options")
+    if isinstance(options, dict):
+        if options.get("include_usage") is True:
+            return False
+        body["stream_options"] = {**options, "include_usage": True}
+        return True
+    if options is None:
+        body["stream_options"] = {"include_usage": True}
+        return True
+    return False  # (not an object: the request's validation answers it)
+
+
+def _went_to(route: Route) -> None:
+    """Note in the request's record (server/accounting.py) where this attempt goes."""
+    record = RECORD.get()
+    if record is not None:
+        record.upstream = route.upstream.name
+        record.upstream_model = route.upstream_model
 
 
 def _model_of(body: dict[str, Any]) -> str:

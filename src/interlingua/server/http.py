@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -38,7 +38,7 @@ def plain_headers(request: HTTPRequest) -> dict[str, str]:
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
 
 
-async def read_body(request: HTTPRequest, limit: int, headers: dict[str, str]) -> bytes:
+async def read_body(request: HTTPRequest, limit: int, headers: Mapping[str, str]) -> bytes:
     """The request body, refusing more than ``limit`` bytes with a 413.
 
     Content-Length is checked first so an honest oversized upload is refused before it is

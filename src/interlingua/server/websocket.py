@@ -82,7 +82,7 @@ class SocketHost(Protocol):
     gateway: Gateway
     drain: Drain
 
-    def _check_auth(self, headers: Mapping[str, str]) -> None: ...
+    def _check_auth(self, headers: Mapping[str, str]) -> object: ...
 
     def responses_from_body(
         self, body: dict[str, Any], headers: Mapping[str, str], receive: Receive | None = None

@@ -34,28 +34,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-import msgspec
-
 from ..config import LimitsConfig
 from ..core import Request, Response, StreamEnd, StreamError, StreamEvent, aclose_iterator
-from ..core.tokens import CHARS_PER_TOKEN, estimate_request_tokens
+from ..core.tokens import estimate_request_tokens
 from ..errors import InterlinguaError
 from ..limits import Limiter, LimitState, Ticket
 from .base import RawResponse, Upstream
-from .relay_usage import StreamUsage, body_tokens
+from .relay_usage import StreamUsage, body_tokens, estimate_body_tokens
 
 __all__ = ["LimitedUpstream"]
-
-
-class _MaxOutput(msgspec.Struct):
-    """The output limit of a passthrough body, whichever dialect's field holds it."""
-
-    max_tokens: Any = None
-    max_completion_tokens: Any = None
-    max_output_tokens: Any = None
-
-
-_MAX_OUTPUT = msgspec.json.Decoder(_MaxOutput)
 
 
 class LimitedUpstream(Upstream):
@@ -198,16 +185,7 @@ class LimitedUpstream(Upstream):
 
     def _estimate_body(self, body: bytes) -> tuple[int, int]:
         """:meth:`_estimate` for a passthrough body: its bytes / 4 as the input."""
-        if not self.counts_tokens:
-            return 0, 0
-        try:
-            fields = _MAX_OUTPUT.decode(body)
-        except msgspec.DecodeError:
-            fields = _MaxOutput()
-        limits = (fields.max_tokens, fields.max_completion_tokens, fields.max_output_tokens)
-        output = next((n for n in limits if isinstance(n, int) and n > 0), 0)
-        tokens_in = len(body) // CHARS_PER_TOKEN
-        return tokens_in, tokens_in + output
+        return estimate_body_tokens(body) if self.counts_tokens else (0, 0)
 
     async def count_tokens(self, request: Request) -> int | None:
         return await self.inner.count_tokens(request)

@@ -27,7 +27,9 @@ from typing import Any
 import msgspec
 import orjson
 
-__all__ = ["StreamUsage", "body_tokens", "usage_tokens"]
+from ..core.tokens import CHARS_PER_TOKEN
+
+__all__ = ["StreamUsage", "body_tokens", "estimate_body_tokens", "usage_tokens"]
 
 _USAGE = re.compile(rb'"usage"\s*:\s*\{')
 #: the longest unfinished line kept while looking for usage (as the relay check's bound)
@@ -63,6 +65,31 @@ def body_tokens(body: bytes) -> int:
     return usage_tokens(usage) if usage else 0
 
 
+class _MaxOutput(msgspec.Struct):
+    """The output limit of a passthrough body, whichever dialect's field holds it."""
+
+    max_tokens: Any = None
+    max_completion_tokens: Any = None
+    max_output_tokens: Any = None
+
+
+_MAX_OUTPUT = msgspec.json.Decoder(_MaxOutput)
+
+
+def estimate_body_tokens(body: bytes) -> tuple[int, int]:
+    """(input estimate, input + max output) of a request body of any dialect, unparsed:
+    its bytes / 4 as the input, plus the output limit it sets (what a token limit
+    reserves on admission, before the answer says what it cost)."""
+    try:
+        fields = _MAX_OUTPUT.decode(body)
+    except msgspec.DecodeError:
+        fields = _MaxOutput()
+    limits = (fields.max_tokens, fields.max_completion_tokens, fields.max_output_tokens)
+    output = next((n for n in limits if isinstance(n, int) and n > 0), 0)
+    tokens_in = len(body) // CHARS_PER_TOKEN
+    return tokens_in, tokens_in + output
+
+
 def _count(usage: dict[str, Any], key: str) -> int:
     value = usage.get(key)
     return value if isinstance(value, int) and value > 0 else 0
@@ -81,7 +108,13 @@ class StreamUsage:
 
     def __init__(self) -> None:
         self._held: list[bytes] = []  # the unfinished line, in pieces
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str, Any] = {}
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        """The usage reported so far, merged: the largest value per key (nested detail
+        objects merged the same way)."""
+        return self._counts
 
     @property
     def tokens(self) -> int:
@@ -134,7 +167,18 @@ class StreamUsage:
             if not isinstance(usage, dict) and isinstance(inner, dict):
                 usage = inner.get("usage")
         if isinstance(usage, dict):
-            counts = self._counts
-            for key, value in usage.items():
-                if isinstance(value, int) and value > counts.get(key, 0):
-                    counts[key] = value
+            _merge(self._counts, usage)
+
+
+def _merge(counts: dict[str, Any], usage: dict[str, Any]) -> None:
+    """Keep in ``counts`` the largest int per key of ``usage`` (detail objects too)."""
+    for key, value in usage.items():
+        if isinstance(value, int):
+            old = counts.get(key, 0)
+            if isinstance(old, int) and value > old:
+                counts[key] = value
+        elif isinstance(value, dict):
+            inner = counts.get(key)
+            if not isinstance(inner, dict):
+                inner = counts[key] = {}
+            _merge(inner, value)

@@ -1,0 +1,263 @@
+"""Each generation request's :class:`~interlingua.usage.record.Record`, filled and handed on.
+
+The handler opens a record when a request arrives (:meth:`Accounting.open`), fills in
+who asked and for what once it knows, and the gateway fills in where the request went
+(:data:`RECORD` tells it, so the attempt loop needs no extra argument). When the answer
+has ended the record gets its status, error kind, tokens and times, and goes to every
+sink (the usage log, the metrics, the status page) and to the key's admission, which
+settles the key's token limits with the real count:
+
+* a whole body (an answer or an error): at once, its ``usage`` read with a decoder that
+  looks at nothing else (the passthrough body is never parsed whole);
+* a stream: when the response closes (normal end, error, or the client leaving), with the
+  usage its bytes reported (:class:`~interlingua.upstreams.relay_usage.StreamUsage`, one
+  regular-expression scan per write) and the time of its first byte. An in-band error
+  event marks the record failed though its status stays 200.
+
+On the passthrough path a Chat Completions stream whose client did not ask for usage is
+sent upstream with ``stream_options.include_usage`` (the gateway needs the count); the
+usage-only chunk that this adds is cut from what the client gets (:func:`strip_usage`,
+which gives its counts to the record), so the client sees the stream it asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+import msgspec
+import orjson
+
+from ..core import Usage, aclose_iterator
+from ..dialects import Dialect
+from ..errors import ErrorKind, InterlinguaError, error_class_for_status
+from ..upstreams.relay_usage import StreamUsage
+from ..usage.record import Record, RecordSink, usage_counts
+from .http import BytesResponse, StreamResponse
+from .keys import Admission
+
+__all__ = ["RECORD", "Accounting", "InFlight", "Meter", "Tab", "count_usage", "strip_usage"]
+
+log = logging.getLogger("interlingua.server")
+
+#: the record of the request being answered (None: accounting is off, or no request)
+RECORD: ContextVar[Record | None] = ContextVar("interlingua_record", default=None)
+
+_USAGE = re.compile(rb'"usage"\s*:\s*\{')
+_UPSTREAM_ERROR = ErrorKind.UPSTREAM_ERROR.value
+
+
+class _Body(msgspec.Struct):
+    usage: dict[str, Any] | None = None
+
+
+_BODY = msgspec.json.Decoder(_Body)
+
+
+class InFlight(Protocol):
+    """Told when a request starts and when its answer has ended (the metrics' gauge)."""
+
+    def request_started(self) -> None: ...
+
+    def request_ended(self) -> None: ...
+
+
+class Tab:
+    """One request being answered: its record, and its key's admission once taken."""
+
+    __slots__ = ("admission", "record")
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+        self.admission: Admission | None = None
+
+
+class Accounting:
+    """Opens and finishes the records of one gateway's requests (module docstring)."""
+
+    def __init__(self, sinks: Sequence[RecordSink], in_flight: Sequence[InFlight] = ()) -> None:
+        self.sinks = tuple(sinks)
+        self.in_flight = tuple(in_flight)
+
+    def open(self, request_id: str, dialect: str) -> Tab:
+        """The tab of a request that just arrived (model and key are filled later)."""
+        for watcher in self.in_flight:
+            watcher.request_started()
+        record = Record(at=time.time(), request_id=request_id, key=None, dialect=dialect, model="")
+        record.latency = time.perf_counter()  # the start, until _finish makes it a span
+        return Tab(record)
+
+    def abandon(self, tab: Tab) -> None:
+        """The request ended without an answer (its client left, or it was cancelled)."""
+        record = tab.record
+        record.status = 499
+        record.error = "cancelled"
+        self._finish(record, tab.admission)
+
+    def close(
+        self, tab: Tab, response: BytesResponse | StreamResponse, dialect: Dialect
+    ) -> BytesResponse | StreamResponse:
+        """Finish the tab's record with ``response`` now (a body) or when it closes (a
+        stream); returns the response to send."""
+        record, admission = tab.record, tab.admission
+        record.status = response.status
+        if type(response) is BytesResponse:
+            if response.status >= 400:
+                record.error = error_class_for_status(response.status).kind.value
+            else:
+                _count_body(record, response.body)
+            self._finish(record, admission)
+            return response
+        assert isinstance(response, StreamResponse)
+        record.stream = True
+        meter = Meter(record, dialect)
+        response.chunks = meter.watch(response.chunks)
+        on_error = response.on_error
+        inner_close = response.aclose
+
+        def failed(exc: BaseException) -> bytes:
+            kind = exc.kind.value if isinstance(exc, InterlinguaError) else _UPSTREAM_ERROR
+            record.error = record.error or kind
+            if on_error is None:
+                raise exc
+            return on_error(exc)
+
+        async def closed() -> None:
+            try:
+                if inner_close is not None:
+                    await inner_close()
+            finally:
+                meter.done()
+                self._finish(record, admission)
+
+        response.on_error = failed
+        response.aclose = closed
+        return response
+
+    def _finish(self, record: Record, admission: Admission | None) -> None:
+        record.latency = time.perf_counter() - record.latency
+        if admission is not None:
+            admission.end(record.input_tokens + record.output_tokens)
+        for watcher in self.in_flight:
+            watcher.request_ended()
+        for sink in self.sinks:
+            try:
+                sink.record(record)
+            except Exception:  # a sink's bug must not fail the request that is done
+                log.exception("usage sink %r failed", sink)
+
+
+class Meter:
+    """Watches a stream's bytes for the request's record: first byte, usage, errors."""
+
+    __slots__ = ("_dialect", "_ended", "_record", "_started", "_usage")
+
+    def __init__(self, record: Record, dialect: Dialect) -> None:
+        self._record = record
+        self._dialect = dialect
+        self._usage = StreamUsage()
+        self._started = record.latency  # (the perf_counter start: see Accounting.open)
+        self._ended = False
+
+    async def watch(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        record = self._record
+        usage = self._usage
+        first = True
+        try:
+            async for chunk in chunks:
+                if first:
+                    first = False
+                    record.ttft = time.perf_counter() - self._started
+                if _USAGE.search(chunk) is not None:
+                    usage.feed(chunk)
+                if chunk.startswith((b"event: error", b'data: {"error"')) or (
+                    b"\nevent: error" in chunk
+                    or b"event: response.failed" in chunk
+                    or b'\ndata: {"error"' in chunk
+                ):
+                    record.error = record.error or self._error_kind(chunk)
+                yield chunk
+            self._ended = True
+        finally:
+            await aclose_iterator(chunks)
+
+    def done(self) -> None:
+        """The stream is over: its usage into the record, and a stream cut short (the
+        client left) marked so."""
+        record = self._record
+        counts = self._usage.counts
+        if counts:
+            _set_counts(record, counts)
+        if not self._ended and record.error is None:
+            record.error = "cancelled"
+
+    def _error_kind(self, chunk: bytes) -> str:
+        for line in chunk.split(b"\n"):
+            if line.startswith(b"data:") and b"error" in line:
+                try:
+                    payload = orjson.loads(line[5:])
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+                    error = self._dialect.parse_error(500, line[5:], {})
+                    return error.kind.value
+        return _UPSTREAM_ERROR
+
+
+def _count_body(record: Record, body: bytes) -> None:
+    try:
+        usage = _BODY.decode(body).usage
+    except msgspec.DecodeError:
+        return
+    if usage:
+        _set_counts(record, usage)
+
+
+async def strip_usage(chunks: AsyncIterator[bytes], record: Record) -> AsyncIterator[bytes]:
+    """``chunks`` (whole SSE events of a Chat Completions stream) less the usage-only
+    chunks, whose counts go to ``record`` instead."""
+    try:
+        async for chunk in chunks:
+            if _USAGE.search(chunk) is None:
+                yield chunk
+                continue
+            kept = []
+            for event in chunk.split(b"\n\n"):
+                if _USAGE.search(event) is not None and event.startswith(b"data:"):
+                    try:
+                        payload = orjson.loads(event[5:])
+                    except orjson.JSONDecodeError:
+                        payload = None
+                    if isinstance(payload, dict) and payload.get("choices") == []:
+                        usage = payload.get("usage")
+                        if isinstance(usage, dict):
+                            _set_counts(record, usage)
+                            continue
+                kept.append(event)
+            data = b"\n\n".join(kept)
+            if data:
+                yield data
+    finally:
+        await aclose_iterator(chunks)
+
+
+def count_usage(record: Record, usage: Usage) -> None:
+    """The neutral usage of a translated stream's end, into ``record`` (the bytes the
+    client gets may not show it)."""
+    record.input_tokens = usage.input_tokens
+    record.output_tokens = usage.output_tokens
+    record.cached_tokens = usage.cache_read_tokens
+    record.reasoning_tokens = usage.reasoning_tokens
+
+
+def _set_counts(record: Record, usage: dict[str, Any]) -> None:
+    (
+        record.input_tokens,
+        record.output_tokens,
+        record.cached_tokens,
+        record.reasoning_tokens,
+    ) = usage_counts(usage)

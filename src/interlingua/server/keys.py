@@ -1,0 +1,238 @@
+"""Client keys: who is asking, which models they may use, and how much.
+
+Two sources, one check. ``keys:`` (config/team.py) names each key, may restrict it to
+some models (globs) and give it limits; ``server.api_keys`` are plain shared keys with
+neither (their requests carry no key name). When neither is configured, the gateway is
+open.
+
+A key arrives as ``Authorization: Bearer <key>`` or ``x-api-key: <key>`` (the two SDKs'
+ways). Only SHA-256 digests are kept in memory, and the presented key's digest is
+compared with *every* known digest in constant time, so neither the answer's timing nor
+an early exit tells an attacker how much of a guess was right. A key's value never
+leaves this module: logs, usage rows and metrics see its name.
+
+:meth:`ClientKey.admit` enforces the key's limits on a request that passed
+authentication and the model check: ``rpm``/``tpm``/``max_concurrency`` on a
+:class:`~interlingua.limits.LimitState` (in process, or Redis when ``state.url`` is set),
+``tokens_per_day`` on a day counter. A request over a limit is refused at once with 429
+and Retry-After (a client's own limit is not a line to wait in: the client decides
+whether to wait). The :class:`Admission` it returns is ended with the request's actual
+token count when the answer has ended.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import math
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from ..config import Config, KeyConfig, KeyLimits
+from ..errors import AuthenticationError, PermissionDeniedError, RateLimitError
+from ..limits import UNTIL_RELEASE, LimitState, MemoryDayCounter, MemoryState
+
+__all__ = ["Admission", "ClientKey", "DayCounter", "KeyRing", "presented_key"]
+
+#: the Retry-After of a key refused for its concurrency (no release time is known)
+CONCURRENCY_RETRY_AFTER = 1.0
+
+
+class DayCounter(Protocol):
+    """Tokens a key used today (UTC), against its ``tokens_per_day``."""
+
+    async def check(self) -> float:
+        """0 while under the limit, else the seconds until the count starts again."""
+        ...
+
+    def add(self, tokens: int) -> None:
+        """Count ``tokens`` more (sent without waiting when the count is shared)."""
+        ...
+
+
+class Counters(Protocol):
+    """Where key limits keep their counts (limits/: in process, or shared)."""
+
+    def limit_state(
+        self, name: str, rpm: int | None, tpm: int | None, max_concurrency: int | None
+    ) -> LimitState: ...
+
+    def day_counter(self, name: str, limit: int) -> DayCounter: ...
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key a request presents (``x-api-key`` first, then a Bearer token)."""
+    key = headers.get("x-api-key")
+    if key is None:
+        auth = headers.get("authorization", "")
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+    return key or None
+
+
+class Admission:
+    """A request admitted under a key's limits; :meth:`end` it once with its tokens."""
+
+    __slots__ = ("_day", "_lease", "_state")
+
+    def __init__(
+        self, state: LimitState | None, lease: object | None, day: DayCounter | None
+    ) -> None:
+        self._state = state
+        self._lease = lease
+        self._day = day
+
+    def end(self, tokens: int) -> None:
+        """The answer has ended having cost ``tokens`` (0: unknown; the estimate stays)."""
+        state, lease = self._state, self._lease
+        if state is not None and lease is not None:
+            self._lease = None
+            if tokens > 0:
+                state.settle(lease, tokens)
+            state.release(lease)
+        if self._day is not None and tokens > 0:
+            self._day.add(tokens)
+            self._day = None
+
+
+class ClientKey:
+    """One configured key: its name (None for a plain ``server.api_keys`` key), the
+    models it may use and its limits."""
+
+    __slots__ = ("_day", "_state", "digest", "limits", "models", "name")
+
+    def __init__(
+        self,
+        name: str | None,
+        digest: bytes,
+        models: tuple[str, ...] = (),
+        limits: KeyLimits | None = None,
+        counters: Counters | None = None,
+    ) -> None:
+        self.name = name
+        self.digest = digest
+        self.models = models
+        self.limits = limits or KeyLimits()
+        self._state: LimitState | None = None
+        self._day: DayCounter | None = None
+        lim = self.limits
+        if lim.rpm is not None or lim.tpm is not None or lim.max_concurrency is not None:
+            if counters is not None:
+                self._state = counters.limit_state(
+                    f"key:{name}", lim.rpm, lim.tpm, lim.max_concurrency
+                )
+            else:
+                self._state = MemoryState(lim.rpm, lim.tpm, lim.max_concurrency)
+        if lim.tokens_per_day is not None:
+            if counters is not None:
+                self._day = counters.day_counter(f"key:{name}", lim.tokens_per_day)
+            else:
+                self._day = MemoryDayCounter(lim.tokens_per_day)
+
+    @property
+    def limited(self) -> bool:
+        return self._state is not None or self._day is not None
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether admission needs the request's token estimate (a ``tpm`` is set)."""
+        return self.limits.tpm is not None
+
+    def allows(self, model: str) -> bool:
+        """Whether this key may use ``model`` (every model when no globs are set)."""
+        models = self.models
+        return not models or any(fnmatch.fnmatchcase(model, pattern) for pattern in models)
+
+    def check_model(self, model: str) -> None:
+        """PermissionDeniedError (403) when this key may not use ``model``."""
+        if not self.allows(model):
+            raise PermissionDeniedError(
+                f"The model '{model}' is not available to key '{self.name}'.",
+                code="model_not_allowed",
+                param="model",
+            )
+
+    async def admit(self, tokens: int) -> Admission:
+        """Take a place under this key's limits for a request of about ``tokens``, or
+        raise RateLimitError (429, with Retry-After) when one is reached."""
+        if self._day is not None:
+            wait = await self._day.check()
+            if wait > 0:
+                raise self._refused("tokens_per_day", wait)
+        lease = None
+        if self._state is not None:
+            got = await self._state.acquire(tokens)
+            if isinstance(got, float):
+                reason = "max_concurrency" if got == UNTIL_RELEASE else "rpm/tpm"
+                wait = CONCURRENCY_RETRY_AFTER if math.isinf(got) else got
+                raise self._refused(reason, wait)
+            lease = got
+        return Admission(self._state, lease, self._day)
+
+    def _refused(self, what: str, wait: float) -> RateLimitError:
+        limits = self.limits
+        shown = {
+            "tokens_per_day": f"tokens_per_day {limits.tokens_per_day}",
+            "max_concurrency": f"max_concurrency {limits.max_concurrency}",
+            "rpm/tpm": ", ".join(
+                f"{name} {value}"
+                for name, value in (("rpm", limits.rpm), ("tpm", limits.tpm))
+                if value is not None
+            ),
+        }[what]
+        return RateLimitError(
+            f"Rate limit reached for key '{self.name}' ({shown}). "
+            f"Try again in {max(wait, 0.001):.3g} s.",
+            code="rate_limit_exceeded",
+            retry_after=max(wait, 0.001),
+        )
+
+
+class KeyRing:
+    """Every key clients may present (see the module docstring)."""
+
+    def __init__(self, keys: Iterable[ClientKey]) -> None:
+        self.keys = tuple(keys)
+
+    @classmethod
+    def from_config(cls, config: Config, counters: Counters | None = None) -> KeyRing:
+        """The ring of ``config``'s ``keys`` and ``server.api_keys`` (a ``key_env`` is
+        read now: ConfigError when its variable is unset)."""
+        return cls(
+            [
+                *(_named(key, counters) for key in config.keys),
+                *(
+                    ClientKey(None, hashlib.sha256(plain.encode()).digest())
+                    for plain in config.server.api_keys
+                ),
+            ]
+        )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether requests must present a key."""
+        return bool(self.keys)
+
+    def authenticate(self, headers: Mapping[str, str]) -> ClientKey | None:
+        """The key ``headers`` present; None when no keys are configured; else
+        AuthenticationError (401)."""
+        if not self.keys:
+            return None
+        presented = presented_key(headers)
+        found = None
+        if presented is not None:
+            digest = hashlib.sha256(presented.encode("utf-8", "surrogatepass")).digest()
+            for key in self.keys:  # every digest, no early exit
+                if hmac.compare_digest(digest, key.digest):
+                    found = key
+        if found is None:
+            raise AuthenticationError(
+                "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or "
+                "'x-api-key: <key>'.",
+                code="invalid_api_key",
+            )
+        return found
+
+
+def _named(key: KeyConfig, counters: Counters | None) -> ClientKey:
+    return ClientKey(key.name, bytes.fromhex(key.digest()), key.models, key.limits, counters)
