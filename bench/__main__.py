@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(s.name for s in ALL),
         help=f"comma-separated subset of: {', '.join(BY_NAME)}",
     )
+    parser.add_argument(
+        "--team",
+        action="store_true",
+        help="also run the gateway with keys + usage log + metrics on, and with them off",
+    )
     parser.add_argument("--peers", default="", help="comma-separated peers to run too: litellm")
     parser.add_argument(
         "--workers", type=int, default=1, help="gateway worker processes (if the CLI has --workers)"
@@ -97,6 +102,7 @@ def options(argv: Sequence[str]) -> Options:
         connections=connections,
         scenarios=scenarios,
         peers=peers,
+        team=args.team,
         workers=max(1, args.workers),
         profile=profiled,
         repeat=max(1, args.repeat),

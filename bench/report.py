@@ -191,6 +191,24 @@ def _beside(
     return measure
 
 
+TEAM_OFF, TEAM_ON = f"{OURS}, team off", f"{OURS}, team on"
+
+
+def _team(scenario: str, conns: int, floor: float) -> Callable[..., tuple[str, bool | None] | None]:
+    """``scenario``'s req/s with keys + usage log + metrics on, as a ratio of the same
+    with them off, in the same run (``--team``; ≥ ``floor``)."""
+
+    def measure(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
+        on = find_row(rows, TEAM_ON, scenario, conns)
+        off = find_row(rows, TEAM_OFF, scenario, conns)
+        if on is None or off is None or off.rps <= 0:
+            return None
+        ratio = on.rps / off.rps
+        return f"{ratio:.2f}× ({on.rps:,.0f} vs {off.rps:,.0f} req/s)", ratio >= floor
+
+    return measure
+
+
 def _memory(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
     ours = [r.rss_mb for r in rows if r.server == OURS and not r.note]
     return None if not ours else (f"{max(ours):.0f} MB (max)", max(ours) <= 80)
@@ -216,6 +234,13 @@ TARGETS = (
     # No goal: the price of the API's default store (one SQLite row per answer).
     Target("Responses→OpenAI stored vs stateless, 50 conns", "reported",
            _beside("r2o-stored", "r2o", 50, 0.0)),
+    # Issue 12: keys + usage log + metrics cost at most 15% (`--team`).
+    Target("team on vs off: passthrough, 50 conns", "≥ 0.85×", _team("passthrough", 50, 0.85)),
+    Target("team on vs off: passthrough stream, 50 conns", "≥ 0.85×",
+           _team("passthrough-stream", 50, 0.85)),
+    Target("team on vs off: Anthropic→OpenAI, 50 conns", "≥ 0.85×", _team("a2o", 50, 0.85)),
+    Target("team on vs off: Anthropic→OpenAI stream, 50 conns", "≥ 0.85×",
+           _team("a2o-stream", 50, 0.85)),
 )  # fmt: skip
 
 

@@ -45,6 +45,8 @@ class Options:
     connections: tuple[int, ...] = (1, 10, 50)
     scenarios: tuple[str, ...] = tuple(s.name for s in ALL)
     peers: tuple[str, ...] = ()
+    #: also run the gateway with keys, usage log and metrics on, and with them off
+    team: bool = False
     workers: int = 1
     profile: tuple[str, ...] = ()
     repeat: int = 1
@@ -248,6 +250,12 @@ def main(opts: Options) -> int:
             run_target(ctx, Direct(nginx), tmp)
             with Interlingua(nginx.base, tmp) as gateway:
                 run_target(ctx, gateway, tmp)
+            if opts.team:
+                # Keys + usage log + metrics on, and all off, one after the other in this
+                # run: the price of running it for a team (report.py: "team on vs off").
+                for team in ("off", "on"):
+                    with Interlingua(nginx.base, tmp, team=team) as gateway:
+                        run_target(ctx, gateway, tmp)
             if scale_workers:
                 info.workers = _scaling(ctx, nginx.base, tmp)
             for name, exe in peer_exes.items():

@@ -135,11 +135,35 @@ UPSTREAMS = {
 }
 
 
+#: the variable the ``team`` config reads the named client key from
+TEAM_KEY_ENV = "BENCH_TEAM_KEY"
+
+
+def team_sections(team: str, tmp: Path) -> dict[str, Any]:
+    """The operational sections (issue 12) of the ``team`` variants: ``off`` (no usage
+    log, no metrics, the plain shared key) and ``on`` (a named key with limits that a
+    bench never reaches, the usage log in SQLite under ``tmp``, metrics)."""
+    if team == "off":
+        return {"usage": False, "metrics": False}
+    if team == "on":
+        limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
+        return {
+            "keys": [{"name": "bench", "key_env": TEAM_KEY_ENV, "limits": limits}],
+            "usage": {"url": f"sqlite:///{tmp / 'usage.db'}"},
+            "metrics": True,
+        }
+    raise ValueError(f"unknown team variant {team!r}")
+
+
 def gateway_config(
-    nginx_base: str, port: int, scenarios: Collection[Scenario] | None = None
+    nginx_base: str,
+    port: int,
+    scenarios: Collection[Scenario] | None = None,
+    team: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The interlingua config (as a YAML-able dict) routing every scenario (or only
-    ``scenarios``: an older tree under A/B may not know every upstream kind) to nginx."""
+    ``scenarios``: an older tree under A/B may not know every upstream kind) to nginx;
+    ``team`` adds operational sections (:func:`team_sections`)."""
     models = [
         {"name": alias, "upstream": upstream, "model": model}
         for alias, (upstream, model) in ROUTES.items()
@@ -153,22 +177,29 @@ def gateway_config(
         wanted = {s.model for s in scenarios}
         models = [m for m in models if m["name"] in wanted]
     used = {m["upstream"] for m in models}
+    team = team or {}
+    # A named key replaces the plain one (the same value, read from TEAM_KEY_ENV).
+    keys = [] if team.get("keys") else [CLIENT_KEY]
     return {
-        "server": {"host": "127.0.0.1", "port": port, "api_keys": [CLIENT_KEY]},
+        "server": {"host": "127.0.0.1", "port": port, "api_keys": keys},
         "upstreams": {
             name: {"kind": kind, "base_url": nginx_base + path}
             for name, (kind, path) in UPSTREAMS.items()
             if name in used
         },
         "models": models,
+        **team,
     }
 
 
 def gateway_config_yaml(
-    nginx_base: str, port: int, scenarios: Collection[Scenario] | None = None
+    nginx_base: str,
+    port: int,
+    scenarios: Collection[Scenario] | None = None,
+    team: dict[str, Any] | None = None,
 ) -> str:
     """:func:`gateway_config` as YAML text."""
-    return yaml.safe_dump(gateway_config(nginx_base, port, scenarios), sort_keys=False)
+    return yaml.safe_dump(gateway_config(nginx_base, port, scenarios, team), sort_keys=False)
 
 
 def request_body(scenario: Scenario) -> bytes:

@@ -10,6 +10,7 @@ whose memory is read after each run, and says which scenarios it ``supports``. T
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Protocol
 
 from .nginx import Nginx
 from .procs import BenchError, Process, free_port, start, wait_ready
-from .scenarios import Scenario, gateway_config_yaml
+from .scenarios import CLIENT_KEY, TEAM_KEY_ENV, Scenario, gateway_config_yaml, team_sections
 
 
 class Target(Protocol):
@@ -94,9 +95,12 @@ class GatewayProcess:
 class Interlingua(GatewayProcess):
     """The gateway under test, started from the working tree; a context manager."""
 
-    def __init__(self, nginx_base: str, tmp: Path, workers: int = 1) -> None:
+    def __init__(self, nginx_base: str, tmp: Path, workers: int = 1, team: str = "") -> None:
         self.label = "interlingua" if workers == 1 else f"interlingua ×{workers} workers"
-        self.tmp = tmp / f"interlingua-{workers}"
+        if team:
+            self.label += f", team {team}"  # (report.py: TEAM_OFF / TEAM_ON)
+        self.tmp = tmp / f"interlingua-{workers}{'-' + team if team else ''}"
+        self.team = team
         self.nginx_base = nginx_base
         self.workers = workers
         self.port = 0
@@ -108,9 +112,12 @@ class Interlingua(GatewayProcess):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = self.tmp / "config.yaml"
-        config.write_text(gateway_config_yaml(self.nginx_base, self.port))
+        sections = team_sections(self.team, self.tmp) if self.team else None
+        config.write_text(gateway_config_yaml(self.nginx_base, self.port, team=sections))
         command = serve_command(config, self.port, self.workers, self.workers > 1)
-        self.process = start(command, self.tmp / "log")
+        self.process = start(
+            command, self.tmp / "log", env={**os.environ, TEAM_KEY_ENV: CLIENT_KEY}
+        )
         try:
             wait_ready(f"{self.base}/health", self.process.proc, 60, "interlingua")
         except BenchError as exc:
