@@ -302,6 +302,36 @@ async def test_auth_is_checked_on_the_upgrade() -> None:
             assert (await response_events(ws))[-1]["type"] == "response.completed"
 
 
+async def test_a_named_key_s_models_and_limits_apply_to_every_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The upgrade authenticates; each ``response.create`` is a request of its own: the
+    key's model list and rpm apply to it (an error frame, the socket stays open)."""
+    monkeypatch.setenv("WS_TEAM_KEY", "sk-team")
+    config = parse_config(
+        {
+            "upstreams": {"oai": {"kind": "fake"}},
+            "models": [{"name": "m", "upstream": "oai"}, {"name": "other", "upstream": "oai"}],
+            "keys": [
+                {"name": "t", "key_env": "WS_TEAM_KEY", "models": ["m"], "limits": {"rpm": 2}}
+            ],
+            "usage": False,
+        }
+    )
+    with guarded_gateway(config, {"oai": FakeUpstream("oai", wire="openai")}) as (url, _):
+        async with connect(ws_url(url), additional_headers={"x-api-key": "sk-team"}) as ws:
+            await ws.send(create("other", "hi"))
+            refused = (await response_events(ws))[-1]
+            assert refused["type"] == "error" and refused["status"] == 403
+            await ws.send(create("m", "hi"))
+            assert (await response_events(ws))[-1]["type"] == "response.completed"
+            await ws.send(create("m", "hi"))
+            assert (await response_events(ws))[-1]["type"] == "response.completed"
+            await ws.send(create("m", "hi"))
+            limited = (await response_events(ws))[-1]
+            assert limited["type"] == "error" and limited["status"] == 429
+
+
 async def test_shutdown_finishes_the_response_in_flight_then_closes_with_1001() -> None:
     config = parse_config(
         {

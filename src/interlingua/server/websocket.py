@@ -56,7 +56,7 @@ from ..sse import SSEDecoder
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
 from .http import BytesResponse, StreamResponse
-from .middleware import access_log, new_request_id
+from .middleware import REQUEST_ID, access_log, new_request_id
 from .socket_chain import ChainMemory, input_items
 
 __all__ = ["SOCKET_STATE", "ResponsesSocket", "SocketHost"]
@@ -252,6 +252,9 @@ class _Session:
         began = time.perf_counter()
         kind = "?"
         status = 200
+        # each turn is a request of its own: its id for the attempts' log lines and its
+        # usage record (the connection keeps its own id)
+        token = REQUEST_ID.set(new_request_id())
         try:
             event = _parse_frame(frame)
             kind = str(event.get("type"))
@@ -268,6 +271,7 @@ class _Session:
             log.exception("unexpected failure on a WebSocket frame")
             status = await self._send_error(internal_error(exc))
         finally:
+            REQUEST_ID.reset(token)
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
                     '%s "WS /v1/responses %s" %d %.1fms',
