@@ -28,6 +28,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -146,7 +147,7 @@ class SQLiteDatabase:
             isolation_level=None,  # autocommit: each statement is its own transaction
         )  # fmt: skip
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enter_wal(conn)
             # WAL + NORMAL: durable across a process crash, at most the last commits
             # lost on power loss; the usual setting for WAL (sqlite.org/pragma.html).
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -241,6 +242,23 @@ class SQLiteDatabase:
         if conn is not None:
             await asyncio.get_running_loop().run_in_executor(executor, conn.close)
         executor.shutdown(wait=False)
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting for the lock it needs. Turning a new file to
+    WAL takes an exclusive lock for which SQLite does not call the busy handler: two
+    processes (``--workers N``) opening a new database at once get "database is locked"
+    at once. Once the file is in WAL mode the pragma needs no such lock."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
 
 
 class PostgresDatabase:
