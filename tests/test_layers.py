@@ -46,7 +46,8 @@ ALLOWED: dict[str, set[str]] = {
     "usage": {"errors", "config"},
     "batch": _LOW | {"dialects", "client"},
     "server": _LOW | {"__init__", "dialects", "text", "upstreams", "routing", "usage"},
-    "cli": _LOW | {"__init__", "dialects", "upstreams", "routing", "server", "batch", "client"},
+    "cli": _LOW
+    | {"__init__", "dialects", "upstreams", "routing", "server", "batch", "client", "usage"},
 }
 
 

@@ -23,14 +23,16 @@ exception chained), so callers handle one type whatever the backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sqlite3
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..config import user_data_dir
 
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 Row = tuple[Any, ...]
+T = TypeVar("T")
 #: one statement and its arguments
 Statement = tuple[str, Sequence[Any]]
 _PARAM = re.compile(r"\$(\d+)")
@@ -81,14 +84,19 @@ class Database(Protocol):
     async def execute_many(self, statements: Sequence[Statement]) -> None:
         """Run ``(sql, args)`` statements in order in ONE transaction: all or none."""
 
+    async def execute_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per args tuple of ``rows``, in ONE transaction: the
+        driver's own ``executemany`` (a loop in C for sqlite3, pipelined for asyncpg)."""
+
     async def aclose(self) -> None:
         """Close the connection(s); the database may be opened again."""
 
 
-def default_sqlite_url() -> str:
-    """``sqlite:///<data dir>/interlingua/responses.db``: ``$XDG_DATA_HOME`` when set,
-    else ``~/.local/share`` (the XDG base-directory default)."""
-    return "sqlite://" + str(user_data_dir() / "responses.db")
+def default_sqlite_url(name: str = "responses.db") -> str:
+    """``sqlite:///<data dir>/interlingua/<name>`` (the stored responses by default; the
+    usage log is ``usage.db`` beside them): ``$XDG_DATA_HOME`` when set, else
+    ``~/.local/share`` (the XDG base-directory default)."""
+    return "sqlite://" + str(user_data_dir() / name)
 
 
 def sqlite_path(url: str) -> str:
@@ -139,7 +147,7 @@ class SQLiteDatabase:
             isolation_level=None,  # autocommit: each statement is its own transaction
         )  # fmt: skip
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enter_wal(conn)
             # WAL + NORMAL: durable across a process crash, at most the last commits
             # lost on power loss; the usual setting for WAL (sqlite.org/pragma.html).
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -197,6 +205,35 @@ class SQLiteDatabase:
     async def execute_many(self, statements: Sequence[Statement]) -> None:
         await self._run(self._execute_many, statements)
 
+    def _execute_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._connect()
+        conn = self._conn
+        assert conn is not None
+        conn.execute("BEGIN")
+        try:
+            conn.executemany(self._sql(sql), rows)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    async def execute_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._run(self._execute_rows, sql, rows)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(connection)`` in the database thread, between other statements: for what
+        the methods above cannot say (a migration under ``BEGIN IMMEDIATE`` that reads
+        the schema version first). The connection is in autocommit mode; ``fn`` opens
+        and ends its own transaction. Its sqlite3 errors are raised as StoreError."""
+
+        def call() -> T:
+            self._connect()
+            assert self._conn is not None
+            return fn(self._conn)
+
+        result: T = await self._run(call)
+        return result
+
     async def aclose(self) -> None:
         executor, self._executor = self._executor, None
         if executor is None:
@@ -205,6 +242,23 @@ class SQLiteDatabase:
         if conn is not None:
             await asyncio.get_running_loop().run_in_executor(executor, conn.close)
         executor.shutdown(wait=False)
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting for the lock it needs. Turning a new file to
+    WAL takes an exclusive lock for which SQLite does not call the busy handler: two
+    processes (``--workers N``) opening a new database at once get "database is locked"
+    at once. Once the file is in WAL mode the pragma needs no such lock."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
 
 
 class PostgresDatabase:
@@ -270,6 +324,24 @@ class PostgresDatabase:
             async with self._pool.acquire() as conn, conn.transaction():
                 for sql, args in statements:
                     await conn.execute(sql, *args)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"PostgreSQL {_safe(self.url)}: {exc}") from exc
+
+    async def execute_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        async with self.connection() as conn, conn.transaction():
+            await conn.executemany(sql, rows)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        """One pooled asyncpg connection, for what the methods above cannot say (a
+        migration reading the schema version under an advisory lock, in a transaction).
+        The driver's errors, the block's included, are raised as StoreError."""
+        await self.open()
+        import asyncpg
+
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StoreError(f"PostgreSQL {_safe(self.url)}: {exc}") from exc
 

@@ -1,0 +1,226 @@
+"""What ``interlingua usage`` prints: the usage log summed per key and model (or per any
+of key, model, upstream, dialect) since a time.
+
+Per group: ``requests``, ``errors`` (a row with an error kind, or a status of 400 or
+more: a stream that failed after its 200 counts), ``input_tokens``, ``output_tokens``,
+``cached_tokens``, ``reasoning_tokens``, and the 50th and 95th percentiles of latency
+in seconds (to the microsecond). Counts and sums are SQL aggregates. The percentiles are linear
+interpolations between the two nearest ranks (as PostgreSQL's ``percentile_cont`` and
+numpy's default): one window query ranks each group's latencies (``ROW_NUMBER() OVER
+(PARTITION BY ... ORDER BY latency)``, SQLite 3.25+ and PostgreSQL alike) and returns
+only the rows at the ranks needed, so both engines give the same numbers and the data
+never leaves the database.
+
+>>> parse_since("30m", now=1_000_000.0)
+998200.0
+>>> parse_since("2026-05-01", now=0.0)
+1777593600.0
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from .db import Database, connect, sqlite_path
+from .schema import TABLE, current_version
+
+__all__ = [
+    "GROUPS",
+    "format_table",
+    "parse_by",
+    "parse_since",
+    "read_summary",
+    "summarize",
+]
+
+#: what ``by`` may name -> the column
+GROUPS: dict[str, str] = {
+    "key": "key_name",
+    "model": "model",
+    "upstream": "upstream",
+    "dialect": "dialect",
+}
+_PERCENTILES = (50, 95)
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+def parse_since(text: str, *, now: float) -> float:
+    """The Unix time ``text`` names: a duration back from ``now`` (``90s``, ``30m``,
+    ``24h``, ``7d``, ``2w``) or an ISO 8601 date or time (``2026-05-01``,
+    ``2026-05-01T12:00``, ``...+02:00``; without an offset, UTC). ValueError otherwise."""
+    match = _DURATION.match(text)
+    if match:
+        return now - float(match[1]) * _UNITS[match[2]]
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a duration (30m, 24h, 7d) nor an ISO date (2026-05-01)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def parse_by(text: str) -> tuple[str, ...]:
+    """``"key,model"`` -> ``("key", "model")``; ValueError for a name not in
+    :data:`GROUPS`, a repeat, or none."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise ValueError("name at least one of " + ", ".join(GROUPS))
+    for name in names:
+        if name not in GROUPS:
+            raise ValueError(f"{name!r} is not one of " + ", ".join(GROUPS))
+    if len(set(names)) != len(names):
+        raise ValueError(f"{text!r} names a column twice")
+    return names
+
+
+async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[str, Any]]:
+    """One dict per group of rows at or after ``since`` (Unix seconds), sorted by the
+    ``by`` columns (None first); ``by=()`` gives the one total. Keys: the ``by`` names,
+    then ``requests``, ``errors``, ``input_tokens``, ``output_tokens``,
+    ``cached_tokens``, ``reasoning_tokens``, ``p50_latency_s``, ``p95_latency_s``."""
+    for name in by:
+        if name not in GROUPS:  # (the names become SQL: only ours)
+            raise ValueError(f"cannot group by {name!r}: one of " + ", ".join(GROUPS))
+    columns = [GROUPS[name] for name in by]
+    select = "".join(f"{column}, " for column in columns)
+    group_by = f" GROUP BY {', '.join(columns)}" if columns else ""
+    totals = await db.fetch(
+        f"SELECT {select}COUNT(*), "
+        "CAST(SUM(CASE WHEN error_kind IS NOT NULL OR status >= 400 THEN 1 ELSE 0 END) "
+        "AS BIGINT), CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), "
+        "CAST(SUM(cached_tokens) AS BIGINT), CAST(SUM(reasoning_tokens) AS BIGINT) "
+        f"FROM {TABLE} WHERE at >= $1{group_by}",
+        since,
+    )
+    latencies = await _percentile_rows(db, since, columns)
+    width = len(columns)
+    summary = []
+    for row in totals:
+        group = tuple(row[:width])
+        requests, errors, input_tokens, output_tokens, cached, reasoning = row[width:]
+        if not requests:
+            continue  # (no GROUP BY: the total of no rows is one row of zeros and NULLs)
+        entry: dict[str, Any] = dict(zip(by, group, strict=True))
+        entry.update(
+            requests=int(requests),
+            errors=int(errors or 0),
+            input_tokens=int(input_tokens or 0),
+            output_tokens=int(output_tokens or 0),
+            cached_tokens=int(cached or 0),
+            reasoning_tokens=int(reasoning or 0),
+        )
+        ranked = latencies.get(group, {})
+        for p in _PERCENTILES:
+            entry[f"p{p}_latency_s"] = _interpolate(ranked, int(requests), p)
+        summary.append(entry)
+    summary.sort(key=lambda entry: [(entry[n] is not None, entry[n] or "") for n in by])
+    return summary
+
+
+async def _percentile_rows(
+    db: Database, since: float, columns: list[str]
+) -> dict[tuple[Any, ...], dict[int, float]]:
+    """Per group, the latencies at the 0-based ranks the percentiles fall between."""
+    select = "".join(f"{column}, " for column in columns)
+    partition = f"PARTITION BY {', '.join(columns)} " if columns else ""
+    # floor((n - 1) * p / 100) and the rank after it, in integer arithmetic (the same on
+    # both engines: no floor() in older SQLite)
+    wanted = " OR ".join(
+        f"i = (n - 1) * {p} / 100 OR i = (n - 1) * {p} / 100 + 1" for p in _PERCENTILES
+    )
+    rows = await db.fetch(
+        f"SELECT {select}i, latency FROM ("
+        f"SELECT {select}latency, "
+        f"ROW_NUMBER() OVER ({partition}ORDER BY latency) - 1 AS i, "
+        f"COUNT(*) OVER ({partition.rstrip()}) AS n "
+        f"FROM {TABLE} WHERE at >= $1) ranked WHERE {wanted}",
+        since,
+    )
+    width = len(columns)
+    found: dict[tuple[Any, ...], dict[int, float]] = {}
+    for row in rows:
+        found.setdefault(tuple(row[:width]), {})[int(row[width])] = float(row[width + 1])
+    return found
+
+
+def _interpolate(ranked: dict[int, float], n: int, p: int) -> float | None:
+    """The ``p``-th percentile of ``n`` sorted values of which ``ranked`` holds those
+    at the ranks it needs: value[lo] + fraction * (value[lo + 1] - value[lo])."""
+    lo, rest = divmod((n - 1) * p, 100)
+    low = ranked.get(lo)
+    if low is None:
+        return None
+    high = ranked.get(lo + 1, low) if rest else low
+    return round(low + (high - low) * rest / 100, 6)  # (to the microsecond: no 0.9499999)
+
+
+async def read_summary(url: str, since: float, by: Sequence[str]) -> list[dict[str, Any]] | None:
+    """:func:`summarize` on the database at ``url``, opened only to read; None when it
+    holds no usage log (a SQLite file that does not exist is not created)."""
+    if url.startswith("sqlite://"):
+        path = sqlite_path(url)
+        if path != ":memory:" and not os.path.exists(path):
+            return None
+    db = connect(url)
+    try:
+        if await current_version(db) == 0:
+            return None
+        return await summarize(db, since, by)
+    finally:
+        await db.aclose()
+
+
+def format_table(
+    summary: list[dict[str, Any]], by: Sequence[str], total: dict[str, Any] | None
+) -> str:
+    """``summary`` as an aligned text table (one line per group, then ``total`` when
+    given); latencies in milliseconds."""
+    headers = [name.upper() for name in by] + [
+        "REQUESTS",
+        "ERRORS",
+        "INPUT TOKENS",
+        "OUTPUT TOKENS",
+        "P50 LATENCY",
+        "P95 LATENCY",
+    ]
+    lines = [_cells(entry, by) for entry in summary]
+    if total is not None and by:
+        lines.append(["TOTAL"] + [""] * (len(by) - 1) + _cells(total, ()))
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+    text_columns = len(by)
+
+    def render(cells: list[str]) -> str:
+        return "  ".join(
+            cell.ljust(widths[i]) if i < text_columns else cell.rjust(widths[i])
+            for i, cell in enumerate(cells)
+        ).rstrip()
+
+    return "\n".join([render(headers), *(render(line) for line in lines)]) + "\n"
+
+
+def _cells(entry: dict[str, Any], by: Sequence[str]) -> list[str]:
+    return [
+        *("-" if entry[name] is None else str(entry[name]) for name in by),
+        f"{entry['requests']:,}",
+        f"{entry['errors']:,}",
+        f"{entry['input_tokens']:,}",
+        f"{entry['output_tokens']:,}",
+        _duration(entry["p50_latency_s"]),
+        _duration(entry["p95_latency_s"]),
+    ]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{seconds * 1000:,.0f} ms"
+    return f"{seconds:,.1f} s"
