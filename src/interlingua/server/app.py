@@ -46,7 +46,7 @@ from ..routing import Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
 from ..upstreams.relay_usage import estimate_body_tokens
-from ..usage import ResponseStore, StoreError, open_store
+from ..usage import ResponseStore, StoreError, open_store, open_usage_log
 from ..usage.record import RecordSink
 from .accounting import RECORD, Accounting, Tab
 from .drain import Drain, shutting_down_error
@@ -381,7 +381,8 @@ def create_app(
     stored = config.responses
     store = open_store(stored.url, stored.expire_after) if stored.store else None
     keys = KeyRing.from_config(config)
-    sinks = list(record_sinks)
+    usage_log = open_usage_log(config.usage)  # (None with `usage: false`)
+    sinks = [*record_sinks, *([usage_log] if usage_log is not None else [])]
     limited_keys = any(key.limited for key in keys.keys)
     accounting = Accounting(sinks) if sinks or limited_keys else None
     handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)
@@ -390,6 +391,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         for upstream in built.values():
             await upstream.start()
+        if usage_log is not None:
+            await usage_log.start()  # (a database that is down is logged and retried)
         if store is not None:
             try:
                 await store.open()
@@ -404,6 +407,8 @@ def create_app(
                 await upstream.aclose()
             if store is not None:
                 await store.aclose()
+            if usage_log is not None:
+                await usage_log.aclose()
             if own_transports is not None:
                 await own_transports.aclose()
 
