@@ -318,6 +318,11 @@ class Router:
         """The configured model names, in config order, without duplicates or ``"*"``."""
         return list(self._groups)
 
+    def configured(self) -> dict[str, tuple[Deployment, ...]]:
+        """Each configured name's deployments in config order, with what the router has
+        learnt of them (the status page shows them); ``"*"`` is not listed."""
+        return {name: group.deployments for name, group in self._groups.items()}
+
     def _group_of(self, name: str) -> _Group:
         group = self._wildcard_group(name)
         if group is None:

@@ -57,10 +57,13 @@ from .http import (
     plain_headers,
     read_body,
 )
+from .metrics import Metrics, metrics_routes
 from .middleware import Front
+from .multiproc import multiprocess_dir
 from .responses_api import StoredResponses
 from .responses_state import respond
 from .sealing_key import sealing_key
+from .status_page import StatusPage
 from .websocket import ResponsesSocket
 
 log = logging.getLogger("interlingua.server")
@@ -282,6 +285,10 @@ def create_app(
     stored = config.responses
     store = open_store(stored.url, stored.expire_after) if stored.store else None
     handlers = Handlers(gateway, config.server.api_keys, drain or Drain(), store)
+    # Issue 12's views: GET /metrics (Prometheus; a 404 with ``metrics: false``), GET /ui
+    # and /ui/data (the status page). Both are RecordSinks of every finished request.
+    metrics = Metrics(built) if config.metrics else None
+    status_page = StatusPage(gateway.router, handlers._check_auth, share_dir=multiprocess_dir())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -314,6 +321,8 @@ def create_app(
         Route("/models", handlers.models, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
         Route("/", handlers.root, methods=["GET", "HEAD"]),
+        *metrics_routes(metrics),
+        *status_page.routes(),
         # Codex and the openai SDK's responses.connect() (the server's ``ws`` protocol:
         # server/serve.py; a server without one answers the upgrade as a plain GET)
         WebSocketRoute("/v1/responses", ResponsesSocket(handlers)),
