@@ -230,6 +230,9 @@ class Router:
     ) -> None:
         self.strategy = config.routing.strategy
         self.cooldowns = Cooldowns(config.routing.cooldown, clock)
+        #: told of every attempt's end, as (upstream name, "ok" or the error kind): the
+        #: metrics' attempt counters (server/metrics.py); None: nobody listens
+        self.observe: Callable[[str, str], None] | None = None
         self._rng = rng or random.Random()
         self._retries = {name: cfg.retries for name, cfg in config.upstreams.items()}
         # Each wildcard entry with its upstream already wrapped for its options: built
@@ -317,6 +320,11 @@ class Router:
     def model_names(self) -> list[str]:
         """The configured model names, in config order, without duplicates or ``"*"``."""
         return list(self._groups)
+
+    def configured(self) -> dict[str, tuple[Deployment, ...]]:
+        """Each configured name's deployments in config order, with what the router has
+        learnt of them (the status page shows them); ``"*"`` is not listed."""
+        return {name: group.deployments for name, group in self._groups.items()}
 
     def _group_of(self, name: str) -> _Group:
         group = self._wildcard_group(name)

@@ -60,10 +60,13 @@ from .http import (
     read_body,
 )
 from .keys import ClientKey, KeyRing
+from .metrics import Metrics, metrics_routes
 from .middleware import REQUEST_ID, Front
+from .multiproc import multiprocess_dir
 from .responses_api import StoredResponses
 from .responses_state import respond
 from .sealing_key import sealing_key
+from .status_page import StatusPage
 from .websocket import ResponsesSocket
 
 log = logging.getLogger("interlingua.server")
@@ -382,9 +385,23 @@ def create_app(
     store = open_store(stored.url, stored.expire_after) if stored.store else None
     keys = KeyRing.from_config(config)
     usage_log = open_usage_log(config.usage)  # (None with `usage: false`)
-    sinks = [*record_sinks, *([usage_log] if usage_log is not None else [])]
+    # Issue 12's views: GET /metrics (Prometheus) and GET /ui, /ui/data (the status page),
+    # both off with ``metrics: false`` (then /metrics is a 404). Both are RecordSinks.
+    metrics = Metrics(built) if config.metrics else None
+    status_page = (
+        StatusPage(gateway.router, keys.authenticate, share_dir=multiprocess_dir())
+        if config.metrics
+        else None
+    )
+    sinks = [*record_sinks, *(s for s in (usage_log, metrics, status_page) if s is not None)]
+    if metrics is not None:
+        gateway.router.observe = metrics.attempt
     limited_keys = any(key.limited for key in keys.keys)
-    accounting = Accounting(sinks) if sinks or limited_keys else None
+    accounting = (
+        Accounting(sinks, [metrics] if metrics is not None else [])
+        if sinks or limited_keys
+        else None
+    )
     handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)
 
     @contextlib.asynccontextmanager
@@ -422,6 +439,8 @@ def create_app(
         Route("/models", handlers.models, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
         Route("/", handlers.root, methods=["GET", "HEAD"]),
+        *metrics_routes(metrics),
+        *(status_page.routes() if status_page is not None else ()),
         # Codex and the openai SDK's responses.connect() (the server's ``ws`` protocol:
         # server/serve.py; a server without one answers the upgrade as a plain GET)
         WebSocketRoute("/v1/responses", ResponsesSocket(handlers)),

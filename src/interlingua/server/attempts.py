@@ -92,6 +92,18 @@ def _retry_wait(retries: RetriesConfig, tries: int, asked: float | None) -> floa
     return min(retry_delay(tries), retries.max_wait)
 
 
+def _observe_failure(
+    router: Router, deployment: Deployment, failure: InterlinguaError | RelayedFailure
+) -> None:
+    """Tell the router's observer (the metrics) an attempt failed, and of which kind."""
+    if router.observe is not None:
+        if isinstance(failure, RelayedFailure):
+            kind = error_class_for_status(failure.status).kind.value
+        else:
+            kind = failure.kind.value
+        router.observe(deployment.route.upstream.name, kind)
+
+
 def _begin(router: Router, deployment: Deployment) -> float:
     """Tell the router an attempt on ``deployment`` starts; its start time."""
     router.attempt_started(deployment)
@@ -105,6 +117,8 @@ def _answered(
     know when it ends)."""
     latency = time.perf_counter() - started
     router.attempt_succeeded(deployment, latency)
+    if router.observe is not None:
+        router.observe(deployment.route.upstream.name, "ok")
     if type(answer) is StreamResponse:
         # A stream is in flight until its last byte went out.
         answer.aclose = _ending(answer, router, deployment)
@@ -122,6 +136,8 @@ def alone_answered(
     its cooldown is cleared, but no in-flight count or latency is kept, since no
     strategy ever orders a deployment that has no sibling."""
     router.cooldowns.record_success(deployment.key)
+    if router.observe is not None:
+        router.observe(deployment.route.upstream.name, "ok")
     if log.isEnabledFor(logging.DEBUG):
         latency = time.perf_counter() - started
         _log(model, 1, deployment, f"{answer.status} ok", latency, None, 0.0)
@@ -140,6 +156,7 @@ def alone_failed(
     one's fallback) and is the client's answer."""
     latency = time.perf_counter() - started
     retryable, asked, outcome = _judged(failure)
+    _observe_failure(router, deployment, failure)
     if retryable:
         router.attempt_failed(deployment, asked)
     if log.isEnabledFor(logging.DEBUG):
@@ -181,6 +198,7 @@ async def run_attempts(
                 return _answered(router, deployment, answer, started, model, number)
             latency = time.perf_counter() - started
             retryable, asked, outcome = _judged(failure)
+            _observe_failure(router, deployment, failure)
             debug = log.isEnabledFor(logging.DEBUG)
             if not retryable:
                 if debug:

@@ -31,6 +31,7 @@ from .app import create_app
 from .drain import Drain
 from .factory import configure_logging
 from .guard import Guard, GuardedProtocol, derive_max_connections, raise_fd_limit
+from .multiproc import shared_dir
 from .socket_guard import GuardedWebSocket
 
 __all__ = ["GatewayServerConfig", "build_guard", "run"]
@@ -102,7 +103,8 @@ def run(config: Config, *, workers: int = 1, log_level: str = "info") -> int:
         # Each worker process gets this config pickled, loads it (its own guard and app)
         # and drains on the SIGTERM the supervisor sends it.
         sock = server_config.bind_socket()
-        with contextlib.suppress(KeyboardInterrupt):
+        # One /metrics and /ui view across the workers: they share a directory (multiproc.py).
+        with shared_dir(), contextlib.suppress(KeyboardInterrupt):
             Multiprocess(server_config, sockets=[sock]).run()
         return 0
     server = uvicorn.Server(server_config)
