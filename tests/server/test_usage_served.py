@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from interlingua.cli import main
 from interlingua.config import load_config
@@ -56,6 +58,7 @@ def test_rows_and_the_usage_command(
             )
         )
         with live_server(create_app(load_config(path))) as base:
+            scraped = []
             with openai.OpenAI(
                 base_url=base + "/v1", api_key="sk-usage-team-a", max_retries=0
             ) as gpt:
@@ -68,6 +71,7 @@ def test_rows_and_the_usage_command(
                 c.messages.create(model="claude-x", max_tokens=8, messages=HELLO)
                 with pytest.raises(anthropic.NotFoundError):
                     c.messages.create(model="nope", max_tokens=8, messages=HELLO)
+            scraped.append(httpx.get(base + "/metrics").text)
         # the server has stopped: the writer flushed every row on its way out
 
     rows = asyncio.run(_rows(url))
@@ -86,6 +90,27 @@ def test_rows_and_the_usage_command(
     assert (missing["status"], missing["error_kind"]) == (404, "not_found")
     text = repr(rows)
     assert "sk-usage-team" not in text
+
+    # /metrics after the same traffic: the same counts, by the key's name only
+    samples = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(scraped[0])
+        for sample in family.samples
+    }
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, frozenset(labels.items()))]
+
+    requests = "interlingua_requests_total"
+    assert value(requests, model="gpt-x", key="team-a", dialect="openai", status="200") == 2
+    assert value(requests, model="nope", key="team-b", dialect="anthropic", status="404") == 1
+    tokens = "interlingua_tokens_total"
+    assert value(tokens, model="gpt-x", key="team-a", direction="input") == 84
+    assert value(tokens, model="gpt-x", key="team-a", direction="output") == 34
+    attempts = "interlingua_upstream_attempts_total"
+    assert value(attempts, upstream="chat", outcome="ok") == 2
+    assert value(attempts, upstream="anth", outcome="ok") == 2
+    assert "sk-usage-team" not in scraped[0]
 
     assert main(["usage", "--config", str(path), "--json", "--by", "key,model"]) == 0
     summary = {(s["key"], s["model"]): s for s in json.loads(capsys.readouterr().out)}
