@@ -12,14 +12,20 @@ Two users, one engine:
 Modules: :mod:`.window` the sliding one-minute log (pure), :mod:`.state` the counters
 behind an interface (in memory; a shared Redis state replaces :class:`MemoryState` when
 replicas must share limits), :mod:`.queue` the FIFO line with its bounds and
-cancellation, :mod:`.rate` the client's API over it. Imports nothing of ours but
-``errors``.
+cancellation, :mod:`.rate` the client's API over it, :mod:`.day` tokens per UTC day.
+Shared by replicas through Redis (``state.url``): :mod:`.redis_state` (one Lua script per
+admission, :mod:`.redis_scripts`) and :mod:`.shared` (one client per process, the
+fallback to per-process counters while Redis is away); ``redis`` itself is imported only
+when a :class:`SharedCounters` is built. Imports nothing of ours but ``errors``.
 """
 
 from __future__ import annotations
 
+from .day import DayCounter, MemoryDayCounter
 from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
 from .rate import RateLimit, RateLimiter, Slot
+from .redis_state import RedisDayCounter, RedisLease, RedisState
+from .shared import SharedCounters, SharedDayCounter, SharedState
 from .state import UNTIL_RELEASE, LimitState, MemoryLease, MemoryState
 from .window import WINDOW, Window
 
@@ -27,13 +33,21 @@ __all__ = [
     "MIN_RETRY_AFTER",
     "UNTIL_RELEASE",
     "WINDOW",
+    "DayCounter",
     "LimitState",
     "Limiter",
+    "MemoryDayCounter",
     "MemoryLease",
     "MemoryState",
     "QueueRefused",
     "RateLimit",
     "RateLimiter",
+    "RedisDayCounter",
+    "RedisLease",
+    "RedisState",
+    "SharedCounters",
+    "SharedDayCounter",
+    "SharedState",
     "Slot",
     "Ticket",
     "Window",
