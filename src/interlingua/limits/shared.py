@@ -211,8 +211,8 @@ class SharedCounters:
     ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``); ``prefix``
     begins every key; ``timeout`` bounds connecting and each reply; ``retry_every`` is the
     probe's period while Redis is away; ``lease_ttl`` and ``poll`` go to each
-    :class:`~.redis_state.RedisState`. ``client`` replaces the one built from ``url``
-    (tests). Build it inside the event loop that will use it (an app's lifespan).
+    :class:`~.redis_state.RedisState`; ``connections`` bounds the client's pool.
+    ``client`` replaces the one built from ``url`` (tests). Build it inside the event loop that will use it (an app's lifespan).
     """
 
     def __init__(
@@ -224,10 +224,11 @@ class SharedCounters:
         retry_every: float = 1.0,
         lease_ttl: float = 30.0,
         poll: float = 0.1,
+        connections: int = 64,
         client: Redis | None = None,
     ) -> None:
         errors = _redis_errors()
-        self.client = client if client is not None else _connect(url, timeout)
+        self.client = client if client is not None else _connect(url, timeout, connections)
         self.prefix = prefix
         self.lease_ttl = lease_ttl
         self.poll = poll
@@ -310,20 +311,27 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
     return (RedisError, OSError, TimeoutError)
 
 
-def _connect(url: str, timeout: float) -> Redis:
-    """A client that fails fast: short socket timeouts and no retries (redis-py retries
-    three times with backoff by default; a request must not wait for that)."""
-    from redis.asyncio import Redis
+def _connect(url: str, timeout: float, connections: int) -> Redis:
+    """A client that fails fast -- short socket timeouts, no retries (redis-py retries
+    three times with backoff by default; a request must not wait for that) -- over at
+    most ``connections`` connections: a burst of calls (a thousand streams ending at
+    once, each sending its release) waits its turn for one instead of opening a
+    connection each (Redis refuses clients past ``maxclients``). A call that waits more
+    than 2 s for a connection fails like a dead Redis."""
+    from redis.asyncio import BlockingConnectionPool, Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-    return Redis.from_url(
+    pool = BlockingConnectionPool.from_url(
         url,
+        max_connections=connections,
+        timeout=max(2.0, timeout),
         decode_responses=False,
         socket_connect_timeout=timeout,
         socket_timeout=timeout,
         retry=Retry(NoBackoff(), 0),
     )
+    return Redis.from_pool(pool)
 
 
 def _where(url: str) -> str:
