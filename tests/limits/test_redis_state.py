@@ -414,6 +414,26 @@ async def test_an_unexpected_error_is_logged_and_not_taken_for_an_outage(
     assert ours == [logging.ERROR]
 
 
+async def test_a_cancelled_acquire_is_cancelled(counters: SharedCounters) -> None:
+    """A request whose client hangs up mid-call is cancelled, whatever the call was
+    doing (redis-py's socket timeout on Python 3.11 once swallowed such cancellations:
+    the loop below then ran on)."""
+    state = counters.limit_state(name(), rpm=10**9, max_concurrency=10**6)
+
+    async def hammer() -> None:
+        while True:
+            lease = await state.acquire(0)
+            state.release(lease)
+
+    for _ in range(8):
+        task = asyncio.ensure_future(hammer())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        done, _ = await asyncio.wait((task,), timeout=5)
+        assert done and task.cancelled()
+    assert counters.health.up
+
+
 def test_without_the_extra_nothing_imports_redis() -> None:
     code = (
         "import sys, interlingua.limits, interlingua.upstreams, interlingua.routing;"

@@ -14,8 +14,9 @@ behind an interface (in memory; a shared Redis state replaces :class:`MemoryStat
 replicas must share limits), :mod:`.queue` the FIFO line with its bounds and
 cancellation, :mod:`.rate` the client's API over it, :mod:`.day` tokens per UTC day.
 Shared by replicas through Redis (``state.url``): :mod:`.redis_state` (one Lua script per
-admission, :mod:`.redis_scripts`) and :mod:`.shared` (one client per process, the
-fallback to per-process counters while Redis is away); ``redis`` itself is imported only
+admission, :mod:`.redis_scripts`), :mod:`.shared` (one client per process, the
+fallback to per-process counters while Redis is away) and :mod:`.shared_cooldowns`
+(routing's cooldowns across replicas); ``redis`` itself is imported only
 when a :class:`SharedCounters` is built. Imports nothing of ours but ``errors``.
 """
 
@@ -26,6 +27,7 @@ from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
 from .rate import RateLimit, RateLimiter, Slot
 from .redis_state import RedisDayCounter, RedisLease, RedisState
 from .shared import SharedCounters, SharedDayCounter, SharedState
+from .shared_cooldowns import SharedCooldowns
 from .state import UNTIL_RELEASE, LimitState, MemoryLease, MemoryState
 from .window import WINDOW, Window
 
@@ -45,6 +47,7 @@ __all__ = [
     "RedisDayCounter",
     "RedisLease",
     "RedisState",
+    "SharedCooldowns",
     "SharedCounters",
     "SharedDayCounter",
     "SharedState",

@@ -19,11 +19,26 @@ node, as a script needs):
   their lease expires unless refreshed: a replica that dies holding one frees it then.
 
 All get an expiry at every admission, so an idle destination's keys vanish.
+
+Cooldowns (:mod:`.shared_cooldowns`), under ``{prefix}`` = ``interlingua:cooldown``:
+``{prefix}:cool`` -- hash: deployment -> when its cooldown ends; ``{prefix}:fail:<deployment>``
+-- sorted set: its failures of the last ``window``; ``{prefix}:failing`` -- set: the
+deployments that have failures recorded.
 """
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE", "ALIVE", "DAY_ADD", "DAY_CHECK", "REFRESH", "SETTLE"]
+__all__ = [
+    "ACQUIRE",
+    "ALIVE",
+    "COOL_FAIL",
+    "COOL_READ",
+    "COOL_SUCCEED",
+    "DAY_ADD",
+    "DAY_CHECK",
+    "REFRESH",
+    "SETTLE",
+]
 
 _NOW = """
 local now
@@ -191,3 +206,70 @@ ALIVE = """
 redis.call('SET', KEYS[1], '1', 'PX', 10000)
 return 1
 """
+
+COOL_FAIL = (
+    """
+-- KEYS: cool, fail (this deployment's), failing. ARGV: deployment, failures, window (us),
+-- duration (us), retry-after (us, 0: none), failure id, now (us, or '').
+-- routing.Cooldowns' rules: ``failures`` failures within ``window`` cool the deployment
+-- for ``duration`` (and forget them); a retry-after cools it that long at least.
+-- Returns {when the cooldown ends (us; 0: not cooling), now}.
+local cool, fail, failing = KEYS[1], KEYS[2], KEYS[3]
+local key, failures = ARGV[1], tonumber(ARGV[2])
+local window, duration, retry_after = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+"""
+    + _NOW
+    + """
+redis.call('ZADD', fail, now, ARGV[6])
+-- (scores are integers: "older than now - window" is "at most now - window - 1")
+redis.call('ZREMRANGEBYSCORE', fail, '-inf', now - window - 1)
+local ends = tonumber(redis.call('HGET', cool, key) or '0')
+if redis.call('ZCARD', fail) >= failures then
+  redis.call('DEL', fail)
+  redis.call('SREM', failing, key)
+  ends = math.max(ends, now + duration)
+else
+  redis.call('SADD', failing, key)
+  redis.call('PEXPIRE', fail, math.floor(window / 1000) + 1000)
+  redis.call('EXPIRE', failing, 3600)
+end
+if retry_after > 0 then ends = math.max(ends, now + retry_after) end
+if ends > now then
+  redis.call('HSET', cool, key, ends)
+  local keep = math.max(3600000, math.floor((ends - now) / 1000) + 1000)
+  if redis.call('PTTL', cool) < keep then redis.call('PEXPIRE', cool, keep) end
+  return {ends, now}
+end
+return {0, now}
+"""
+)
+
+COOL_SUCCEED = """
+-- KEYS: cool, fail (this deployment's), failing. ARGV: deployment. It answered: its
+-- failures are forgotten and its cooldown ends, for every replica.
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[1])
+return 1
+"""
+
+COOL_READ = (
+    """
+-- KEYS: cool, failing. ARGV: now (us, or ''). Returns {now, {deployment, end (us), ...} of
+-- those cooling, {deployments with failures recorded}}; ended cooldowns are dropped.
+"""
+    + _NOW
+    + """
+local cooling = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if tonumber(all[i + 1]) > now then
+    cooling[#cooling + 1] = all[i]
+    cooling[#cooling + 1] = all[i + 1]
+  else
+    redis.call('HDEL', KEYS[1], all[i])
+  end
+end
+return {now, cooling, redis.call('SMEMBERS', KEYS[2])}
+"""
+)

@@ -36,7 +36,7 @@ import asyncio
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .background import Background
@@ -46,7 +46,7 @@ from .window import WINDOW
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["RedisDayCounter", "RedisLease", "RedisState"]
+__all__ = ["BoundedScript", "RedisDayCounter", "RedisLease", "RedisState"]
 
 _US = 1_000_000
 #: lease ids per refresh script call (Lua's unpack has a stack limit of about 8000)
@@ -56,6 +56,28 @@ _REFRESH_BATCH = 2000
 _DAY_RECHECK = 10.0
 
 ErrorHook = Callable[[BaseException], None]
+
+
+class BoundedScript:
+    """A Lua script registered on ``client``, each call bounded by ``timeout`` seconds
+    (then :class:`TimeoutError`, which counts as "Redis is away").
+
+    The bound is ``asyncio.timeout`` around the call, not the client's
+    ``socket_timeout``: with a socket timeout, redis-py sends through
+    ``asyncio.wait_for``, which on Python 3.11 swallows a cancellation that lands as the
+    send completes -- a task cancelled then (a request whose client hung up) would carry
+    on. (``shared._connect`` builds the client without one.)
+    """
+
+    __slots__ = ("_script", "timeout")
+
+    def __init__(self, client: Redis, lua: str, timeout: float) -> None:
+        self._script = client.register_script(lua)
+        self.timeout = timeout
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        async with asyncio.timeout(self.timeout):
+            return await self._script(keys=keys, args=args)
 
 
 class RedisLease:
@@ -96,10 +118,11 @@ class RedisState:
         on_error: ErrorHook | None = None,
         lease_ttl: float = 30.0,
         poll: float = 0.1,
+        timeout: float = 0.5,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if not lease_ttl > 0 or not poll > 0:
-            raise ValueError("lease_ttl and poll must be positive")
+        if not lease_ttl > 0 or not poll > 0 or not timeout > 0:
+            raise ValueError("lease_ttl, poll and timeout must be positive")
         self.prefix = prefix
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
@@ -111,9 +134,10 @@ class RedisState:
         self._limits = (requests_per_minute or 0, tokens_per_minute or 0, max_concurrency or 0)
         self._windowed = requests_per_minute is not None or tokens_per_minute is not None
         self._limited = self._windowed or max_concurrency is not None
-        self._acquire = client.register_script(ACQUIRE)
-        self._settle = client.register_script(SETTLE)
-        self._refresh = client.register_script(REFRESH)
+        self.timeout = timeout
+        self._acquire = BoundedScript(client, ACQUIRE, timeout)
+        self._settle = BoundedScript(client, SETTLE, timeout)
+        self._refresh = BoundedScript(client, REFRESH, timeout)
         self._release = client.zrem
         self._background = background if background is not None else Background()
         self._on_error = on_error
@@ -122,6 +146,7 @@ class RedisState:
         #: lease ids taken here and not yet released (the refresher keeps them alive)
         self._held: dict[str, None] = {}
         self._refresher: asyncio.Task[Any] | None = None
+        self._closed = False
         self._usage = (0, 0, 0)
         self._usage_at = 0
 
@@ -178,10 +203,11 @@ class RedisState:
 
     async def aclose(self) -> None:
         """Stop refreshing leases (pending calls are the ``background``'s to finish)."""
+        self._closed = True
         refresher = self._refresher
         if refresher is not None:
             refresher.cancel()
-            await asyncio.wait((refresher,))
+            await asyncio.wait((refresher,), timeout=2)
 
     def _send(self, lease: RedisLease, call: Callable[[], Awaitable[object]]) -> None:
         """Start ``call`` after the lease's previous call (a settle then a release go in
@@ -191,13 +217,14 @@ class RedisState:
         async def in_order() -> None:
             if previous is not None and not previous.done():
                 await asyncio.wait((previous,))
-            await call()
+            async with asyncio.timeout(self.timeout):  # (see BoundedScript)
+                await call()
 
         lease.pending = self._background.spawn(in_order(), self._on_error)
 
     def _hold(self, lease_id: str) -> None:
         self._held[lease_id] = None
-        if self._refresher is None:
+        if self._refresher is None and not self._closed:
             # Kept here, not in ``background``: a loop for as long as leases are held, not
             # a call to wait for (``self._refresher`` keeps it referenced).
             self._refresher = asyncio.get_running_loop().create_task(self._refresh_while_held())
@@ -214,7 +241,7 @@ class RedisState:
     async def _refresh_while_held(self) -> None:
         """Every ``lease_ttl / 3`` s while leases are held here, :meth:`refresh`."""
         try:
-            while self._held:
+            while self._held and not self._closed:
                 await asyncio.sleep(self.lease_ttl / 3)
                 try:
                     await self.refresh()
@@ -243,13 +270,14 @@ class RedisDayCounter:
         *,
         background: Background | None = None,
         on_error: ErrorHook | None = None,
+        timeout: float = 0.5,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.limit = limit
         self.prefix = prefix
         self._key = f"{{{prefix}}}:day"
-        self._check = client.register_script(DAY_CHECK)
-        self._add = client.register_script(DAY_ADD)
+        self._check = BoundedScript(client, DAY_CHECK, timeout)
+        self._add = BoundedScript(client, DAY_ADD, timeout)
         self._background = background if background is not None else Background()
         self._on_error = on_error
         self._clock = clock

@@ -8,6 +8,7 @@ With ``state: {url: redis://...}`` one :class:`SharedCounters` per process holds
     upstream_state = counters.limit_state("upstream:nim", rpm=40, tpm=200_000, max_concurrency=8)
     key_state = counters.limit_state("key:team-a", rpm=5, tpm=100_000)
     key_day = counters.day_counter("key:team-a", 2_000_000)
+    router.cooldowns = counters.cooldowns(router.cooldowns)
     ...
     await counters.aclose()
 
@@ -15,7 +16,7 @@ With ``state: {url: redis://...}`` one :class:`SharedCounters` per process holds
 while it answers, else a :class:`~.state.MemoryState` of this process with the same
 limits, so the gateway keeps serving when Redis goes away -- with per-process limits,
 which is what N replicas without Redis would enforce. The first failure (a refused
-connection, a timeout: socket timeouts are short, ``timeout`` = 0.5 s, and the client
+connection, a timeout: every call is bounded by ``timeout`` = 0.5 s and the client
 never retries, so a dead Redis costs a request at most that) logs one warning and
 starts one probe that tries Redis every ``retry_every`` seconds (a script that writes,
 not per request); when it succeeds, one info line, and the states use Redis again. A
@@ -37,7 +38,8 @@ from urllib.parse import urlsplit
 from .background import Background
 from .day import MemoryDayCounter
 from .redis_scripts import ALIVE
-from .redis_state import RedisDayCounter, RedisLease, RedisState
+from .redis_state import BoundedScript, RedisDayCounter, RedisLease, RedisState
+from .shared_cooldowns import LocalCooldowns, SharedCooldowns
 from .state import MemoryState
 
 if TYPE_CHECKING:
@@ -93,7 +95,7 @@ class RedisHealth:
 
     async def _until_back(self) -> None:
         try:
-            while True:
+            while not self.closed:
                 await asyncio.sleep(self.retry_every)
                 try:
                     await self._probe()
@@ -107,10 +109,7 @@ class RedisHealth:
 
     async def aclose(self) -> None:
         self.closed = True
-        prober = self._prober
-        if prober is not None:
-            prober.cancel()
-            await asyncio.wait((prober,))
+        await _stop(self._prober)
 
 
 class SharedState:
@@ -233,7 +232,8 @@ class SharedCounters:
         self.lease_ttl = lease_ttl
         self.poll = poll
         self.background = Background()
-        self._alive = self.client.register_script(ALIVE)
+        self.timeout = timeout
+        self._alive = BoundedScript(self.client, ALIVE, timeout)
         self.health = RedisHealth(
             self._probe,
             errors,
@@ -241,6 +241,7 @@ class SharedCounters:
             where=_where(url),
         )
         self._states: list[RedisState] = []
+        self._cooldowns: list[SharedCooldowns] = []
 
     async def start(self) -> bool:
         """Try Redis once: True if it answers; else the warning is logged now and the
@@ -271,6 +272,7 @@ class SharedCounters:
             on_error=self.health.failed,
             lease_ttl=self.lease_ttl,
             poll=self.poll,
+            timeout=self.timeout,
         )
         self._states.append(shared)
         return SharedState(shared, MemoryState(rpm, tpm, max_concurrency), self.health)
@@ -283,20 +285,46 @@ class SharedCounters:
             limit,
             background=self.background,
             on_error=self.health.failed,
+            timeout=self.timeout,
         )
         return SharedDayCounter(shared, MemoryDayCounter(limit), self.health)
 
+    def cooldowns(self, local: LocalCooldowns, *, refresh_every: float = 1.0) -> SharedCooldowns:
+        """``local`` (the router's ``routing.Cooldowns``) shared with the other replicas:
+        the same interface, read from Redis every ``refresh_every`` seconds."""
+        shared = SharedCooldowns(
+            self.client,
+            f"{self.prefix}:cooldown",
+            local,
+            health=self.health,
+            background=self.background,
+            refresh_every=refresh_every,
+            timeout=self.timeout,
+        )
+        self._cooldowns.append(shared)
+        return shared
+
     async def aclose(self) -> None:
-        """Stop the probe and the lease refreshers, let the last releases go out (1 s at
-        most), close the client."""
+        """Stop the probe, the lease refreshers and the cooldown readers, let the last
+        releases go out (1 s at most), close the client."""
         await self.health.aclose()
         for state in self._states:
             await state.aclose()
+        for cooldowns in self._cooldowns:
+            await cooldowns.aclose()
         await self.background.aclose()
         await self.client.aclose()
 
     async def _probe(self) -> None:
         await self._alive(keys=(f"{self.prefix}:alive",))
+
+
+async def _stop(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a loop task and wait for it (2 s at most: its loop also checks a flag, in
+    case a library swallows the cancellation)."""
+    if task is not None:
+        task.cancel()
+        await asyncio.wait((task,), timeout=2)
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
@@ -312,12 +340,14 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
 
 
 def _connect(url: str, timeout: float, connections: int) -> Redis:
-    """A client that fails fast -- short socket timeouts, no retries (redis-py retries
-    three times with backoff by default; a request must not wait for that) -- over at
-    most ``connections`` connections: a burst of calls (a thousand streams ending at
-    once, each sending its release) waits its turn for one instead of opening a
-    connection each (Redis refuses clients past ``maxclients``). A call that waits more
-    than 2 s for a connection fails like a dead Redis."""
+    """A client that fails fast -- connecting is bounded by ``timeout``, replies by the
+    callers (:class:`~.redis_state.BoundedScript`: no socket timeout here, which would
+    make redis-py swallow some cancellations on Python 3.11), and nothing is retried
+    (redis-py retries three times with backoff by default; a request must not wait for
+    that) -- over at most ``connections`` connections: a burst of calls (a thousand
+    streams ending at once, each sending its release) waits its turn for one instead of
+    opening a connection each (Redis refuses clients past ``maxclients``). A call that
+    waits more than 2 s for a connection fails like a dead Redis."""
     from redis.asyncio import BlockingConnectionPool, Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
@@ -328,7 +358,7 @@ def _connect(url: str, timeout: float, connections: int) -> Redis:
         timeout=max(2.0, timeout),
         decode_responses=False,
         socket_connect_timeout=timeout,
-        socket_timeout=timeout,
+        socket_timeout=None,
         retry=Retry(NoBackoff(), 0),
     )
     return Redis.from_pool(pool)
