@@ -80,6 +80,17 @@ class RedisServer:
         except OSError:
             return False
 
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): connections stay open, nothing answers -- a
+        Redis behind a dead network link."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Thaw a paused server (SIGCONT)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         """Kill the server at once (SIGKILL: no goodbye to its clients) and reap it."""
         self._end(signal.SIGKILL)
@@ -92,6 +103,7 @@ class RedisServer:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
+        process.send_signal(signal.SIGCONT)  # (a paused server cannot act on SIGTERM)
         process.send_signal(sig)
         try:
             process.wait(timeout=10)

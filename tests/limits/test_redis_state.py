@@ -389,6 +389,35 @@ async def test_redis_away_means_per_process_limits_then_shared_again(
         server.stop()
 
 
+async def test_a_redis_that_stops_answering_costs_a_request_one_timeout(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    server = RedisServer(tmp_path)
+    server.start()
+    counters = SharedCounters(server.url, prefix="t", retry_every=0.1, timeout=0.3)
+    try:
+        state = counters.limit_state("key:team-a", rpm=3)
+        assert isinstance(await state.acquire(0), RedisLease)
+        server.pause()  # connections open, no answers: only the timeout can tell
+        assert isinstance(await state.acquire(0), MemoryLease)
+        assert not state.is_shared
+        assert isinstance(await state.acquire(0), MemoryLease)  # no second wait
+        server.resume()
+        for _ in range(200):
+            if state.is_shared:
+                break
+            await asyncio.sleep(0.05)
+        # Shared again: the first admission (and maybe the one that timed out, which
+        # Redis ran when it thawed) counts toward rpm 3.
+        assert isinstance(await state.acquire(0), RedisLease)
+        assert state.usage()[1] in (2, 3)
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "TimeoutError" in warnings[0].getMessage()
+    finally:
+        await counters.aclose()
+        server.stop()
+
+
 async def test_starting_without_redis_serves_per_process(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:

@@ -87,7 +87,7 @@ class RedisHealth:
         log.warning(
             "shared state unavailable, limits are per process until Redis is back (%s: %s)",
             self.where,
-            exc or type(exc).__name__,
+            f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
         )
         # Kept here, not in ``background`` (a loop until Redis is back, not a call to wait
         # for); ``self._prober`` keeps it referenced.
