@@ -160,9 +160,10 @@ class RedisState:
             code, wait, in_flight, requests, total, at = await self._acquire(
                 keys=(self._log, self._tok, self._lease), args=(*args, _us(self._clock))
             )
-        except asyncio.CancelledError:
-            # The script may have run (its client hung up mid-call): give back the slot
-            # it may hold rather than leave it to expire; a window entry stays counted.
+        except BaseException:
+            # The script may have run (the call timed out, or its client hung up): give
+            # back the slot it may hold rather than leave it to expire; a window entry
+            # stays counted.
             if self.max_concurrency is not None:
                 self._send(RedisLease(lease_id), lambda: self._release(self._lease, lease_id))
             raise
