@@ -12,15 +12,22 @@ Two users, one engine:
 Modules: :mod:`.window` the sliding one-minute log (pure), :mod:`.state` the counters
 behind an interface (in memory; a shared Redis state replaces :class:`MemoryState` when
 replicas must share limits), :mod:`.queue` the FIFO line with its bounds and
-cancellation, :mod:`.rate` the client's API over it. Imports nothing of ours but
-``errors``.
+cancellation, :mod:`.rate` the client's API over it, :mod:`.day` tokens per UTC day.
+Shared by replicas through Redis (``state.url``): :mod:`.redis_state` (one Lua script per
+admission, :mod:`.redis_scripts`), :mod:`.shared` (one client per process, the
+fallback to per-process counters while Redis is away) and :mod:`.shared_cooldowns`
+(routing's cooldowns across replicas); ``redis`` itself is imported only
+when a :class:`SharedCounters` is built. Imports nothing of ours but ``errors``.
 """
 
 from __future__ import annotations
 
-from .day import MemoryDayCounter
+from .day import DayCounter, MemoryDayCounter
 from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
 from .rate import RateLimit, RateLimiter, Slot
+from .redis_state import RedisDayCounter, RedisLease, RedisState
+from .shared import SharedCounters, SharedDayCounter, SharedState
+from .shared_cooldowns import SharedCooldowns
 from .state import UNTIL_RELEASE, LimitState, MemoryLease, MemoryState
 from .window import WINDOW, Window
 
@@ -28,6 +35,7 @@ __all__ = [
     "MIN_RETRY_AFTER",
     "UNTIL_RELEASE",
     "WINDOW",
+    "DayCounter",
     "LimitState",
     "Limiter",
     "MemoryDayCounter",
@@ -36,6 +44,13 @@ __all__ = [
     "QueueRefused",
     "RateLimit",
     "RateLimiter",
+    "RedisDayCounter",
+    "RedisLease",
+    "RedisState",
+    "SharedCooldowns",
+    "SharedCounters",
+    "SharedDayCounter",
+    "SharedState",
     "Slot",
     "Ticket",
     "Window",
