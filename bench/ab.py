@@ -1,6 +1,7 @@
 """Paired A/B of two source trees of interlingua on the same scenarios, in one sitting.
 
     python -m bench.ab BASE_SRC NEW_SRC [--rounds 10] [--duration 3] [--scenarios passthrough]
+    python -m bench.ab src src --base-team off --new-team usage   # what one feature costs
 
 One nginx, both gateways up at once (``PYTHONPATH=BASE_SRC`` and ``NEW_SRC``, one worker
 each), and wrk alternating between them round by round, the order flipped every round, at
@@ -26,7 +27,16 @@ from pathlib import Path
 from . import wrk
 from .nginx import Nginx
 from .procs import Process, ensure_tools, free_port, start, wait_ready
-from .scenarios import BY_NAME, Scenario, gateway_config_yaml, request_body
+from .scenarios import (
+    BY_NAME,
+    CLIENT_KEY,
+    TEAM_KEY_ENV,
+    TEAMS,
+    Scenario,
+    gateway_config_yaml,
+    request_body,
+    team_sections,
+)
 from .servers import serve_command
 
 CONNECTIONS = 50
@@ -39,13 +49,21 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _start(
-    name: str, src: str, nginx_base: str, tmp: Path, cpu: int | None, scenarios: list[Scenario]
+    name: str,
+    src: str,
+    nginx_base: str,
+    tmp: Path,
+    cpu: int | None,
+    scenarios: list[Scenario],
+    team: str = "",
 ) -> tuple[str, Process]:
     port = free_port()
     config = tmp / f"{name}.yaml"
     # only what the scenarios use: the base tree may not know a newer upstream kind
-    config.write_text(gateway_config_yaml(nginx_base, port, scenarios))
-    env = {**os.environ, "PYTHONPATH": src}
+    sections = team_sections(team, tmp / name) if team else None
+    (tmp / name).mkdir(exist_ok=True)
+    config.write_text(gateway_config_yaml(nginx_base, port, scenarios, sections))
+    env = {**os.environ, "PYTHONPATH": src, TEAM_KEY_ENV: CLIENT_KEY}
     command = serve_command(config, port, 1, False)
     if cpu is not None:  # taskset execs the server: same pid, every thread pinned
         command = ["taskset", "-c", str(cpu), *command]
@@ -106,6 +124,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=3, help="seconds per wrk run")
     parser.add_argument("--scenarios", default="passthrough,passthrough-stream")
     parser.add_argument(
+        "--base-team",
+        default="",
+        choices=("", *TEAMS),
+        help="run the base with these operational sections (scenarios.team_sections)",
+    )
+    parser.add_argument("--new-team", default="", choices=("", *TEAMS), help="the same, new")
+    parser.add_argument(
         "--cpu",
         type=int,
         help="pin both gateways to this CPU, so neither sits on a busier core than the other",
@@ -118,8 +143,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             names = args.scenarios.split(",")
             chosen = [BY_NAME[n] for n in names]
-            for name, src in (("base", args.base_src), ("new", args.new_src)):
-                servers[name] = _start(name, src, nginx.base, tmp, args.cpu, chosen)
+            sides = (("base", args.base_src, args.base_team), ("new", args.new_src, args.new_team))
+            for name, src, team in sides:
+                servers[name] = _start(name, src, nginx.base, tmp, args.cpu, chosen, team)
             for scenario_name in names:
                 print(_compare(tools, servers, scenario_name, args.rounds, args.duration, tmp))
         finally:

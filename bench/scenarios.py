@@ -139,20 +139,26 @@ UPSTREAMS = {
 TEAM_KEY_ENV = "BENCH_TEAM_KEY"
 
 
+#: the ``team`` variants (:func:`team_sections`): all on, all off, and one feature alone
+TEAMS = ("off", "on", "keys", "usage", "metrics")
+
+
 def team_sections(team: str, tmp: Path) -> dict[str, Any]:
-    """The operational sections (issue 12) of the ``team`` variants: ``off`` (no usage
-    log, no metrics, the plain shared key) and ``on`` (a named key with limits that a
-    bench never reaches, the usage log in SQLite under ``tmp``, metrics)."""
-    if team == "off":
-        return {"usage": False, "metrics": False}
-    if team == "on":
-        limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
-        return {
-            "keys": [{"name": "bench", "key_env": TEAM_KEY_ENV, "limits": limits}],
-            "usage": {"url": f"sqlite:///{tmp / 'usage.db'}"},
-            "metrics": True,
-        }
-    raise ValueError(f"unknown team variant {team!r}")
+    """The operational sections (issue 12) of a ``team`` variant: ``off`` (no usage log,
+    no metrics, the plain shared key), ``on`` (a named key with limits that a bench never
+    reaches, the usage log in SQLite under ``tmp``, metrics), or one of those alone
+    (``keys``, ``usage``, ``metrics``: what each costs)."""
+    if team not in TEAMS:
+        raise ValueError(f"unknown team variant {team!r} (known: {', '.join(TEAMS)})")
+    limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
+    keys = [{"name": "bench", "key_env": TEAM_KEY_ENV, "limits": limits}]
+    usage = {"url": f"sqlite:///{tmp / 'usage.db'}"}
+    on = team in ("on", "keys", "usage", "metrics")
+    return {
+        **({"keys": keys} if team in ("on", "keys") else {}),
+        "usage": usage if team in ("on", "usage") else False,
+        "metrics": on and team in ("on", "metrics"),
+    }
 
 
 def gateway_config(

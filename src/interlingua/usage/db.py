@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import sqlite3
@@ -33,6 +34,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+import orjson
 
 from ..config import user_data_dir
 
@@ -90,6 +93,33 @@ class Database(Protocol):
 
     async def aclose(self) -> None:
         """Close the connection(s); the database may be opened again."""
+
+
+_INSERT_VALUES = re.compile(r"^INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([$\d, ]+)\)$")
+
+
+@functools.lru_cache(maxsize=32)
+def _json_insert(sql: str) -> str | None:
+    """``INSERT INTO t (a, b) VALUES ($1, $2)`` as one statement taking every row at once,
+    as a JSON array of arrays (None for any other statement).
+
+    ``executemany`` steps the statement once per row, and sqlite3 lets go of the GIL and
+    takes it back around every step: from a writer thread beside a busy event loop each
+    of those is a thread handoff, which cost the loop more than the insert itself (the
+    usage log at a few thousand rows a second: docs/usage-log.md, "Write path"). One
+    ``INSERT ... SELECT ... FROM json_each(?)`` is one step for the whole batch. JSON
+    keeps each value's SQL type: integers, reals, text, null (booleans become 1/0, as
+    sqlite3 binds them).
+    """
+    match = _INSERT_VALUES.match(sql.strip())
+    if match is None:
+        return None
+    table, columns, marks = match.groups()
+    names = [c.strip() for c in columns.split(",")]
+    if [m.strip() for m in marks.split(",")] != [f"${i}" for i in range(1, len(names) + 1)]:
+        return None
+    picks = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(names)))
+    return f"INSERT INTO {table} ({', '.join(names)}) SELECT {picks} FROM json_each(?) ORDER BY key"
 
 
 def default_sqlite_url(name: str = "responses.db") -> str:
@@ -209,9 +239,19 @@ class SQLiteDatabase:
         self._connect()
         conn = self._conn
         assert conn is not None
+        batch = _json_insert(sql)
+        payload = None
+        if batch is not None and len(rows) > 1:
+            try:
+                payload = orjson.dumps(rows).decode()
+            except TypeError:  # (a value JSON cannot carry: bytes) row by row, then
+                payload = None
         conn.execute("BEGIN")
         try:
-            conn.executemany(self._sql(sql), rows)
+            if payload is not None:
+                conn.execute(batch, (payload,))
+            else:
+                conn.executemany(self._sql(sql), rows)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
