@@ -39,6 +39,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .config import (
     WILDCARD,
@@ -125,6 +126,17 @@ class _Failures:
     def __init__(self) -> None:
         self.times: deque[float] = deque()
         self.until = 0.0
+
+
+class CooldownBook(Protocol):
+    """What the router asks of its cooldowns: :class:`Cooldowns` in this process, or the
+    same shared by replicas (limits/shared_cooldowns.py)."""
+
+    def record_failure(self, key: str, retry_after: float | None = None) -> float | None: ...
+
+    def record_success(self, key: str) -> None: ...
+
+    def cooling_until(self, key: str) -> float | None: ...
 
 
 class Cooldowns:
@@ -229,7 +241,7 @@ class Router:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.strategy = config.routing.strategy
-        self.cooldowns = Cooldowns(config.routing.cooldown, clock)
+        self.cooldowns: CooldownBook = Cooldowns(config.routing.cooldown, clock)
         #: told of every attempt's end, as (upstream name, "ok" or the error kind): the
         #: metrics' attempt counters (server/metrics.py); None: nobody listens
         self.observe: Callable[[str, str], None] | None = None

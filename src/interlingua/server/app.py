@@ -42,7 +42,8 @@ from ..errors import (
     InvalidRequestError,
     NotFoundError,
 )
-from ..routing import Router
+from ..limits import SharedCounters
+from ..routing import Cooldowns, Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
 from ..upstreams.relay_usage import estimate_body_tokens
@@ -374,16 +375,23 @@ def create_app(
     check_config(config)  # the kinds' half of validation: refuse a bad entry before serving
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
     own_transports = None
+    # state.url: limits and cooldowns counted in Redis with the other replicas (nothing
+    # connects before the first request, in the worker's own loop)
+    counters = SharedCounters(config.state.url) if config.state.url else None
     if upstreams is None:
         if transports is None:
             transports = own_transports = Transports()
-        upstreams = build_upstreams(config, transports)
+        upstreams = build_upstreams(config, transports, counters)
     built = upstreams  # (a name the lifespan closure sees narrowed to not-None)
     sealer = Sealer(sealing_key(config.responses))
     gateway = Gateway(config, Router(config, built), secrets, ResponsesDialect(sealer))
     stored = config.responses
     store = open_store(stored.url, stored.expire_after) if stored.store else None
-    keys = KeyRing.from_config(config)
+    keys = KeyRing.from_config(config, counters)
+    if counters is not None:
+        local = gateway.router.cooldowns
+        assert isinstance(local, Cooldowns)  # (the router's own, not yet shared)
+        gateway.router.cooldowns = counters.cooldowns(local)
     usage_log = open_usage_log(config.usage)  # (None with `usage: false`)
     # Issue 12's views: GET /metrics (Prometheus) and GET /ui, /ui/data (the status page),
     # both off with ``metrics: false`` (then /metrics is a 404). Both are RecordSinks.
@@ -408,6 +416,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         for upstream in built.values():
             await upstream.start()
+        if counters is not None:
+            await counters.start()  # (Redis away: logged once; limits per process until back)
         if usage_log is not None:
             await usage_log.start()  # (a database that is down is logged and retried)
         if store is not None:
@@ -426,6 +436,8 @@ def create_app(
                 await store.aclose()
             if usage_log is not None:
                 await usage_log.aclose()
+            if counters is not None:
+                await counters.aclose()
             if own_transports is not None:
                 await own_transports.aclose()
 

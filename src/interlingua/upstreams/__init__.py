@@ -42,6 +42,7 @@ from ..config import COMMON_UPSTREAM_KEYS, Config, ConfigError, UpstreamConfig
 from .base import RawResponse, Upstream
 
 if TYPE_CHECKING:
+    from ..limits import SharedCounters
     from ._transport import Transports
 
 __all__ = [
@@ -143,7 +144,12 @@ def _unknown_option(key: str, allowed: tuple[str, ...], where: str) -> str:
     return f"{where}: unknown key {key!r} ({hint})"
 
 
-def build_upstream(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
+def build_upstream(
+    cfg: UpstreamConfig,
+    transports: Transports | None,
+    counters: SharedCounters | None = None,
+    name: str = "",
+) -> Upstream:
     """Build the upstream ``cfg`` describes, posting through ``transports`` if HTTP.
 
     The kind's check runs first, so a factory gets only entries its kind accepted. With
@@ -152,6 +158,8 @@ def build_upstream(cfg: UpstreamConfig, transports: Transports | None) -> Upstre
     ConfigError for an unknown kind, a refused entry, a missing extra, or an unset
     ``api_key_env``. An entry with ``limits`` comes wrapped in a
     :class:`~.limited.LimitedUpstream` (whatever its kind); without, it is the kind's own.
+    With ``counters`` (``state.url``) its limits are counted in Redis under ``name``,
+    together with the other replicas'.
     """
     check_upstream(cfg)
     upstream = _KINDS[cfg.kind].factory(cfg, transports)
@@ -159,12 +167,24 @@ def build_upstream(cfg: UpstreamConfig, transports: Transports | None) -> Upstre
         return upstream
     from .limited import LimitedUpstream
 
-    return LimitedUpstream(upstream, cfg.limits)
+    limits = cfg.limits
+    state = (
+        counters.limit_state(f"upstream:{name}", limits.rpm, limits.tpm, limits.max_concurrency)
+        if counters is not None
+        else None
+    )
+    return LimitedUpstream(upstream, limits, state=state)
 
 
-def build_upstreams(config: Config, transports: Transports | None) -> dict[str, Upstream]:
-    """Build every configured upstream, by name."""
-    return {name: build_upstream(cfg, transports) for name, cfg in config.upstreams.items()}
+def build_upstreams(
+    config: Config, transports: Transports | None, counters: SharedCounters | None = None
+) -> dict[str, Upstream]:
+    """Build every configured upstream, by name (their limits shared through
+    ``counters`` when given)."""
+    return {
+        name: build_upstream(cfg, transports, counters, name)
+        for name, cfg in config.upstreams.items()
+    }
 
 
 def require_local_engine(upstream: str) -> None:

@@ -248,7 +248,7 @@ class SQLiteDatabase:
                 payload = None
         conn.execute("BEGIN")
         try:
-            if payload is not None:
+            if batch is not None and payload is not None:
                 conn.execute(batch, (payload,))
             else:
                 conn.executemany(self._sql(sql), rows)
