@@ -109,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (its --help is the CLI reference)."""
     parser = argparse.ArgumentParser(
         prog="interlingua",
-        description="A gateway that lets OpenAI Chat Completions and Anthropic Messages "
-        "clients talk to any LLM server.",
+        description="A gateway that lets OpenAI Chat Completions, Responses and Anthropic "
+        "Messages clients talk to any LLM server.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="run the gateway",
         description="Serve /v1/chat/completions, /v1/messages, /v1/messages/count_tokens, "
-        "/v1/models and /health. With no --config, serves the bundled local model.",
+        "/v1/responses (HTTP and WebSocket), /v1/models, /health, /metrics and /ui (the "
+        "status page). With no --config, serves the bundled local model.",
     )
     serve.add_argument("--config", "-c", metavar="PATH", help="YAML config (see docs/config.md)")
     serve.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
