@@ -180,7 +180,7 @@ class Handlers:
                 dialect,
                 self._admitted(tab, dialect, headers, receive, request, body),
                 request_id,
-                dialect.name,
+                request.url.path if request is not None else "a WebSocket frame",
             )
         except BaseException:
             accounting.abandon(tab)
