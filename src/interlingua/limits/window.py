@@ -16,37 +16,50 @@ whole token limit is admitted when the window is empty rather than never.
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 
 __all__ = ["WINDOW", "Entry", "Window"]
 
 WINDOW = 60.0
 """The per-minute window in seconds."""
 
+Entry = int
+"""An admission's handle: its number among the window's admissions (0, 1, 2...)."""
 
-class Entry:
-    """One admission in the window: when, and how many tokens it currently counts for."""
-
-    __slots__ = ("at", "live", "tokens")
-
-    def __init__(self, at: float, tokens: int) -> None:
-        self.at = at
-        self.tokens = tokens
-        self.live = True  # still inside the window (counted in the running total)
+# A token count the log can hold (a signed 64-bit slot); an upstream's absurd count is cut.
+_MAX_TOKENS = 2**62
 
 
 class Window:
-    """Admissions of the last minute against a request and a token limit (None: none)."""
+    """Admissions of the last minute against a request and a token limit (None: none).
 
-    __slots__ = ("_entries", "_tokens", "requests_per_minute", "tokens_per_minute")
+    The log is two flat arrays (times, token counts), not an object per admission: a
+    limit nobody reaches at thousands of requests a second keeps a minute of admissions
+    -- hundreds of thousands -- and objects that many made every garbage collection walk
+    them (measured: tens of µs a request). Expired admissions are dropped from the front
+    in bulk, once they are half the arrays.
+    """
+
+    __slots__ = (
+        "_at",
+        "_cost",
+        "_first",
+        "_head",
+        "_tokens",
+        "requests_per_minute",
+        "tokens_per_minute",
+    )
 
     def __init__(
         self, requests_per_minute: int | None = None, tokens_per_minute: int | None = None
     ) -> None:
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
-        self._entries: deque[Entry] = deque()
-        self._tokens = 0
+        self._at = array("d")  # admission times, oldest first
+        self._cost = array("q")  # the tokens each admission counts for
+        self._head = 0  # index of the oldest admission still in the window
+        self._first = 0  # the number (Entry) of the admission at index 0
+        self._tokens = 0  # tokens of the admissions in the window
 
     @property
     def limited(self) -> bool:
@@ -56,27 +69,29 @@ class Window:
     def usage(self, now: float) -> tuple[int, int]:
         """(requests, tokens) counted in the window at ``now``."""
         self._expire(now)
-        return len(self._entries), self._tokens
+        return len(self._at) - self._head, self._tokens
 
     def wait_needed(self, now: float, tokens: int) -> float:
         """Seconds until an admission of ``tokens`` would fit, or 0.0 if it fits now."""
         self._expire(now)
-        entries = self._entries
+        at, head = self._at, self._head
+        count = len(at) - head
         rpm, tpm = self.requests_per_minute, self.tokens_per_minute
         wait = 0.0
-        if rpm is not None and len(entries) >= rpm:
-            # The (len - rpm + 1)-th oldest admission must leave the window first.
-            wait = entries[len(entries) - rpm].at + WINDOW - now
-        if tpm is not None and entries and self._tokens + tokens > tpm:
+        if rpm is not None and count >= rpm:
+            # The (count - rpm + 1)-th oldest admission must leave the window first.
+            wait = at[head + count - rpm] + WINDOW - now
+        if tpm is not None and count and self._tokens + tokens > tpm:
             excess = self._tokens + tokens - tpm
             freed = 0
-            for entry in entries:
-                freed += entry.tokens
+            cost = self._cost
+            for i in range(head, len(at)):
+                freed += cost[i]
                 if freed >= excess:
-                    wait = max(wait, entry.at + WINDOW - now)
+                    wait = max(wait, at[i] + WINDOW - now)
                     break
             else:
-                wait = max(wait, entries[-1].at + WINDOW - now)
+                wait = max(wait, at[-1] + WINDOW - now)
         # A small floor so float rounding cannot spin on a wait of 1e-12.
         return wait if wait <= 0 else max(wait, 1e-6)
 
@@ -85,20 +100,33 @@ class Window:
         :meth:`wait_needed`); None when nothing is limited, so nothing is recorded."""
         if not self.limited:
             return None
-        entry = Entry(now, tokens)
-        self._entries.append(entry)
+        tokens = min(tokens, _MAX_TOKENS)
+        entry = self._first + len(self._at)
+        self._at.append(now)
+        self._cost.append(tokens)
         self._tokens += tokens
         return entry
 
     def settle(self, entry: Entry, actual: int) -> None:
-        """Let ``entry`` count for ``actual`` tokens from now on (its estimate was wrong)."""
-        if entry.live:
-            self._tokens += actual - entry.tokens
-        entry.tokens = actual
+        """Let ``entry`` count for ``actual`` tokens from now on (its estimate was wrong);
+        nothing once it has left the window."""
+        index = entry - self._first
+        if index >= self._head:
+            actual = min(actual, _MAX_TOKENS)
+            self._tokens += actual - self._cost[index]
+            self._cost[index] = actual
 
     def _expire(self, now: float) -> None:
-        entries = self._entries
-        while entries and entries[0].at <= now - WINDOW:
-            entry = entries.popleft()
-            entry.live = False
-            self._tokens -= entry.tokens
+        at, cost = self._at, self._cost
+        head, end, horizon = self._head, len(at), now - WINDOW
+        tokens = self._tokens
+        while head < end and at[head] <= horizon:
+            tokens -= cost[head]
+            head += 1
+        self._tokens = tokens
+        if head > 1024 and head * 2 > end:
+            del at[:head]
+            del cost[:head]
+            self._first += head
+            head = 0
+        self._head = head
