@@ -426,6 +426,29 @@ def test_serve_workers_share_one_directory(tmp_path: Path, monkeypatch: pytest.M
             text = httpx.get(gateway.url + "/metrics", timeout=10).text
             assert "interlingua_in_flight 0.0" in text
             assert httpx.get(gateway.url + "/ui/data", timeout=10).json()["workers"] == 2
+        # real traffic, spread over both workers by the kernel: every scrape, whichever
+        # worker answers it, counts all of it once each worker has flushed (within 1 s)
+        body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
+        for _ in range(20):  # (a connection each: new connections spread over workers)
+            answer = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=10)
+            assert answer.status_code == 200
+        total = 0.0
+        deadline = time.monotonic() + 10
+        while total != 20 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            found = samples(httpx.get(gateway.url + "/metrics", timeout=10).text)
+            total = sum(
+                v
+                for (name, labels), v in found.items()
+                if name == "interlingua_requests_total" and dict(labels)["model"] == "fake"
+            )
+        assert total == 20
+        for _ in range(4):  # and every worker says so
+            found = samples(httpx.get(gateway.url + "/metrics", timeout=10).text)
+            assert (
+                sum(v for (name, _), v in found.items() if name == "interlingua_requests_total")
+                == 20
+            )
         code, log = gateway.stop()
         assert code == 0, log
     assert not directory.exists()
