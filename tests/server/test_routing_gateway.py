@@ -10,7 +10,6 @@ an upstream received.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -65,23 +64,41 @@ def gateway(
     if routing is not None:
         raw["routing"] = routing
     fakes = {n: FakeUpstream(n, wire=wire, chunk_size=2) for n in names}
-    with live_server(create_app(parse_config(raw), upstreams=fakes)) as url:
-        yield url, fakes
+    try:
+        with live_server(create_app(parse_config(raw), upstreams=fakes)) as url:
+            yield url, fakes
+    finally:
+        # the SDK clients of this gateway, closed: one left to the garbage collector
+        # surfaces as an unclosed-socket warning in whichever later test collects it
+        for key in [k for k in _SDK_CLIENTS if k[0] == url]:
+            _SDK_CLIENTS.pop(key).close()
 
 
-@functools.lru_cache(maxsize=4)
+_SDK_CLIENTS: dict[tuple[str, str], openai.OpenAI | anthropic.Anthropic] = {}
+
+
 def sdk(url: str, client: str) -> openai.OpenAI | anthropic.Anthropic:
-    """One SDK client per gateway (a new one per call costs more than the call)."""
-    if client in ("openai", "responses"):
-        return openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0, timeout=20)
-    return anthropic.Anthropic(base_url=url, api_key="sk", max_retries=0, timeout=20)
+    """One SDK client per gateway and client kind (a new one per call costs more than
+    the call); :func:`gateway` closes them."""
+    found = _SDK_CLIENTS.get((url, client))
+    if found is None:
+        if client in ("openai", "responses"):
+            found = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0, timeout=20)
+        else:
+            found = anthropic.Anthropic(base_url=url, api_key="sk", max_retries=0, timeout=20)
+        _SDK_CLIENTS[url, client] = found
+    return found
 
 
 def ask(url: str, client: str, model: str, stream: bool = False) -> str:
     """The answer's text through the official SDK (raises its errors)."""
+    return _ask(sdk(url, client), client, model, stream)
+
+
+def _ask(sdk_client: Any, client: str, model: str, stream: bool) -> str:
     messages: Any = [{"role": "user", "content": "hi"}]
     if client == "responses":
-        gpt = sdk(url, client)
+        gpt = sdk_client
         assert isinstance(gpt, openai.OpenAI)
         if stream:
             events = list(gpt.responses.create(model=model, input="hi", stream=True))
@@ -90,14 +107,14 @@ def ask(url: str, client: str, model: str, stream: bool = False) -> str:
             return "".join(e.delta for e in events if e.type == "response.output_text.delta")
         return gpt.responses.create(model=model, input="hi").output_text
     if client == "openai":
-        gpt = sdk(url, client)
+        gpt = sdk_client
         assert isinstance(gpt, openai.OpenAI)
         if stream:
             chunks = gpt.chat.completions.create(model=model, messages=messages, stream=True)
             return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         answer = gpt.chat.completions.create(model=model, messages=messages)
         return answer.choices[0].message.content or ""
-    claude = sdk(url, client)
+    claude = sdk_client
     assert isinstance(claude, anthropic.Anthropic)
     if stream:
         with claude.messages.stream(model=model, max_tokens=50, messages=messages) as events:
@@ -313,15 +330,17 @@ def test_each_attempt_is_logged_with_the_request_id(
         fakes["a"].enqueue(RateLimitError("slow down", retry_after=0.2))
         fakes["a"].enqueue(UpstreamError("a is down", status=502))
         messages: Any = [{"role": "user", "content": "hi"}]
+        sdk_client = sdk(url, client)
         if client == "openai":
-            gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
-            request_id = gpt.chat.completions.create(model="main", messages=messages)._request_id
+            assert isinstance(sdk_client, openai.OpenAI)
+            made = sdk_client.chat.completions.create(model="main", messages=messages)
+            request_id = made._request_id
         elif client == "responses":
-            gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
-            request_id = gpt.responses.create(model="main", input="hi")._request_id
+            assert isinstance(sdk_client, openai.OpenAI)
+            request_id = sdk_client.responses.create(model="main", input="hi")._request_id
         else:
-            claude = anthropic.Anthropic(base_url=url, api_key="sk", max_retries=0)
-            message = claude.messages.create(model="main", max_tokens=9, messages=messages)
+            assert isinstance(sdk_client, anthropic.Anthropic)
+            message = sdk_client.messages.create(model="main", max_tokens=9, messages=messages)
             request_id = message._request_id
     lines = [r.getMessage() for r in caplog.records if r.name == "interlingua.routing"]
     assert request_id and len(lines) == 3, lines
@@ -362,8 +381,10 @@ def test_a_passthrough_attempt_then_a_translated_one() -> None:
     fakes = {"a": FakeUpstream("a", wire="openai"), "b": FakeUpstream("b", wire="anthropic")}
     fakes["a"].enqueue(UpstreamError("a is down", status=500))
     fakes["b"].enqueue(reply("translated"))
-    with live_server(create_app(config, upstreams=dict(fakes))) as url:
-        gpt = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
+    with (
+        live_server(create_app(config, upstreams=dict(fakes))) as url,
+        openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0) as gpt,
+    ):
         answer = gpt.chat.completions.create(
             model="main", messages=[{"role": "user", "content": "hi"}]
         )

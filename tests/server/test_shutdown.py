@@ -92,14 +92,15 @@ def _openai_stream(gw: Gateway) -> _Run:
     client = openai.OpenAI(base_url=gw.url + "/v1", api_key="k", max_retries=0, timeout=30)
 
     def consume(run: _Run) -> None:
-        stream = client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
-        )
-        for chunk in stream:
-            run.first.set()
-            if chunk.choices:
-                run.text += chunk.choices[0].delta.content or ""
-                run.finished = chunk.choices[0].finish_reason or run.finished
+        with client:  # (closed when done: a client left to the GC warns in a later test)
+            stream = client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+            for chunk in stream:
+                run.first.set()
+                if chunk.choices:
+                    run.text += chunk.choices[0].delta.content or ""
+                    run.finished = chunk.choices[0].finish_reason or run.finished
 
     return _Run(consume)
 
@@ -109,9 +110,10 @@ def _openai_call(gw: Gateway) -> _Run:
 
     def consume(run: _Run) -> None:
         run.first.set()
-        answer = client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
-        )
+        with client:
+            answer = client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+            )
         run.text = answer.choices[0].message.content or ""
 
     return _Run(consume)
@@ -121,9 +123,12 @@ def _anthropic_stream(gw: Gateway) -> _Run:
     client = anthropic.Anthropic(base_url=gw.url, api_key="k", max_retries=0, timeout=30)
 
     def consume(run: _Run) -> None:
-        with client.messages.stream(
-            model="gateway-model", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
-        ) as stream:
+        with (
+            client,
+            client.messages.stream(
+                model="gateway-model", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+            ) as stream,
+        ):
             for text in stream.text_stream:
                 run.first.set()
                 run.text += text
