@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -432,3 +433,55 @@ def test_routing_keys_of_the_issue_parse_and_print_back() -> None:
     assert config.routing.strategy == "least-busy"
     assert (config.routing.cooldown.failures, config.routing.cooldown.duration) == (2, 10)
     assert parse_config(yaml.safe_load(config_to_yaml(config))) == config
+
+
+def test_the_team_keys_of_issue_12_parse_and_print_back() -> None:
+    """The operational contract (issue 12): keys, state, usage, metrics as spelled there."""
+    digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    config = parse_config(
+        yaml.safe_load(
+            textwrap.dedent(
+                f"""
+                keys:
+                  - name: team-a
+                    key_env: TEAM_A_KEY
+                  - name: team-b
+                    key_sha256: {digest.upper()}
+                    models: [lb, "claude-*"]
+                    limits: {{rpm: 5, tpm: 100000, max_concurrency: 4, tokens_per_day: 2000000}}
+                state: {{url: "redis://127.0.0.1:6379/0"}}
+                usage: {{url: "sqlite:///var/lib/interlingua/usage.db"}}
+                metrics: true
+                """
+            )
+        )
+    )
+    a, b = config.keys
+    assert (a.name, a.key_env, a.key_sha256, a.models) == ("team-a", "TEAM_A_KEY", None, ())
+    assert (b.key_sha256, b.models) == (digest, ("lb", "claude-*"))
+    assert (b.limits.rpm, b.limits.tpm, b.limits.max_concurrency) == (5, 100000, 4)
+    assert b.limits.tokens_per_day == 2000000
+    assert config.state.url == "redis://127.0.0.1:6379/0"
+    assert config.usage.url == "sqlite:///var/lib/interlingua/usage.db" and config.metrics
+    assert parse_config(yaml.safe_load(config_to_yaml(config))) == config
+    assert parse_config({"usage": False}).usage.enabled is False
+    assert parse_config({}).usage.enabled and parse_config({}).metrics
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"keys": [{"name": "x"}]}, "exactly one of key_env and key_sha256"),
+        ({"keys": [{"name": "x", "key_env": "A", "key_sha256": "0" * 64}]}, "exactly one"),
+        ({"keys": [{"name": "x", "key_sha256": "abc"}]}, "64 hexadecimal"),
+        ({"keys": [{"name": "x", "key_env": "A"}, {"name": "x", "key_env": "B"}]}, "used by"),
+        ({"keys": [{"name": "x", "key_env": "A", "limits": {"rpn": 1}}]}, "did you mean 'rpm'"),
+        ({"keys": [{"name": "x", "key_env": "A", "models": []}]}, "non-empty list"),
+        ({"state": {"url": "http://x"}}, "redis://"),
+        ({"usage": {"url": "mysql://x"}}, "sqlite:///"),
+        ({"metrics": "yes"}, "true or false"),
+    ],
+)
+def test_team_keys_are_checked(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(raw)
