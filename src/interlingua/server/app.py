@@ -34,6 +34,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp
 
 from ..config import Config
+from ..core.tokens import CHARS_PER_TOKEN
 from ..dialects import Dialect, get_dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..dialects.openai_responses import ResponsesDialect, Sealer
@@ -46,10 +47,9 @@ from ..limits import SharedCounters
 from ..routing import Cooldowns, Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
-from ..upstreams.relay_usage import estimate_body_tokens
 from ..usage import ResponseStore, StoreError, open_store, open_usage_log
 from ..usage.record import RecordSink
-from .accounting import RECORD, Accounting, Tab
+from .accounting import RECORD, Accounting
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
 from .http import (
@@ -129,7 +129,16 @@ class Handlers:
         if self.drain.draining:
             return self._shutting_down(request, dialect)
         try:
-            response = await self._answer(request, dialect, self._generation(request, dialect))
+            if self.accounting is not None:
+                response = await self.counted(
+                    dialect,
+                    plain_headers(request),
+                    _request_id(request),
+                    request.receive,
+                    request=request,
+                )
+            else:
+                response = await self._answer(request, dialect, self._generation(request, dialect))
         except asyncio.CancelledError:
             # The drain's shutdown_timeout passed before the answer began (server/drain.py).
             task = asyncio.current_task()
@@ -144,18 +153,14 @@ class Handlers:
     async def _generation(
         self, request: HTTPRequest, dialect: Dialect
     ) -> BytesResponse | StreamResponse:
+        """The lean path, when nothing counts requests (:meth:`counted` otherwise)."""
         headers = plain_headers(request)
-        accounting = self.accounting
-        if accounting is None:  # (the lean path: nothing to count)
-            key = self.keys.authenticate(headers)
-            raw = await read_body(request, self.gateway.max_body, headers)
-            body = decode_json_object(raw)
-            if key is not None and (model := _model_name(body)):
-                key.check_model(model)
-            return await self._dispatch(dialect, body, headers, request.receive)
-        return await self.counted(
-            dialect, headers, _request_id(request), request.receive, request=request
-        )
+        key = self.keys.authenticate(headers)
+        raw = await read_body(request, self.gateway.max_body, headers)
+        body = decode_json_object(raw)
+        if key is not None and (model := _model_name(body)):
+            key.check_model(model)
+        return await self._dispatch(dialect, body, headers, request.receive)
 
     async def counted(
         self,
@@ -169,58 +174,49 @@ class Handlers:
     ) -> BytesResponse | StreamResponse:
         """A generation with its record kept and its key's limits applied: the body is
         read from ``request`` (HTTP) or given (a WebSocket frame). Errors come back as
-        responses in ``dialect`` so that they are counted too."""
+        responses in ``dialect`` so that they are counted too. (One coroutine, not
+        three: each await layer cost a few µs on the hot path.)"""
         accounting = self.accounting
         assert accounting is not None
         tab = accounting.open(request_id, dialect.name)
-        token = RECORD.set(tab.record)
+        record = tab.record
+        token = RECORD.set(record)
         try:
-            response = await _answered(
-                self.gateway,
-                dialect,
-                self._admitted(tab, dialect, headers, receive, request, body),
-                request_id,
-                request.url.path if request is not None else "a WebSocket frame",
-            )
+            try:
+                key = self.keys.authenticate(headers)
+                if key is not None:
+                    record.key = key.name
+                if body is None:
+                    assert request is not None
+                    raw = await read_body(request, self.gateway.max_body, headers)
+                    body = decode_json_object(raw)
+                else:
+                    raw = b""
+                model = _model_name(body)
+                record.model = model
+                record.stream = body.get("stream") is True
+                if key is not None:
+                    if model:
+                        key.check_model(model)
+                    if key.limited:
+                        tokens = _token_estimate(raw, body) if key.counts_tokens else 0
+                        tab.admission = await key.admit(tokens)
+                if dialect is RESPONSES:
+                    response = await respond(self.gateway, self.store, body, headers, receive)
+                else:
+                    response = await self.gateway.generate(dialect, body, headers, receive)
+            except InterlinguaError as err:
+                response = self.gateway.error_response(dialect, err, request_id)
+            except Exception as exc:
+                where = request.url.path if request is not None else "a WebSocket frame"
+                log.exception("unexpected failure on %s", where)
+                response = self.gateway.error_response(dialect, internal_error(exc), request_id)
         except BaseException:
             accounting.abandon(tab)
             raise
         finally:
             RECORD.reset(token)
         return accounting.close(tab, response, dialect)
-
-    async def _admitted(
-        self,
-        tab: Tab,
-        dialect: Dialect,
-        headers: Mapping[str, str],
-        receive: Any,
-        request: HTTPRequest | None,
-        body: dict[str, Any] | None,
-    ) -> BytesResponse | StreamResponse:
-        record = tab.record
-        key = self.keys.authenticate(headers)
-        if key is not None:
-            record.key = key.name
-        if body is None:
-            assert request is not None
-            raw = await read_body(request, self.gateway.max_body, headers)
-            body = decode_json_object(raw)
-        else:
-            raw = b""
-        model = _model_name(body)
-        record.model = model
-        record.stream = body.get("stream") is True
-        if key is not None:
-            if model:
-                key.check_model(model)
-            if key.limited:
-                if key.counts_tokens:
-                    tokens = estimate_body_tokens(raw or orjson.dumps(body))[1]
-                else:
-                    tokens = 0
-                tab.admission = await key.admit(tokens)
-        return await self._dispatch(dialect, body, headers, receive)
 
     def _dispatch(
         self, dialect: Dialect, body: dict[str, Any], headers: Mapping[str, str], receive: Any
@@ -306,6 +302,18 @@ async def _answered(
     except Exception as exc:
         log.exception("unexpected failure on %s", where)
         return gateway.error_response(dialect, internal_error(exc), request_id)
+
+
+def _token_estimate(raw: bytes, body: dict[str, Any]) -> int:
+    """A request's tokens as a key's ``tpm`` reserves them: its bytes / 4 (the decoded
+    body's, for a WebSocket frame) plus the output limit it sets (the body is already
+    decoded: no second parse)."""
+    size = len(raw) if raw else len(orjson.dumps(body))
+    for field in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        limit = body.get(field)
+        if type(limit) is int and limit > 0:
+            return size // CHARS_PER_TOKEN + limit
+    return size // CHARS_PER_TOKEN
 
 
 def _model_name(body: dict[str, Any]) -> str:
