@@ -175,14 +175,15 @@ def _per_chunk(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | N
     return None if found is None else (f"{found.value:.1f} µs/chunk", found.value <= 15)
 
 
-def _beside(
-    scenario: str, other: str, conns: int, floor: float
+def _ratio(
+    server: str, scenario: str, base_server: str, base_scenario: str, conns: int, floor: float
 ) -> Callable[..., tuple[str, bool | None] | None]:
-    """``scenario``'s req/s as a ratio of ``other``'s in the same run (≥ ``floor``)."""
+    """``server``'s req/s on ``scenario`` as a ratio of ``base_server``'s on
+    ``base_scenario``, in the same run (met at ≥ ``floor``)."""
 
     def measure(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
-        ours = find_row(rows, OURS, scenario, conns)
-        base = find_row(rows, OURS, other, conns)
+        ours = find_row(rows, server, scenario, conns)
+        base = find_row(rows, base_server, base_scenario, conns)
         if ours is None or base is None or base.rps <= 0:
             return None
         ratio = ours.rps / base.rps
@@ -191,22 +192,20 @@ def _beside(
     return measure
 
 
+def _beside(
+    scenario: str, other: str, conns: int, floor: float
+) -> Callable[..., tuple[str, bool | None] | None]:
+    """``scenario``'s req/s as a ratio of ``other``'s in the same run (≥ ``floor``)."""
+    return _ratio(OURS, scenario, OURS, other, conns, floor)
+
+
 TEAM_OFF, TEAM_ON = f"{OURS}, team off", f"{OURS}, team on"
 
 
 def _team(scenario: str, conns: int, floor: float) -> Callable[..., tuple[str, bool | None] | None]:
     """``scenario``'s req/s with keys + usage log + metrics on, as a ratio of the same
     with them off, in the same run (``--team``; ≥ ``floor``)."""
-
-    def measure(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
-        on = find_row(rows, TEAM_ON, scenario, conns)
-        off = find_row(rows, TEAM_OFF, scenario, conns)
-        if on is None or off is None or off.rps <= 0:
-            return None
-        ratio = on.rps / off.rps
-        return f"{ratio:.2f}× ({on.rps:,.0f} vs {off.rps:,.0f} req/s)", ratio >= floor
-
-    return measure
+    return _ratio(TEAM_ON, scenario, TEAM_OFF, scenario, conns, floor)
 
 
 def _memory(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
