@@ -175,7 +175,7 @@ def _per_chunk(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | N
     return None if found is None else (f"{found.value:.1f} µs/chunk", found.value <= 15)
 
 
-def _ratio(
+def _same_run_ratio(
     server: str, scenario: str, base_server: str, base_scenario: str, conns: int, floor: float
 ) -> Callable[..., tuple[str, bool | None] | None]:
     """``server``'s req/s on ``scenario`` as a ratio of ``base_server``'s on
@@ -196,7 +196,7 @@ def _beside(
     scenario: str, other: str, conns: int, floor: float
 ) -> Callable[..., tuple[str, bool | None] | None]:
     """``scenario``'s req/s as a ratio of ``other``'s in the same run (≥ ``floor``)."""
-    return _ratio(OURS, scenario, OURS, other, conns, floor)
+    return _same_run_ratio(OURS, scenario, OURS, other, conns, floor)
 
 
 TEAM_OFF, TEAM_ON = f"{OURS}, team off", f"{OURS}, team on"
@@ -205,7 +205,7 @@ TEAM_OFF, TEAM_ON = f"{OURS}, team off", f"{OURS}, team on"
 def _team(scenario: str, conns: int, floor: float) -> Callable[..., tuple[str, bool | None] | None]:
     """``scenario``'s req/s with keys + usage log + metrics on, as a ratio of the same
     with them off, in the same run (``--team``; ≥ ``floor``)."""
-    return _ratio(TEAM_ON, scenario, TEAM_OFF, scenario, conns, floor)
+    return _same_run_ratio(TEAM_ON, scenario, TEAM_OFF, scenario, conns, floor)
 
 
 def _memory(rows: list[Row], micro: list[MicroResult]) -> tuple[str, bool | None] | None:
