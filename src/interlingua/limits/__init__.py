@@ -28,16 +28,25 @@ from .rate import RateLimit, RateLimiter, Slot
 from .redis_state import RedisDayCounter, RedisLease, RedisState
 from .shared import SharedCounters, SharedDayCounter, SharedState
 from .shared_cooldowns import SharedCooldowns
-from .state import UNTIL_RELEASE, LimitState, MemoryLease, MemoryState
+from .state import (
+    UNTIL_RELEASE,
+    Counters,
+    LimitState,
+    MemoryCounters,
+    MemoryLease,
+    MemoryState,
+)
 from .window import WINDOW, Window
 
 __all__ = [
     "MIN_RETRY_AFTER",
     "UNTIL_RELEASE",
     "WINDOW",
+    "Counters",
     "DayCounter",
     "LimitState",
     "Limiter",
+    "MemoryCounters",
     "MemoryDayCounter",
     "MemoryLease",
     "MemoryState",

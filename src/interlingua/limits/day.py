@@ -43,7 +43,10 @@ def until_midnight(now: float) -> float:
 class DayCounter(Protocol):
     """A token allowance per UTC day (see the module docstring)."""
 
-    limit: int
+    @property
+    def limit(self) -> int:
+        """The day's allowance in tokens."""
+        ...
 
     async def check(self) -> float:
         """0.0 while the day's count is under :attr:`limit`, else the seconds until UTC

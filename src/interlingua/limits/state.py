@@ -23,9 +23,17 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from .day import DayCounter, MemoryDayCounter
 from .window import Entry, Window
 
-__all__ = ["UNTIL_RELEASE", "LimitState", "MemoryLease", "MemoryState"]
+__all__ = [
+    "UNTIL_RELEASE",
+    "Counters",
+    "LimitState",
+    "MemoryCounters",
+    "MemoryLease",
+    "MemoryState",
+]
 
 UNTIL_RELEASE = math.inf
 """The wait :meth:`LimitState.acquire` returns when only a release can make room."""
@@ -119,3 +127,34 @@ class MemoryState:
     def usage(self) -> tuple[int, int, int]:
         requests, tokens = self._window.usage(self._clock())
         return self.in_flight, requests, tokens
+
+
+class Counters(Protocol):
+    """Where the counts of named destinations live: this process
+    (:class:`MemoryCounters`) or Redis (:class:`~.shared.SharedCounters`)."""
+
+    def limit_state(
+        self,
+        name: str,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        max_concurrency: int | None = None,
+    ) -> LimitState: ...
+
+    def day_counter(self, name: str, limit: int) -> DayCounter: ...
+
+
+class MemoryCounters:
+    """:class:`Counters` in this process: a fresh state per name (nothing is shared)."""
+
+    def limit_state(
+        self,
+        name: str,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        max_concurrency: int | None = None,
+    ) -> LimitState:
+        return MemoryState(rpm, tpm, max_concurrency)
+
+    def day_counter(self, name: str, limit: int) -> DayCounter:
+        return MemoryDayCounter(limit)

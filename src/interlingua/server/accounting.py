@@ -23,19 +23,17 @@ which gives its counts to the record), so the client sees the stream it asked fo
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-import msgspec
 import orjson
 
 from ..core import Usage, aclose_iterator
 from ..dialects import Dialect
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
-from ..upstreams.relay_usage import StreamUsage
+from ..upstreams.relay_usage import USAGE_MARK, StreamUsage, body_usage
 from ..usage.record import Record, RecordSink, usage_counts
 from .http import BytesResponse, StreamResponse
 from .keys import Admission
@@ -47,15 +45,7 @@ log = logging.getLogger("interlingua.server")
 #: the record of the request being answered (None: accounting is off, or no request)
 RECORD: ContextVar[Record | None] = ContextVar("interlingua_record", default=None)
 
-_USAGE = re.compile(rb'"usage"\s*:\s*\{')
 _UPSTREAM_ERROR = ErrorKind.UPSTREAM_ERROR.value
-
-
-class _Body(msgspec.Struct):
-    usage: dict[str, Any] | None = None
-
-
-_BODY = msgspec.json.Decoder(_Body)
 
 
 class InFlight(Protocol):
@@ -172,7 +162,7 @@ class Meter:
                 if first:
                     first = False
                     record.ttft = time.perf_counter() - self._started
-                if _USAGE.search(chunk) is not None:
+                if USAGE_MARK.search(chunk) is not None:
                     usage.feed(chunk)
                 if chunk.startswith((b"event: error", b'data: {"error"')) or (
                     b"\nevent: error" in chunk
@@ -209,10 +199,7 @@ class Meter:
 
 
 def _count_body(record: Record, body: bytes) -> None:
-    try:
-        usage = _BODY.decode(body).usage
-    except msgspec.DecodeError:
-        return
+    usage = body_usage(body)
     if usage:
         _set_counts(record, usage)
 
@@ -222,12 +209,12 @@ async def strip_usage(chunks: AsyncIterator[bytes], record: Record) -> AsyncIter
     chunks, whose counts go to ``record`` instead."""
     try:
         async for chunk in chunks:
-            if _USAGE.search(chunk) is None:
+            if USAGE_MARK.search(chunk) is None:
                 yield chunk
                 continue
             kept = []
             for event in chunk.split(b"\n\n"):
-                if _USAGE.search(event) is not None and event.startswith(b"data:"):
+                if USAGE_MARK.search(event) is not None and event.startswith(b"data:"):
                     try:
                         payload = orjson.loads(event[5:])
                     except orjson.JSONDecodeError:

@@ -27,38 +27,15 @@ import hashlib
 import hmac
 import math
 from collections.abc import Iterable, Mapping
-from typing import Protocol
 
 from ..config import Config, KeyConfig, KeyLimits
 from ..errors import AuthenticationError, PermissionDeniedError, RateLimitError
-from ..limits import UNTIL_RELEASE, LimitState, MemoryDayCounter, MemoryState
+from ..limits import UNTIL_RELEASE, Counters, DayCounter, LimitState, MemoryCounters
 
-__all__ = ["Admission", "ClientKey", "DayCounter", "KeyRing", "presented_key"]
+__all__ = ["Admission", "ClientKey", "KeyRing", "presented_key"]
 
 #: the Retry-After of a key refused for its concurrency (no release time is known)
 CONCURRENCY_RETRY_AFTER = 1.0
-
-
-class DayCounter(Protocol):
-    """Tokens a key used today (UTC), against its ``tokens_per_day``."""
-
-    async def check(self) -> float:
-        """0 while under the limit, else the seconds until the count starts again."""
-        ...
-
-    def add(self, tokens: int) -> None:
-        """Count ``tokens`` more (sent without waiting when the count is shared)."""
-        ...
-
-
-class Counters(Protocol):
-    """Where key limits keep their counts (limits/: in process, or shared)."""
-
-    def limit_state(
-        self, name: str, rpm: int | None, tpm: int | None, max_concurrency: int | None
-    ) -> LimitState: ...
-
-    def day_counter(self, name: str, limit: int) -> DayCounter: ...
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
@@ -109,6 +86,7 @@ class ClientKey:
         limits: KeyLimits | None = None,
         counters: Counters | None = None,
     ) -> None:
+        """``counters`` keep the limits' counts (default: this process's)."""
         self.name = name
         self.digest = digest
         self.models = models
@@ -116,18 +94,11 @@ class ClientKey:
         self._state: LimitState | None = None
         self._day: DayCounter | None = None
         lim = self.limits
+        counters = counters or MemoryCounters()
         if lim.rpm is not None or lim.tpm is not None or lim.max_concurrency is not None:
-            if counters is not None:
-                self._state = counters.limit_state(
-                    f"key:{name}", lim.rpm, lim.tpm, lim.max_concurrency
-                )
-            else:
-                self._state = MemoryState(lim.rpm, lim.tpm, lim.max_concurrency)
+            self._state = counters.limit_state(f"key:{name}", lim.rpm, lim.tpm, lim.max_concurrency)
         if lim.tokens_per_day is not None:
-            if counters is not None:
-                self._day = counters.day_counter(f"key:{name}", lim.tokens_per_day)
-            else:
-                self._day = MemoryDayCounter(lim.tokens_per_day)
+            self._day = counters.day_counter(f"key:{name}", lim.tokens_per_day)
 
     @property
     def limited(self) -> bool:

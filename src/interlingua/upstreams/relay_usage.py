@@ -29,7 +29,14 @@ import orjson
 
 from ..core.tokens import CHARS_PER_TOKEN
 
-__all__ = ["StreamUsage", "body_tokens", "estimate_body_tokens", "usage_tokens"]
+__all__ = [
+    "USAGE_MARK",
+    "StreamUsage",
+    "body_tokens",
+    "body_usage",
+    "estimate_body_tokens",
+    "usage_tokens",
+]
 
 _USAGE = re.compile(rb'"usage"\s*:\s*\{')
 #: the longest unfinished line kept while looking for usage (as the relay check's bound)
@@ -56,12 +63,22 @@ def usage_tokens(usage: dict[str, Any]) -> int:
     return sum(_count(usage, key) for key in _INPUT_KEYS) + _count(usage, "output_tokens")
 
 
+#: where a relayed SSE read holds a ``usage`` object (``"usage": null`` does not match)
+USAGE_MARK = _USAGE
+
+
+def body_usage(body: bytes) -> dict[str, Any] | None:
+    """The ``usage`` object of a whole JSON answer, decoding nothing else (None when it
+    has none or is no JSON)."""
+    try:
+        return _BODY.decode(body).usage
+    except msgspec.DecodeError:  # (ValidationError included: no usable usage)
+        return None
+
+
 def body_tokens(body: bytes) -> int:
     """Total tokens a whole JSON answer reports (0 when it has no usage or is no JSON)."""
-    try:
-        usage = _BODY.decode(body).usage
-    except msgspec.DecodeError:  # (ValidationError included: no usable usage)
-        return 0
+    usage = body_usage(body)
     return usage_tokens(usage) if usage else 0
 
 
