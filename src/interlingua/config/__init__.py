@@ -44,21 +44,23 @@ This module checks the shape every upstream entry shares (a ``kind`` string, ``b
 kind's check, and rejects kinds nobody registered. This module imports nothing of ours,
 so a kind's module may import it; its small validators (:func:`expect_str` and friends)
 are public for kinds to use.
+
+The package: this module loads and parses; :mod:`.sections` holds the frozen values,
+:mod:`.team` the team's sections (keys, state, usage, metrics), :mod:`.printing` turns a
+config back into YAML, :mod:`._values` the small validators.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 import yaml
 
 from ._values import (
+    ENV_NAME,
     ConfigError,
     database_url,
     describe,
@@ -71,31 +73,55 @@ from ._values import (
     positive,
     reject_unknown,
 )
+from .printing import config_to_yaml
+from .sections import (
+    COMMON_UPSTREAM_KEYS,
+    REDACTED,
+    SERVER_LIMIT_COUNTS,
+    SERVER_LIMIT_SECONDS,
+    STRATEGIES,
+    WILDCARD,
+    Config,
+    CooldownConfig,
+    LimitsConfig,
+    ModelConfig,
+    ModelOptions,
+    ResponsesConfig,
+    RetriesConfig,
+    RoutingConfig,
+    ServerConfig,
+    TimeoutConfig,
+    UpstreamConfig,
+)
 from .team import (
     KeyConfig,
     KeyLimits,
     StateConfig,
     UsageConfig,
-    key_doc,
     parse_keys,
     parse_metrics,
     parse_state,
     parse_usage,
-    state_doc,
-    usage_doc,
 )
 
 __all__ = [
     "COMMON_UPSTREAM_KEYS",
     "REDACTED",
+    "SERVER_LIMIT_COUNTS",
+    "SERVER_LIMIT_SECONDS",
+    "STRATEGIES",
     "WILDCARD",
     "Config",
     "ConfigError",
+    "CooldownConfig",
     "KeyConfig",
     "KeyLimits",
+    "LimitsConfig",
     "ModelConfig",
     "ModelOptions",
     "ResponsesConfig",
+    "RetriesConfig",
+    "RoutingConfig",
     "ServerConfig",
     "StateConfig",
     "TimeoutConfig",
@@ -112,242 +138,13 @@ __all__ = [
     "load_config",
     "parse_config",
     "reject_unknown",
+    "user_data_dir",
 ]
 
-#: A model entry with this name catches every model name not listed elsewhere.
-WILDCARD = "*"
-#: What ``--print-config`` writes instead of a client key; refused on load so that a
-#: pasted printout fails loudly instead of accepting the literal placeholder as a key.
-REDACTED = "<redacted>"
-#: The keys every upstream entry may have, whatever its kind; the rest are its options.
-COMMON_UPSTREAM_KEYS: tuple[str, ...] = (
-    "kind",
-    "base_url",
-    "api_key_env",
-    "headers",
-    "timeout",
-    "limits",
-    "retries",
-)
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # What the default config serves: a model the ``local`` kind bundles. Plain data here
 # (this module imports no upstream); the local kind knows which names exist
 # (upstreams/local/kind.py), and a test pins that it knows this one.
 _DEFAULT_BUNDLED = "smollm2"
-
-
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
-    """Where the gateway listens and what it accepts."""
-
-    host: str = "127.0.0.1"
-    port: int = 8400
-    max_body_mb: float = 32
-    #: keys clients must present (Bearer or x-api-key); empty = no auth
-    api_keys: tuple[str, ...] = ()
-    #: seconds a client has to send a whole request head (408, or a close if it sent none)
-    header_timeout: float = 10.0
-    #: seconds of silence allowed while a request body is incomplete (then 408 and close)
-    body_timeout: float = 30.0
-    #: seconds an idle keep-alive connection stays open
-    keep_alive_timeout: float = 5.0
-    #: bytes of request line + headers beyond which the request gets 431
-    max_header_bytes: int = 64 * 1024
-    #: request headers beyond which the request gets 431
-    max_headers: int = 256
-    #: open client connections per process; None = derived from the file-descriptor limit
-    max_connections: int | None = None
-    #: seconds in-flight requests may run after SIGTERM before streams are ended in-band
-    shutdown_timeout: float = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class TimeoutConfig:
-    """Seconds to wait for a connection, between two reads of an answer, and for the
-    whole answer (a stream included: a drip-feeding upstream cannot hold a request
-    forever; generous, since a long reasoning answer may stream for many minutes)."""
-
-    connect: float = 10.0
-    read: float = 600.0
-    total: float = 3600.0
-
-
-@dataclass(frozen=True, slots=True)
-class LimitsConfig:
-    """What the gateway allows itself toward one upstream (``limits:``); None = no limit.
-
-    ``rpm``/``tpm`` are sliding one-minute windows (tokens estimated on admission, settled
-    with the answer's usage), ``max_concurrency`` requests in flight. A request over a
-    limit waits in a FIFO queue of at most ``max_queue`` requests for at most
-    ``queue_timeout`` seconds, then is refused (429 / Anthropic 529) with Retry-After.
-    """
-
-    rpm: int | None = None
-    tpm: int | None = None
-    max_concurrency: int | None = None
-    max_queue: int = 128
-    queue_timeout: float = 60.0
-
-    @property
-    def unlimited(self) -> bool:
-        """True when nothing is limited (then nothing is checked per request)."""
-        return self.rpm is None and self.tpm is None and self.max_concurrency is None
-
-
-@dataclass(frozen=True, slots=True)
-class RetriesConfig:
-    """Retries of a failed attempt toward one upstream, before the first byte reaches the
-    client (``retries:``). ``max`` extra attempts (default 0: the official SDKs retry on
-    their own, and a gateway retrying as well multiplies the load on a failing provider;
-    a model's other deployments and fallbacks are tried whatever ``max`` says); a wait
-    the upstream asks for (Retry-After) longer than ``max_wait`` seconds is not waited
-    for: the next deployment is tried instead."""
-
-    max: int = 0
-    max_wait: float = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamConfig:
-    """How to reach one upstream. ``headers`` and ``options`` must not be mutated.
-
-    ``options`` holds the entry's kind-specific keys as written (e.g. ``bundled`` and
-    ``n_ctx`` for ``local``), checked by the kind (:func:`interlingua.upstreams.check_config`).
-    """
-
-    name: str
-    kind: str
-    base_url: str | None = None
-    api_key_env: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout: TimeoutConfig = field(default_factory=TimeoutConfig)
-    limits: LimitsConfig = field(default_factory=LimitsConfig)
-    retries: RetriesConfig = field(default_factory=RetriesConfig)
-    options: dict[str, Any] = field(default_factory=dict)
-
-    def api_key(self) -> str | None:
-        """The key read from ``api_key_env`` now; None when no variable is named.
-
-        Raises ConfigError when the named variable is unset or empty, naming the variable
-        (never its value).
-        """
-        if self.api_key_env is None:
-            return None
-        value = os.environ.get(self.api_key_env)
-        if not value:
-            raise ConfigError(
-                f"upstreams.{self.name}.api_key_env: environment variable "
-                f"{self.api_key_env} is not set (or empty)"
-            )
-        return value
-
-
-@dataclass(frozen=True, slots=True)
-class ModelOptions:
-    """Per-model output processing, all off by default."""
-
-    #: split ``<think>...</think>`` in the text into reasoning
-    think_tags: bool = False
-    #: parse tool calls the model wrote as text
-    text_tool_calls: bool = False
-    #: Claude Code: ``run_in_background: false`` in the ``Task``/agent tool calls sent back
-    #: (a background subagent's result never reaches a non-Anthropic model)
-    force_background_tasks_off: bool = False
-    #: an answer with no content at all becomes one empty text block (Claude Code expects
-    #: content in every answer)
-    fill_empty_answer: bool = False
-    #: a stream's first event carries the estimated input tokens instead of 0 (Claude
-    #: Code shows context use from ``message_start``)
-    estimate_input_tokens: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ModelConfig:
-    """One model name clients may ask for, and where it goes.
-
-    ``model`` is the name the upstream expects. For the wildcard entry (``name: "*"``)
-    ``model == "*"`` means "the name the client asked for".
-    """
-
-    name: str
-    upstream: str
-    model: str = ""
-    options: ModelOptions = field(default_factory=ModelOptions)
-    #: this deployment's share among the deployments of ``name`` (strategy weighted)
-    weight: float = 1.0
-    #: model names tried in order when every deployment of ``name`` failed
-    fallbacks: tuple[str, ...] = ()
-    #: merged into the upstream body (the client's value wins unless in ``force_params``)
-    params: dict[str, Any] = field(default_factory=dict)
-    force_params: tuple[str, ...] = ()
-    #: removed from the upstream body before sending
-    drop_params: tuple[str, ...] = ()
-
-    @property
-    def shapes_body(self) -> bool:
-        """True when the upstream body is changed beyond ``model`` (no byte-exact relay)."""
-        return bool(self.params or self.drop_params)
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            object.__setattr__(self, "model", self.name)
-
-
-@dataclass(frozen=True, slots=True)
-class ResponsesConfig:
-    """Whether and where the gateway keeps Responses API objects (``previous_response_id``,
-    ``GET /v1/responses/{id}``)."""
-
-    #: False: keep nothing (then every request is answered ``store: false``)
-    store: bool = True
-    #: ``sqlite:///path`` or ``postgresql://...``; None: SQLite in the user data directory
-    url: str | None = None
-    #: seconds a stored response is kept (OpenAI keeps them 30 days)
-    expire_after: float = 30 * 24 * 3600
-    #: the variable holding the key that authenticates the reasoning tokens the gateway
-    #: hands out as ``encrypted_content`` (the same on every replica); None: a key file
-    #: in the user data directory, made on first use
-    secret_env: str | None = None
-
-
-#: routing strategies: by weight (random, in proportion), fewest requests in flight,
-#: lowest recent latency (time to the first byte, averaged)
-STRATEGIES = ("weighted", "least-busy", "lowest-latency")
-
-
-@dataclass(frozen=True, slots=True)
-class CooldownConfig:
-    """A deployment with ``failures`` failures within ``window`` seconds is skipped for
-    ``duration`` seconds (a 429 with Retry-After: for that long)."""
-
-    failures: int = 3
-    window: float = 60.0
-    duration: float = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class RoutingConfig:
-    """How a model's deployments are chosen (``routing:``)."""
-
-    strategy: str = "weighted"
-    cooldown: CooldownConfig = field(default_factory=CooldownConfig)
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    """The whole effective configuration."""
-
-    server: ServerConfig = field(default_factory=ServerConfig)
-    upstreams: dict[str, UpstreamConfig] = field(default_factory=dict)
-    models: tuple[ModelConfig, ...] = ()
-    responses: ResponsesConfig = field(default_factory=ResponsesConfig)
-    routing: RoutingConfig = field(default_factory=RoutingConfig)
-    # the team's sections (config/team.py)
-    keys: tuple[KeyConfig, ...] = ()
-    state: StateConfig = field(default_factory=StateConfig)
-    usage: UsageConfig = field(default_factory=UsageConfig)
-    metrics: bool = True
 
 
 def user_data_dir() -> Path:
@@ -493,15 +290,13 @@ def _parse_server(data: Any) -> ServerConfig:
     )
 
 
-_LIMIT_SECONDS = ("header_timeout", "body_timeout", "keep_alive_timeout", "shutdown_timeout")
-_LIMIT_COUNTS = ("max_header_bytes", "max_headers")
 _SERVER_KEYS = (
     "host",
     "port",
     "max_body_mb",
     "api_keys",
-    *_LIMIT_SECONDS,
-    *_LIMIT_COUNTS,
+    *SERVER_LIMIT_SECONDS,
+    *SERVER_LIMIT_COUNTS,
     "max_connections",
 )
 
@@ -509,10 +304,10 @@ _SERVER_KEYS = (
 def _server_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The hostile-client limits of ``server:`` (docs/config.md, docs/reliability.md)."""
     limits: dict[str, Any] = {}
-    for key in _LIMIT_SECONDS:
+    for key in SERVER_LIMIT_SECONDS:
         if key in raw:
             limits[key] = positive(raw[key], f"server.{key}")
-    for key in _LIMIT_COUNTS:
+    for key in SERVER_LIMIT_COUNTS:
         if key in raw:
             limits[key] = expect_positive_int(raw[key], f"server.{key}")
     cap = raw.get("max_connections", "auto")
@@ -529,7 +324,7 @@ def _parse_responses(data: Any) -> ResponsesConfig:
     defaults = ResponsesConfig()
     url = database_url(raw.get("url"), "responses.url")
     secret_env = opt_str(raw.get("secret_env"), "responses.secret_env")
-    if secret_env is not None and not _ENV_NAME.match(secret_env):
+    if secret_env is not None and not ENV_NAME.match(secret_env):
         raise ConfigError(
             f"responses.secret_env: the name of an environment variable, got {secret_env!r}"
         )
@@ -569,7 +364,7 @@ def _parse_upstream(name: str, data: Any) -> UpstreamConfig:
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"{where}.base_url: must start with http:// or https://")
     api_key_env = opt_str(raw.get("api_key_env"), f"{where}.api_key_env")
-    if api_key_env is not None and not _ENV_NAME.match(api_key_env):
+    if api_key_env is not None and not ENV_NAME.match(api_key_env):
         raise ConfigError(
             f"{where}.api_key_env: {api_key_env!r} is not an environment variable name "
             "(it names the variable holding the key, not the key itself)"
@@ -774,89 +569,3 @@ def _parse_model_options(data: Any, where: str) -> ModelOptions:
     for key, value in raw.items():
         values[str(key)] = expect_bool(value, f"{where}.{key}")
     return ModelOptions(**values)
-
-
-# --- printing ---------------------------------------------------------------------------
-
-
-def config_to_yaml(config: Config, *, redact: bool = True) -> str:
-    """The effective config as YAML in the documented shape (``--print-config``).
-
-    Loading the output gives back an equal :class:`Config`. Upstream keys are never in a
-    Config (only the variable names are). Client keys (``server.api_keys``) are printed as
-    ``<redacted>`` unless ``redact=False``; a redacted printout is refused on load.
-    """
-    server = config.server
-    doc: dict[str, Any] = {
-        "server": {
-            "host": server.host,
-            "port": server.port,
-            "max_body_mb": server.max_body_mb,
-            "api_keys": [REDACTED if redact else k for k in server.api_keys],
-            **{key: getattr(server, key) for key in (*_LIMIT_SECONDS, *_LIMIT_COUNTS)},
-            "max_connections": server.max_connections or "auto",
-        },
-        "upstreams": {name: _upstream_doc(u) for name, u in config.upstreams.items()},
-        "models": [_model_doc(m) for m in config.models],
-        "responses": _responses_doc(config.responses),
-        "routing": {
-            "strategy": config.routing.strategy,
-            "cooldown": dataclasses.asdict(config.routing.cooldown),
-        },
-        "keys": [key_doc(key) for key in config.keys],
-        "state": state_doc(config.state),
-        "usage": usage_doc(config.usage),
-        "metrics": config.metrics,
-    }
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-
-
-def _upstream_doc(cfg: UpstreamConfig) -> dict[str, Any]:
-    doc: dict[str, Any] = {"kind": cfg.kind}
-    for key in ("base_url", "api_key_env"):
-        value = getattr(cfg, key)
-        if value is not None:
-            doc[key] = value
-    if cfg.headers:
-        doc["headers"] = dict(cfg.headers)
-    # The timeout shows whenever it is set, and for an HTTP upstream (one with a URL or a
-    # key) even at its defaults: those bound every request it gets. Not for an in-process
-    # or scripted one, whose entry names neither and which never waits on a socket.
-    if cfg.timeout != TimeoutConfig() or cfg.base_url or cfg.api_key_env:
-        timeout = cfg.timeout
-        doc["timeout"] = {"connect": timeout.connect, "read": timeout.read, "total": timeout.total}
-    if cfg.limits != LimitsConfig():
-        limits = dataclasses.asdict(cfg.limits)
-        doc["limits"] = {k: v for k, v in limits.items() if v is not None}
-    if cfg.retries != RetriesConfig():
-        doc["retries"] = dataclasses.asdict(cfg.retries)
-    doc.update(cfg.options)
-    return doc
-
-
-def _responses_doc(cfg: ResponsesConfig) -> dict[str, Any]:
-    # ``url`` only when set: the default (SQLite in the user data dir) is resolved when
-    # the store opens, so a printout loads back as the same config on another machine.
-    doc: dict[str, Any] = {"store": cfg.store}
-    if cfg.url is not None:
-        doc["url"] = cfg.url
-    doc["expire_after"] = cfg.expire_after
-    if cfg.secret_env is not None:
-        doc["secret_env"] = cfg.secret_env
-    return doc
-
-
-def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
-    doc: dict[str, Any] = {"name": cfg.name, "upstream": cfg.upstream}
-    if cfg.model != cfg.name:
-        doc["model"] = cfg.model
-    if cfg.options != ModelOptions():
-        doc["options"] = dataclasses.asdict(cfg.options)
-    if cfg.weight != 1.0:
-        doc["weight"] = cfg.weight
-    for key in ("fallbacks", "force_params", "drop_params"):
-        if getattr(cfg, key):
-            doc[key] = list(getattr(cfg, key))
-    if cfg.params:
-        doc["params"] = dict(cfg.params)
-    return doc

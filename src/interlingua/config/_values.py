@@ -7,10 +7,12 @@ own sections.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "ENV_NAME",
     "ConfigError",
     "database_url",
     "describe",
@@ -23,6 +25,10 @@ __all__ = [
     "positive",
     "reject_unknown",
 ]
+
+
+#: what the name of an environment variable may look like (``api_key_env``, ``key_env``)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ConfigError(ValueError):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._values import (
+    ENV_NAME,
     ConfigError,
     database_url,
     describe,
@@ -52,7 +53,6 @@ __all__ = [
     "usage_doc",
 ]
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _STATE_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -140,7 +140,7 @@ def _parse_key(data: Any, where: str) -> KeyConfig:
     digest = opt_str(raw.get("key_sha256"), f"{where}.key_sha256")
     if (key_env is None) == (digest is None):
         raise ConfigError(f"{where}: give exactly one of key_env and key_sha256")
-    if key_env is not None and not _ENV_NAME.match(key_env):
+    if key_env is not None and not ENV_NAME.match(key_env):
         raise ConfigError(f"{where}.key_env: the name of an environment variable, got {key_env!r}")
     if digest is not None:
         digest = digest.lower()
