@@ -104,8 +104,8 @@ class Accounting:
             return response
         assert isinstance(response, StreamResponse)
         record.stream = True
-        meter = Meter(record, dialect)
-        response.chunks = meter.watch(response.chunks)
+        meter = Meter(record, dialect, response)
+        response.watch = meter.see
         on_error = response.on_error
         inner_close = response.aclose
 
@@ -142,38 +142,36 @@ class Accounting:
 
 
 class Meter:
-    """Watches a stream's bytes for the request's record: first byte, usage, errors."""
+    """Watches a stream's bytes for the request's record: first byte, usage, errors.
 
-    __slots__ = ("_dialect", "_ended", "_record", "_started", "_usage")
+    :meth:`see` is the response's ``watch`` hook (server/http.py): a plain call per chunk
+    rather than one more async generator around the chunks, which cost every read of a
+    relayed stream a layer of coroutine calls."""
 
-    def __init__(self, record: Record, dialect: Dialect) -> None:
+    __slots__ = ("_dialect", "_first", "_record", "_response", "_started", "_usage")
+
+    def __init__(self, record: Record, dialect: Dialect, response: StreamResponse) -> None:
         self._record = record
         self._dialect = dialect
+        self._response = response
         self._usage = StreamUsage()
         self._started = record.latency  # (the perf_counter start: see Accounting.open)
-        self._ended = False
+        self._first = True
 
-    async def watch(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    def see(self, chunk: bytes) -> None:
+        """One chunk on its way to the client."""
         record = self._record
-        usage = self._usage
-        first = True
-        try:
-            async for chunk in chunks:
-                if first:
-                    first = False
-                    record.ttft = time.perf_counter() - self._started
-                if USAGE_MARK.search(chunk) is not None:
-                    usage.feed(chunk)
-                if chunk.startswith((b"event: error", b'data: {"error"')) or (
-                    b"\nevent: error" in chunk
-                    or b"event: response.failed" in chunk
-                    or b'\ndata: {"error"' in chunk
-                ):
-                    record.error = record.error or self._error_kind(chunk)
-                yield chunk
-            self._ended = True
-        finally:
-            await aclose_iterator(chunks)
+        if self._first:
+            self._first = False
+            record.ttft = time.perf_counter() - self._started
+        if USAGE_MARK.search(chunk) is not None:
+            self._usage.feed(chunk)
+        if chunk.startswith((b"event: error", b'data: {"error"')) or (
+            b"\nevent: error" in chunk
+            or b"event: response.failed" in chunk
+            or b'\ndata: {"error"' in chunk
+        ):
+            record.error = record.error or self._error_kind(chunk)
 
     def done(self) -> None:
         """The stream is over: its usage into the record, and a stream cut short (the
@@ -182,7 +180,7 @@ class Meter:
         counts = self._usage.counts
         if counts:
             _set_counts(record, counts)
-        if not self._ended and record.error is None:
+        if not self._response.completed and record.error is None:
             record.error = "cancelled"
 
     def _error_kind(self, chunk: bytes) -> str:

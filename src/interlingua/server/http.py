@@ -131,7 +131,17 @@ class StreamResponse:
     (:class:`~.keepalive.Ticker`); ``chunks`` must then be whole events.
     """
 
-    __slots__ = ("aclose", "chunks", "drain", "headers", "on_error", "ping", "status")
+    __slots__ = (
+        "aclose",
+        "chunks",
+        "completed",
+        "drain",
+        "headers",
+        "on_error",
+        "ping",
+        "status",
+        "watch",
+    )
 
     def __init__(
         self,
@@ -150,6 +160,11 @@ class StreamResponse:
         self.on_error = on_error
         self.aclose = aclose
         self.drain: Drain | None = None
+        #: shown every chunk before it is sent (the request's record: server/accounting.py);
+        #: a plain call, not another generator layer around ``chunks``
+        self.watch: Callable[[bytes], None] | None = None
+        #: True once ``chunks`` ran to its end (not cut by an error or a hang-up)
+        self.completed = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # uvicorn (ASGI spec 2.3) makes ``send`` a silent no-op once the client is gone,
@@ -209,11 +224,15 @@ class StreamResponse:
         state["started"] = True
         ticker = Ticker(send, self.ping) if self.ping is not None else None
         try:
+            watch = self.watch
             async for chunk in self.chunks:
                 if chunk:
+                    if watch is not None:
+                        watch(chunk)
                     if ticker is not None:
                         ticker.wrote()
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            self.completed = True
         except OSError:
             raise  # the client hung up (uvicorn's ClientDisconnected is an OSError)
         except Exception as exc:

@@ -374,11 +374,15 @@ class _Session:
         decoder = SSEDecoder()
         terminal: tuple[dict[str, Any], int] | None = None
         chunks = answer.chunks
+        watch = answer.watch  # (the request's record, as StreamResponse itself shows it)
         try:
             try:
                 async for chunk in chunks:
+                    if watch is not None:
+                        watch(chunk)
                     for event in decoder.decode(chunk):
                         terminal = await self._forward(event.data, stream_id) or terminal
+                answer.completed = True
                 for event in decoder.flush():
                     terminal = await self._forward(event.data, stream_id) or terminal
             except _ClientGone:
