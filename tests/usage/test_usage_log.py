@@ -216,6 +216,23 @@ async def test_many_records_are_written_in_few_transactions(sqlite_url: str) -> 
     assert [row[2] for row in rows] == [f"req_{i}" for i in range(2000)]
 
 
+async def test_a_batch_is_a_few_multi_row_statements(tmp_path: Path) -> None:
+    # One step per row would hand the GIL to and from the event loop per row (db.py).
+    db = connect(f"sqlite://{tmp_path}/rows.db")
+    await db.open()
+    statements: list[str] = []
+    await db.run(lambda conn: conn.set_trace_callback(statements.append))
+    await db.execute("CREATE TABLE t (a INTEGER, b TEXT, c REAL, d BOOLEAN)")
+    rows = [(i, f"r{i}" if i % 3 else None, i / 4, i % 2 == 0) for i in range(500)]
+    statements.clear()
+    await db.execute_rows("INSERT INTO t (a, b, c, d) VALUES ($1, $2, $3, $4)", rows)
+    inserts = [s for s in statements if s.startswith("INSERT")]
+    assert len(inserts) == 3  # 999 parameters at most: 249 + 249 + 2 rows
+    got = await db.fetch("SELECT a, b, c, d FROM t ORDER BY rowid")
+    await db.aclose()
+    assert [(a, b, c, bool(d)) for a, b, c, d in got] == rows
+
+
 # --- a slow or failing database --------------------------------------------------
 
 

@@ -115,7 +115,7 @@ async def test_a_version_0_database_is_migrated_and_its_other_tables_kept(tmp_pa
         assert conn.execute("SELECT id FROM interlingua_responses").fetchall() == [("resp_1",)]
         assert conn.execute(f"SELECT request_id FROM {TABLE}").fetchall() == [("req_1",)]
         indexes = {row[1] for row in conn.execute(f"PRAGMA index_list('{TABLE}')")}
-        assert {f"{TABLE}_at", f"{TABLE}_key_model"} <= indexes
+        assert f"{TABLE}_at" in indexes
     finally:
         conn.close()
 

@@ -110,7 +110,7 @@ _ID_TYPE = {
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
-        "the usage table, indexed by time and by (key, model)",
+        "the usage table, indexed by time",
         (
             f"""CREATE TABLE {TABLE} (
                 id {{id}},
@@ -131,8 +131,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                 ttft DOUBLE PRECISION,
                 stream BOOLEAN NOT NULL
             )""",
+            # Only by time: every report reads a window of time (`at >= $1`) and groups
+            # within it. A (key, model) index cost 2 µs a row on SQLite's writes (4.7 ->
+            # 2.7 µs, 500-row batches) and served no query.
             f"CREATE INDEX {TABLE}_at ON {TABLE} (at)",
-            f"CREATE INDEX {TABLE}_key_model ON {TABLE} (key_name, model)",
         ),
     ),
 )
