@@ -3,6 +3,7 @@ counts several workers share; the page itself (GET /ui) as served."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -338,3 +339,58 @@ async def test_authorize_is_called_with_the_headers() -> None:
         assert (await client.get("/ui/data")).status_code == 401
         assert (await client.get("/ui/data", headers={"x-api-key": "k"})).status_code == 200
     assert seen == [None, "k"]
+
+
+async def test_a_named_key_sees_its_own_traffic_and_failures_only() -> None:
+    keys = {"ops": "sk-ops-status", "team-a": "sk-a-status", "team-b": "sk-b-status"}
+    config = parse_config(
+        {
+            **CONFIG,
+            "server": {"api_keys": [keys["ops"]]},
+            "keys": [
+                {"name": "team-a", "key_sha256": sha256(keys["team-a"]), "models": ["lb"]},
+                {"name": "team-b", "key_sha256": sha256(keys["team-b"])},
+            ],
+            "usage": False,
+        }
+    )
+    app = create_app(config)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://gw"
+    ) as client:
+
+        async def ask(who: str, model: str, content: str = "hi") -> int:
+            answer = await client.post(
+                "/v1/chat/completions",
+                headers={"authorization": f"Bearer {keys[who]}"},
+                json={"model": model, "messages": [{"role": "user", "content": content}]},
+            )
+            return answer.status_code
+
+        assert await ask("team-a", "lb") == 200
+        assert await ask("team-b", "lb") == 200
+        assert await ask("team-b", "solo") == 200
+        assert await ask("team-b", "nope") == 404  # a failure of team-b's
+
+        async def seen(who: str) -> dict[str, Any]:
+            got = await client.get("/ui/data", headers={"x-api-key": keys[who]})
+            assert got.status_code == 200
+            data: dict[str, Any] = got.json()
+            return data
+
+        a, b, ops = await seen("team-a"), await seen("team-b"), await seen("ops")
+    assert set(a["traffic"]["key"]) == {"team-a"}
+    assert [m["name"] for m in a["models"]] == ["lb"]  # its models: lb only
+    assert set(a["traffic"]["model"]) == {"lb"}
+    assert sum(a["traffic"]["model"]["lb"]["requests"]) == 2  # (all keys' traffic on lb)
+    assert a["errors"] == []
+    assert "team-b" not in json.dumps(a)
+    assert set(b["traffic"]["key"]) == {"team-b"}
+    assert [m["name"] for m in b["models"]] == ["lb", "solo"]
+    assert [e["key"] for e in b["errors"]] == ["team-b"]
+    assert set(ops["traffic"]["key"]) == {"team-a", "team-b"}  # a key with no name: all
+    assert len(ops["errors"]) == 1
+
+
+def sha256(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()

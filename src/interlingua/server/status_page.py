@@ -17,7 +17,11 @@ its Content-Security-Policy allows nothing but this server. Every few seconds it
 **Access**: ``/ui`` itself holds no data. ``/ui/data`` calls ``authorize(headers)``
 first (the gateway's own key check: raises an InterlinguaError to refuse); when it
 refuses, the page asks for a key, keeps it in the tab's ``sessionStorage`` and sends it
-as ``Authorization: Bearer``.
+as ``Authorization: Bearer``. What a key sees: a key without a name (``server.api_keys``,
+the gateway's shared keys) sees everything; a *named* key (``keys:``, one team's) sees
+the models it may use with their deployments' health and all traffic on them (the state
+of the service it uses), but of the per-key charts and the recent failures only its own:
+one team does not learn another's name, traffic, request ids or errors.
 
 **Several workers** (``serve --workers N``): each keeps its own counts, and a request for
 the page reaches one of them. So each worker also writes its state, at most every
@@ -36,7 +40,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from starlette.requests import Request as HTTPRequest
@@ -70,7 +74,19 @@ _PAGE_HEADERS = {
     "referrer-policy": "no-referrer",
 }
 
-Authorize = Callable[[Mapping[str, str]], object]  # raises to refuse; its result is unused
+#: raises to refuse; else returns who asks: an object with ``name`` (None: sees all) and
+#: ``allows(model)`` (server/keys.py ClientKey), or None (no keys: sees all)
+Authorize = Callable[[Mapping[str, str]], object]
+
+
+@runtime_checkable
+class Viewer(Protocol):
+    """Who asks for ``/ui/data`` (a ClientKey)."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    def allows(self, model: str) -> bool: ...
 
 
 def _page() -> bytes:
@@ -122,20 +138,26 @@ class StatusPage:
 
     # -- the data -----------------------------------------------------------------------
 
-    def data(self) -> dict[str, Any]:
-        """What ``/ui/data`` answers (all workers' when several serve)."""
+    def data(self, viewer: Viewer | None = None) -> dict[str, Any]:
+        """What ``/ui/data`` answers (all workers' when several serve); for a named
+        ``viewer`` only what it may see (module docstring)."""
         now = self.clock()
         own = self._state(now)
         states = [own, *self._others(now)] if self.share_dir is not None else [own]
         traffic = merge(state["traffic"] for state in states)
+        if viewer is not None and viewer.name is not None:
+            traffic = _seen_by(traffic, viewer.name, viewer.allows)
         live = [state for state in states if state.get("live", True)]
         first = int(now // 60) - MINUTES + 1
+        models = self._models(traffic, live, first + MINUTES - HEALTH_MINUTES, now)
+        if viewer is not None and viewer.name is not None:
+            models = [model for model in models if viewer.allows(model["name"])]
         return {
             "now": now,
             "first_minute": first,
             "minutes": MINUTES,
             "workers": len(live),
-            "models": self._models(traffic, live, first + MINUTES - HEALTH_MINUTES, now),
+            "models": models,
             "totals": _dense_total(traffic["series"]["model"], first),
             "traffic": {
                 kind: {
@@ -242,13 +264,14 @@ class StatusPage:
     async def data_endpoint(self, request: HTTPRequest) -> Response:
         """``GET /ui/data``: :meth:`data` as JSON, after ``authorize``."""
         headers = {"cache-control": "no-store"}
+        viewer = None
         if self.authorize is not None:
             try:
-                self.authorize(request.headers)
+                viewer = self.authorize(request.headers)
             except InterlinguaError as err:
                 refusal = {"error": {"message": err.message, "type": err.kind.value}}
                 return Response(orjson.dumps(refusal), err.status, headers, "application/json")
-        body = orjson.dumps(self.data())
+        body = orjson.dumps(self.data(viewer if isinstance(viewer, Viewer) else None))
         return Response(body, 200, headers, "application/json")
 
     def routes(self) -> list[Route]:
@@ -257,6 +280,21 @@ class StatusPage:
             Route("/ui/", self.page, methods=["GET"]),
             Route("/ui/data", self.data_endpoint, methods=["GET"]),
         ]
+
+
+def _seen_by(traffic: dict[str, Any], name: str, allows: Callable[[str], bool]) -> dict[str, Any]:
+    """``traffic`` (a merged snapshot) as the key ``name`` may see it: the models it may
+    use, its own key series, its own failures (deployments stay: the page shows only
+    those of the models kept)."""
+    series = traffic["series"]
+    return {
+        "series": {
+            **series,
+            "model": {model: m for model, m in series["model"].items() if allows(model)},
+            "key": {key: k for key, k in series["key"].items() if key == name},
+        },
+        "errors": [error for error in traffic["errors"] if error.get("key") == name],
+    }
 
 
 def _deployment_view(
