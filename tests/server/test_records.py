@@ -7,6 +7,7 @@ where it went; how it ended.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,14 @@ from ..live_server import live_server
 from .mock_responses import USAGE as RESPONSES_USAGE
 from .mock_responses import mock_responses
 from .mock_upstream import USAGE as CHAT_USAGE
-from .mock_upstream import MockOpenAI, drop_after, mock_openai, status, stream_events
+from .mock_upstream import (
+    MockOpenAI,
+    _start_sse,
+    drop_after,
+    mock_openai,
+    status,
+    stream_events,
+)
 from .test_keys import Rows
 from .test_shaping import anthropic_answer
 
@@ -180,6 +188,34 @@ def test_a_stream_cut_mid_way_is_recorded_failed(stack: Stack) -> None:
     assert answer.status_code == 200 and b'"error"' in body
     row = stack.last("gpt-x")
     assert row.status == 200 and row.error is not None and row.stream
+
+
+def test_an_error_event_the_upstream_streams_is_recorded_with_its_kind(stack: Stack) -> None:
+    # The upstream's own in-band error (Chat: a data line with "error"), its event split
+    # over two writes, then the end of the stream: found among the stream's last events.
+    error = b'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
+
+    async def behaviour(mock: Any, request: Any, body: dict[str, Any]) -> Any:
+        resp = await _start_sse(request)
+        for event in stream_events("up-gpt", include_usage=False)[:3]:
+            await resp.write(event)
+        await resp.write(error[:20])
+        await asyncio.sleep(0.005)
+        await resp.write(error[20:])
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    stack.chat.enqueue(behaviour)
+    with httpx.stream(
+        "POST",
+        stack.url + "/v1/chat/completions",
+        json={"model": "gpt-x", "messages": HELLO, "stream": True},
+    ) as answer:
+        body = b"".join(answer.iter_bytes())
+    assert answer.status_code == 200 and b"overloaded" in body
+    row = stack.last("gpt-x")
+    assert row.status == 200 and row.error == "upstream_error" and row.stream
 
 
 def test_a_refused_request_is_recorded(stack: Stack) -> None:

@@ -10,9 +10,10 @@ settles the key's token limits with the real count:
 * a whole body (an answer or an error): at once, its ``usage`` read with a decoder that
   looks at nothing else (the passthrough body is never parsed whole);
 * a stream: when the response closes (normal end, error, or the client leaving), with the
-  usage its bytes reported (:class:`~interlingua.upstreams.relay_usage.StreamUsage`, one
-  regular-expression scan per write) and the time of its first byte. An in-band error
-  event marks the record failed though its status stays 200.
+  usage its bytes reported (:class:`~interlingua.upstreams.relay_usage.StreamUsage`: a
+  substring search per write, a pattern's only where usage is) and the time of its
+  first byte. An in-band error event (found among the stream's last events: it ends
+  the stream) marks the record failed though its status stays 200.
 
 On the passthrough path a Chat Completions stream whose client did not ask for usage is
 sent upstream with ``stream_options.include_usage`` (the gateway needs the count); the
@@ -148,7 +149,16 @@ class Meter:
     rather than one more async generator around the chunks, which cost every read of a
     relayed stream a layer of coroutine calls."""
 
-    __slots__ = ("_dialect", "_first", "_record", "_response", "_started", "_usage")
+    __slots__ = (
+        "_before",
+        "_dialect",
+        "_first",
+        "_last",
+        "_record",
+        "_response",
+        "_started",
+        "_usage",
+    )
 
     def __init__(self, record: Record, dialect: Dialect, response: StreamResponse) -> None:
         self._record = record
@@ -157,29 +167,37 @@ class Meter:
         self._usage = StreamUsage()
         self._started = record.latency  # (the perf_counter start: see Accounting.open)
         self._first = True
+        #: the last two chunks: an in-band error is a stream's last event (see done)
+        self._before = self._last = b""
 
     def see(self, chunk: bytes) -> None:
         """One chunk on its way to the client."""
-        record = self._record
         if self._first:
             self._first = False
-            record.ttft = time.perf_counter() - self._started
-        if USAGE_MARK.search(chunk) is not None:
-            self._usage.feed(chunk)
-        if chunk.startswith((b"event: error", b'data: {"error"')) or (
-            b"\nevent: error" in chunk
-            or b"event: response.failed" in chunk
-            or b'\ndata: {"error"' in chunk
-        ):
-            record.error = record.error or self._error_kind(chunk)
+            self._record.ttft = time.perf_counter() - self._started
+        self._usage.feed(chunk)
+        self._before = self._last
+        self._last = chunk
 
     def done(self) -> None:
-        """The stream is over: its usage into the record, and a stream cut short (the
-        client left) marked so."""
+        """The stream is over: its usage into the record, an in-band error event marks it
+        failed, and a stream cut short (the client left) is marked so.
+
+        An error event (Chat's ``data: {"error"``, Messages' ``event: error``, Responses'
+        ``response.failed``) ends the stream it is in, in every dialect: looking at the
+        last events once, here, finds it without scanning every chunk as it passes."""
         record = self._record
         counts = self._usage.counts
         if counts:
             _set_counts(record, counts)
+        if record.error is None:
+            tail = _last_events(self._before + self._last)
+            if tail.startswith((b"event: error", b'data: {"error"')) or (
+                b"\nevent: error" in tail
+                or b"event: response.failed" in tail
+                or b'\ndata: {"error"' in tail
+            ):
+                record.error = self._error_kind(tail)
         if not self._response.completed and record.error is None:
             record.error = "cancelled"
 
@@ -194,6 +212,21 @@ class Meter:
                     error = self._dialect.parse_error(500, line[5:], {})
                     return error.kind.value
         return _UPSTREAM_ERROR
+
+
+#: events looked at for an in-band error at a stream's end (Chat: the error, then
+#: perhaps ``data: [DONE]``)
+_TAIL_EVENTS = 3
+
+
+def _last_events(data: bytes) -> bytes:
+    """The last :data:`_TAIL_EVENTS` SSE events of ``data`` (all of it if fewer)."""
+    end = len(data.rstrip(b"\n"))
+    for _ in range(_TAIL_EVENTS):
+        end = data.rfind(b"\n\n", 0, end)
+        if end < 0:
+            return data
+    return data[end + 2 :]
 
 
 def _count_body(record: Record, body: bytes) -> None:

@@ -139,7 +139,7 @@ class StreamUsage:
         return usage_tokens(self._counts) if self._counts else 0
 
     def feed(self, chunk: bytes) -> None:
-        """Look at one relayed read."""
+        """Look at one relayed read (every read: a line may run on into the next)."""
         end = chunk.rfind(b"\n")
         if end < 0:
             if sum(map(len, self._held)) + len(chunk) <= _MAX_LINE:
@@ -151,9 +151,10 @@ class StreamUsage:
             data = b"".join((*self._held, chunk[:end]))
             self._held.clear()
             self._scan(data, len(data))
-        else:
-            data = chunk
-            self._scan(data, end)
+        elif chunk.find(b'"usage"', 0, end) >= 0:
+            # (a plain substring search first: the pattern's own search is ~2x slower,
+            # and most reads of most streams carry no usage at all)
+            self._scan(chunk, end)
         if end + 1 < len(chunk):
             self._held.append(chunk[end + 1 :])
 
@@ -188,14 +189,16 @@ class StreamUsage:
 
 
 def _merge(counts: dict[str, Any], usage: dict[str, Any]) -> None:
-    """Keep in ``counts`` the largest int per key of ``usage`` (detail objects too)."""
+    """Keep in ``counts`` the largest int per key of ``usage`` (detail objects too).
+    ``counts`` holds only what this put there: ints and dicts (a bool is neither)."""
     for key, value in usage.items():
-        if isinstance(value, int):
+        kind = type(value)
+        if kind is int:
             old = counts.get(key, 0)
-            if isinstance(old, int) and value > old:
+            if type(old) is int and value > old:
                 counts[key] = value
-        elif isinstance(value, dict):
+        elif kind is dict:
             inner = counts.get(key)
-            if not isinstance(inner, dict):
+            if type(inner) is not dict:
                 inner = counts[key] = {}
             _merge(inner, value)
