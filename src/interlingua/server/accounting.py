@@ -10,10 +10,9 @@ settles the key's token limits with the real count:
 * a whole body (an answer or an error): at once, its ``usage`` read with a decoder that
   looks at nothing else (the passthrough body is never parsed whole);
 * a stream: when the response closes (normal end, error, or the client leaving), with the
-  usage its bytes reported (:class:`~interlingua.upstreams.relay_usage.StreamUsage`: a
-  substring search per write, a pattern's only where usage is) and the time of its
-  first byte. An in-band error event (found among the stream's last events: it ends
-  the stream) marks the record failed though its status stays 200.
+  usage its first and last events reported (:class:`Meter` says why only those) and the
+  time of its first byte. An in-band error event marks the record failed though its
+  status stays 200.
 
 On the passthrough path a Chat Completions stream whose client did not ask for usage is
 sent upstream with ``stream_options.include_usage`` (the gateway needs the count); the
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -147,16 +147,27 @@ class Meter:
 
     :meth:`see` is the response's ``watch`` hook (server/http.py): a plain call per chunk
     rather than one more async generator around the chunks, which cost every read of a
-    relayed stream a layer of coroutine calls."""
+    relayed stream a layer of coroutine calls.
+
+    Where to look: every dialect reports usage in a stream's first event (Messages'
+    ``message_start``: the input tokens) or its last ones (Chat's usage chunk before
+    ``[DONE]``, Messages' ``message_delta``, Responses' ``response.completed``;
+    counts that repeat along the way, as vLLM's continuous usage, are cumulative, so the
+    last is the largest), and an in-band error event (Chat's ``data: {"error"``,
+    Messages' ``event: error``, Responses' ``response.failed``) ends its stream. So the
+    first event is read once, and the last events once when the stream is over, instead
+    of scanning every byte of every chunk on its way (a stream's bytes are mostly text
+    deltas, and a pattern search over them cost more than the rest of the record).
+    """
 
     __slots__ = (
-        "_before",
         "_dialect",
-        "_first",
-        "_last",
+        "_events",
+        "_head",
         "_record",
         "_response",
         "_started",
+        "_tail",
         "_usage",
     )
 
@@ -166,38 +177,53 @@ class Meter:
         self._response = response
         self._usage = StreamUsage()
         self._started = record.latency  # (the perf_counter start: see Accounting.open)
-        self._first = True
-        #: the last two chunks: an in-band error is a stream's last event (see done)
-        self._before = self._last = b""
+        #: the stream's bytes until its first event is whole (None: looked at, or no
+        #: byte yet seen when it is b"")
+        self._head: bytes | None = b""
+        #: the reads that hold the last _TAIL_EVENTS events (and the unfinished one),
+        #: each with the event ends it holds; and their sum
+        self._tail: deque[tuple[bytes, int]] = deque()
+        self._events = 0
 
     def see(self, chunk: bytes) -> None:
         """One chunk on its way to the client."""
-        if self._first:
-            self._first = False
-            self._record.ttft = time.perf_counter() - self._started
-        self._usage.feed(chunk)
-        self._before = self._last
-        self._last = chunk
+        head = self._head
+        if head is not None:
+            if not head:
+                self._record.ttft = time.perf_counter() - self._started
+            head += chunk
+            first = head.find(b"\n\n")
+            if first >= 0 or len(head) > _MAX_HEAD:
+                self._head = None
+                self._usage.scan(head[: first + 2] if first >= 0 else head)
+            else:
+                self._head = head
+        ends = chunk.count(b"\n\n")
+        tail = self._tail
+        tail.append((chunk, ends))
+        self._events += ends
+        # The oldest read goes once the reads after it hold the last events whole.
+        while self._events - tail[0][1] > _TAIL_EVENTS:
+            self._events -= tail.popleft()[1]
 
     def done(self) -> None:
-        """The stream is over: its usage into the record, an in-band error event marks it
-        failed, and a stream cut short (the client left) is marked so.
-
-        An error event (Chat's ``data: {"error"``, Messages' ``event: error``, Responses'
-        ``response.failed``) ends the stream it is in, in every dialect: looking at the
-        last events once, here, finds it without scanning every chunk as it passes."""
+        """The stream is over: the usage of its last events into the record, an in-band
+        error event marks it failed, and a stream cut short (the client left) is marked
+        so."""
         record = self._record
-        counts = self._usage.counts
-        if counts:
-            _set_counts(record, counts)
-        if record.error is None:
-            tail = _last_events(self._before + self._last)
-            if tail.startswith((b"event: error", b'data: {"error"')) or (
-                b"\nevent: error" in tail
+        if self._tail:
+            tail = _last_events(b"".join(chunk for chunk, _ in self._tail))
+            self._usage.scan(tail)
+            if record.error is None and (
+                tail.startswith((b"event: error", b'data: {"error"'))
+                or b"\nevent: error" in tail
                 or b"event: response.failed" in tail
                 or b'\ndata: {"error"' in tail
             ):
                 record.error = self._error_kind(tail)
+        counts = self._usage.counts
+        if counts:
+            _set_counts(record, counts)
         if not self._response.completed and record.error is None:
             record.error = "cancelled"
 
@@ -214,9 +240,12 @@ class Meter:
         return _UPSTREAM_ERROR
 
 
-#: events looked at for an in-band error at a stream's end (Chat: the error, then
-#: perhaps ``data: [DONE]``)
-_TAIL_EVENTS = 3
+#: events looked at for usage and an in-band error at a stream's end (Messages:
+#: message_delta, then perhaps a ping, then message_stop; Chat: the usage chunk or the
+#: error, then ``data: [DONE]``)
+_TAIL_EVENTS = 4
+#: the most of a stream's start kept while waiting for its first event to be whole
+_MAX_HEAD = 1 << 20
 
 
 def _last_events(data: bytes) -> bytes:

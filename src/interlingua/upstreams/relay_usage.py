@@ -158,6 +158,12 @@ class StreamUsage:
         if end + 1 < len(chunk):
             self._held.append(chunk[end + 1 :])
 
+    def scan(self, events: bytes) -> None:
+        """Look at whole events (``events`` ends at an event's end): for a reader that
+        knows where usage can be and looks only there (server/accounting.py Meter)."""
+        if events.find(b'"usage"') >= 0:
+            self._scan(events, len(events))
+
     def _scan(self, data: bytes, end: int) -> None:
         pos = 0
         while True:
