@@ -21,19 +21,13 @@ STREAMS = {
 TOKENS = (58, 17)
 
 
-class Response:
-    completed = True
-
-
 def metered(dialect: object, reads: list[bytes], completed: bool = True) -> Record:
     record = Record(at=0.0, request_id="r", key=None, dialect="x", model="m")
     record.latency = time.perf_counter()
-    response = Response()
-    response.completed = completed
-    meter = Meter(record, dialect, response)  # type: ignore[arg-type]
+    meter = Meter(record, dialect)  # type: ignore[arg-type]
     for read in reads:
         meter.see(read)
-    meter.done()
+    meter.done(completed)
     return record
 
 
@@ -79,3 +73,23 @@ def test_a_stream_the_client_left_is_cancelled() -> None:
 def test_no_read_at_all() -> None:
     record = metered(OPENAI, [], completed=True)
     assert record.error is None and record.ttft is None and record.input_tokens == 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 64])
+def test_the_reads_kept_stay_few_on_a_long_stream(size: int) -> None:
+    # A long answer in small reads: only the reads that hold the last events are kept.
+    dialect, stream = STREAMS["openai"]
+    first, rest = stream.split(b"\n\n", 1)
+    delta = rest.split(b"\n\n", 1)[0] + b"\n\n"
+    long = first + b"\n\n" + delta * 300 + rest
+    record = Record(at=0.0, request_id="r", key=None, dialect="x", model="m")
+    record.latency = time.perf_counter()
+    meter = Meter(record, dialect)  # type: ignore[arg-type]
+    most = 0
+    for i, read in enumerate(pieces(long, size)):
+        meter.see(read)
+        if i % 100 == 0:
+            most = max(most, sum(map(len, meter._tail)))
+    assert most <= 16 * len(delta)
+    meter.done(True)
+    assert (record.input_tokens, record.output_tokens) == TOKENS

@@ -105,7 +105,7 @@ class Accounting:
             return response
         assert isinstance(response, StreamResponse)
         record.stream = True
-        meter = Meter(record, dialect, response)
+        meter = Meter(record, dialect)
         response.watch = meter.see
         on_error = response.on_error
         inner_close = response.aclose
@@ -122,7 +122,7 @@ class Accounting:
                 if inner_close is not None:
                     await inner_close()
             finally:
-                meter.done()
+                meter.done(response.completed)
                 self._finish(record, admission)
 
         response.on_error = failed
@@ -162,28 +162,29 @@ class Meter:
 
     __slots__ = (
         "_dialect",
-        "_events",
         "_head",
         "_record",
-        "_response",
         "_started",
         "_tail",
+        "_trim_at",
         "_usage",
     )
 
-    def __init__(self, record: Record, dialect: Dialect, response: StreamResponse) -> None:
+    def __init__(self, record: Record, dialect: Dialect) -> None:
+        # (not the response: it holds this meter's ``see``, and a cycle between them
+        # would keep the reads held here until a full garbage collection)
         self._record = record
         self._dialect = dialect
-        self._response = response
         self._usage = StreamUsage()
         self._started = record.latency  # (the perf_counter start: see Accounting.open)
         #: the stream's bytes until its first event is whole (None: looked at, or no
         #: byte yet seen when it is b"")
         self._head: bytes | None = b""
-        #: the reads that hold the last _TAIL_EVENTS events (and the unfinished one),
-        #: each with the event ends it holds; and their sum
-        self._tail: deque[tuple[bytes, int]] = deque()
-        self._events = 0
+        #: the last reads: at least those that hold the last _TAIL_EVENTS events
+        self._tail: deque[bytes] = deque()
+        #: the tail's length that calls for the next trim (twice what the last kept:
+        #: each read costs the trims O(1) however the stream is cut)
+        self._trim_at = 2 * _TAIL_EVENTS
 
     def see(self, chunk: bytes) -> None:
         """One chunk on its way to the client."""
@@ -198,21 +199,20 @@ class Meter:
                 self._usage.scan(head[: first + 2] if first >= 0 else head)
             else:
                 self._head = head
-        ends = chunk.count(b"\n\n")
         tail = self._tail
-        tail.append((chunk, ends))
-        self._events += ends
-        # The oldest read goes once the reads after it hold the last events whole.
-        while self._events - tail[0][1] > _TAIL_EVENTS:
-            self._events -= tail.popleft()[1]
+        tail.append(chunk)
+        if len(tail) > self._trim_at:
+            _trim(tail)
+            self._trim_at = max(2 * _TAIL_EVENTS, 2 * len(tail))
 
-    def done(self) -> None:
-        """The stream is over: the usage of its last events into the record, an in-band
-        error event marks it failed, and a stream cut short (the client left) is marked
-        so."""
+    def done(self, completed: bool) -> None:
+        """The stream is over (``completed``: ran to its end): the usage of its last
+        events into the record, an in-band error event marks it failed, and a stream cut
+        short (the client left) is marked so. The reads held are let go."""
         record = self._record
         if self._tail:
-            tail = _last_events(b"".join(chunk for chunk, _ in self._tail))
+            tail = _last_events(b"".join(self._tail))
+            self._tail.clear()
             self._usage.scan(tail)
             if record.error is None and (
                 tail.startswith((b"event: error", b'data: {"error"'))
@@ -224,7 +224,8 @@ class Meter:
         counts = self._usage.counts
         if counts:
             _set_counts(record, counts)
-        if not self._response.completed and record.error is None:
+        self._head = None
+        if not completed and record.error is None:
             record.error = "cancelled"
 
     def _error_kind(self, chunk: bytes) -> str:
@@ -246,6 +247,28 @@ class Meter:
 _TAIL_EVENTS = 4
 #: the most of a stream's start kept while waiting for its first event to be whole
 _MAX_HEAD = 1 << 20
+
+
+def _trim(reads: deque[bytes]) -> None:
+    """Drop the oldest of ``reads`` that the last :data:`_TAIL_EVENTS` events do not
+    reach."""
+    found = 0
+    newer = b""
+    for i in range(len(reads) - 1, 0, -1):
+        read = reads[i]
+        if newer.startswith(b"\n") and read.endswith(b"\n"):  # an end split in two
+            found += 1
+        end = len(read)
+        while found <= _TAIL_EVENTS:
+            end = read.rfind(b"\n\n", 0, end)
+            if end < 0:
+                break
+            found += 1
+        if found > _TAIL_EVENTS:  # reads[i] holds the end of the event before them all
+            for _ in range(i):
+                reads.popleft()
+            return
+        newer = read
 
 
 def _last_events(data: bytes) -> bytes:
