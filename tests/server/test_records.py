@@ -177,15 +177,20 @@ def test_an_upstream_error_is_recorded_with_its_kind(stack: Stack) -> None:
     assert (row.status, row.error, row.upstream) == (503, "overloaded", "chat")
 
 
-def test_a_stream_cut_mid_way_is_recorded_failed(stack: Stack) -> None:
-    stack.chat.enqueue(drop_after(stream_events("up-gpt", include_usage=False)[:2]))
+def stream_gpt_x(stack: Stack) -> tuple[int, bytes]:
+    """A Chat stream of model gpt-x through the gateway: its status and bytes."""
     with httpx.stream(
         "POST",
         stack.url + "/v1/chat/completions",
         json={"model": "gpt-x", "messages": HELLO, "stream": True},
     ) as answer:
-        body = b"".join(answer.iter_bytes())
-    assert answer.status_code == 200 and b'"error"' in body
+        return answer.status_code, b"".join(answer.iter_bytes())
+
+
+def test_a_stream_cut_mid_way_is_recorded_failed(stack: Stack) -> None:
+    stack.chat.enqueue(drop_after(stream_events("up-gpt", include_usage=False)[:2]))
+    status, body = stream_gpt_x(stack)
+    assert status == 200 and b'"error"' in body
     row = stack.last("gpt-x")
     assert row.status == 200 and row.error is not None and row.stream
 
@@ -207,13 +212,8 @@ def test_an_error_event_the_upstream_streams_is_recorded_with_its_kind(stack: St
         return resp
 
     stack.chat.enqueue(behaviour)
-    with httpx.stream(
-        "POST",
-        stack.url + "/v1/chat/completions",
-        json={"model": "gpt-x", "messages": HELLO, "stream": True},
-    ) as answer:
-        body = b"".join(answer.iter_bytes())
-    assert answer.status_code == 200 and b"overloaded" in body
+    status, body = stream_gpt_x(stack)
+    assert status == 200 and b"overloaded" in body
     row = stack.last("gpt-x")
     assert row.status == 200 and row.error == "upstream_error" and row.stream
 
