@@ -94,12 +94,17 @@ def instructions(
         drive(port, scenario, count)
         time.sleep(2)  # the usage log's last flush
     finally:
-        proc.stop()
+        # (callgrind writes its files at exit, slowly on a busy machine: a SIGKILL after
+        # the usual grace would leave them without totals)
+        proc.stop(grace=300)
     total = 0
     for path in glob.glob(f"{out}*"):
-        for line in Path(path).read_text().splitlines():
-            if line.startswith("totals:"):
-                total += int(line.split()[1])
+        totals = [
+            line for line in Path(path).read_text().splitlines() if line.startswith("totals:")
+        ]
+        if not totals:
+            raise RuntimeError(f"{path} has no totals: callgrind did not finish writing it")
+        total += int(totals[0].split()[1])
     return total
 
 

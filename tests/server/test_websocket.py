@@ -103,7 +103,11 @@ async def test_frames_are_the_sse_stream_events(served: Served, model: str) -> N
         frames = await response_events(ws)
     assert [e["type"] for e in frames] == [e["type"] for e in sse]
     assert [e["sequence_number"] for e in frames] == list(range(len(sse)))
-    assert frames == sse  # (the scripted answer has fixed ids and times)
+    # The scripted answer has fixed ids; the time a translated answer is stamped with is
+    # the second it began (the two runs may straddle a second on a busy machine).
+    times = [e["response"].pop("created_at") for e in [*frames, *sse] if "response" in e]
+    assert max(times) - min(times) <= 5
+    assert frames == sse
     assert frames[-1]["type"] == "response.completed"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 
@@ -71,3 +73,16 @@ def test_usage_shapes() -> None:
     assert usage_tokens({"input_tokens": 2, "cache_read_input_tokens": 5, "output_tokens": 1}) == 8
     assert usage_tokens({"input_tokens": None, "output_tokens": "x"}) == 0
     assert body_tokens(b"not json") == 0 and body_tokens(b'{"usage": null}') == 0
+
+
+def test_compact_and_spaced_json_alike() -> None:
+    # Compact JSON takes a substring search, any other spacing the pattern: same counts.
+    # Messages: input in message_start, cumulative output in each message_delta.
+    start = {"type": "message_start", "message": {"usage": {"input_tokens": 10}}}
+    deltas = [{"type": "message_delta", "usage": {"output_tokens": n}} for n in (2, 5)]
+    for separators in ((",", ":"), (", ", ": ")):
+        usage = StreamUsage()
+        for event in (start, *deltas):
+            usage.feed(b"data: " + json.dumps(event, separators=separators).encode() + b"\n\n")
+        assert usage.counts == {"input_tokens": 10, "output_tokens": 5}
+        assert usage.tokens == 15

@@ -28,7 +28,7 @@ from interlingua.usage import (
     default_usage_url,
     open_usage_log,
 )
-from interlingua.usage.rows import MAX_TEXT, row_values
+from interlingua.usage.rows import MAX_TEXT, _mended, row_values
 from interlingua.usage.schema import COLUMNS, TABLE, VERSION_TABLE
 
 from .helpers import fresh_database, make_record, wait_until
@@ -141,6 +141,31 @@ async def test_values_no_database_takes_are_mended(url: str) -> None:
     assert values["request_id"] == "req_?"
     assert values["input_tokens"] == 2**63 - 1
     assert values["latency"] == 0.0 and values["status"] == 0
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"key": None, "upstream": None, "upstream_model": None, "error": "timeout"},
+        {"model": "m" * 300},  # (each text short, all of them long: the mending path)
+        {"model": "modèle"},
+        {"model": 7, "status": True},
+        {"input_tokens": -1},
+        {"output_tokens": 2**64},
+        {"ttft": math.inf},
+        {"latency": 1},  # (an int: a real column still gets a float)
+        {"stream": 1},
+        {"status": 2**40},
+    ],
+)
+def test_row_values_as_the_value_by_value_mending(fields: dict[str, object]) -> None:
+    # row_values checks a row at once and mends it value by value only when the check
+    # fails: both ways must give the same row, and the same types.
+    row = make_record(5, **fields)
+    got, mended = row_values(row), _mended(row)
+    assert got == mended
+    assert [type(v) for v in got] == [type(v) for v in mended]
 
 
 def test_row_values_follow_the_insert_columns() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ import orjson
 
 from ..core import Usage, aclose_iterator
 from ..dialects import Dialect
+from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
 from ..upstreams.relay_usage import USAGE_MARK, StreamUsage, body_usage
 from ..usage.record import Record, RecordSink, usage_counts
@@ -105,28 +106,10 @@ class Accounting:
             return response
         assert isinstance(response, StreamResponse)
         record.stream = True
-        meter = Meter(record, dialect)
+        meter = Meter(record, dialect, response.on_error, self, admission)
         response.watch = meter.see
-        on_error = response.on_error
-        inner_close = response.aclose
-
-        def failed(exc: BaseException) -> bytes:
-            kind = exc.kind.value if isinstance(exc, InterlinguaError) else _UPSTREAM_ERROR
-            record.error = record.error or kind
-            if on_error is None:
-                raise exc
-            return on_error(exc)
-
-        async def closed() -> None:
-            try:
-                if inner_close is not None:
-                    await inner_close()
-            finally:
-                meter.done(response.completed)
-                self._finish(record, admission)
-
-        response.on_error = failed
-        response.aclose = closed
+        response.on_error = meter.failed
+        response.finished = meter.finished
         return response
 
     def _finish(self, record: Record, admission: Admission | None) -> None:
@@ -149,20 +132,23 @@ class Meter:
     rather than one more async generator around the chunks, which cost every read of a
     relayed stream a layer of coroutine calls.
 
-    Where to look: every dialect reports usage in a stream's first event (Messages'
-    ``message_start``: the input tokens) or its last ones (Chat's usage chunk before
+    Where to look: Messages reports usage in a stream's first event (``message_start``:
+    the input tokens), every dialect in its last ones (Chat's usage chunk before
     ``[DONE]``, Messages' ``message_delta``, Responses' ``response.completed``;
     counts that repeat along the way, as vLLM's continuous usage, are cumulative, so the
     last is the largest), and an in-band error event (Chat's ``data: {"error"``,
     Messages' ``event: error``, Responses' ``response.failed``) ends its stream. So the
-    first event is read once, and the last events once when the stream is over, instead
+    first event is read once (Messages only), and the last events once when the stream is over, instead
     of scanning every byte of every chunk on its way (a stream's bytes are mostly text
     deltas, and a pattern search over them cost more than the rest of the record).
     """
 
     __slots__ = (
+        "_accounting",
+        "_admission",
         "_dialect",
         "_head",
+        "_on_error",
         "_record",
         "_started",
         "_tail",
@@ -170,11 +156,23 @@ class Meter:
         "_usage",
     )
 
-    def __init__(self, record: Record, dialect: Dialect) -> None:
+    def __init__(
+        self,
+        record: Record,
+        dialect: Dialect,
+        on_error: Callable[[BaseException], bytes] | None = None,
+        accounting: Accounting | None = None,
+        admission: Admission | None = None,
+    ) -> None:
+        """``on_error``: the response's own (renders an in-band error); ``accounting``
+        finishes the record (with ``admission``) when the response is over."""
         # (not the response: it holds this meter's ``see``, and a cycle between them
         # would keep the reads held here until a full garbage collection)
         self._record = record
         self._dialect = dialect
+        self._on_error = on_error
+        self._accounting = accounting
+        self._admission = admission
         self._usage = StreamUsage()
         self._started = record.latency  # (the perf_counter start: see Accounting.open)
         #: the stream's bytes until its first event is whole (None: looked at, or no
@@ -192,6 +190,10 @@ class Meter:
         if head is not None:
             if not head:
                 self._record.ttft = time.perf_counter() - self._started
+                if self._dialect is not ANTHROPIC:  # (no usage in the others' first event)
+                    self._head = None
+                    self._tail.append(chunk)
+                    return
             head += chunk
             first = head.find(b"\n\n")
             if first >= 0 or len(head) > _MAX_HEAD:
@@ -205,6 +207,23 @@ class Meter:
             _trim(tail)
             self._trim_at = max(2 * _TAIL_EVENTS, 2 * len(tail))
 
+    def failed(self, exc: BaseException) -> bytes:
+        """The response's ``on_error``: the failure's kind into the record, then the
+        in-band error event (or ``exc`` raised again when the response renders none)."""
+        record = self._record
+        if record.error is None:
+            record.error = exc.kind.value if isinstance(exc, InterlinguaError) else _UPSTREAM_ERROR
+        if self._on_error is None:
+            raise exc
+        return self._on_error(exc)
+
+    def finished(self, completed: bool) -> None:
+        """The response's ``finished``: :meth:`done`, then the record to the sinks."""
+        self.done(completed)
+        if self._accounting is not None:
+            self._accounting._finish(self._record, self._admission)
+            self._accounting = self._admission = None
+
     def done(self, completed: bool) -> None:
         """The stream is over (``completed``: ran to its end): the usage of its last
         events into the record, an in-band error event marks it failed, and a stream cut
@@ -214,13 +233,11 @@ class Meter:
             tail = _last_events(b"".join(self._tail))
             self._tail.clear()
             self._usage.scan(tail)
-            if record.error is None and (
-                tail.startswith((b"event: error", b'data: {"error"'))
-                or b"\nevent: error" in tail
-                or b"event: response.failed" in tail
-                or b'\ndata: {"error"' in tail
-            ):
-                record.error = self._error_kind(tail)
+            if record.error is None:
+                for mark, line_mark in _ERROR_MARKS.get(self._dialect.name, _ANY_ERROR):
+                    if tail.startswith(mark) or line_mark in tail:
+                        record.error = self._error_kind(tail)
+                        break
         counts = self._usage.counts
         if counts:
             _set_counts(record, counts)
@@ -240,6 +257,18 @@ class Meter:
                     return error.kind.value
         return _UPSTREAM_ERROR
 
+
+#: how an in-band error event starts, per client dialect (what the gateway renders and
+#: each API sends), each with the line break before it (a mark anywhere else is text)
+_ERROR_MARKS = {
+    "openai": ((b'data: {"error"', b'\ndata: {"error"'),),
+    "anthropic": ((b"event: error", b"\nevent: error"),),
+    "responses": (
+        (b"event: response.failed", b"\nevent: response.failed"),
+        (b"event: error", b"\nevent: error"),
+    ),
+}
+_ANY_ERROR = tuple(mark for marks in _ERROR_MARKS.values() for mark in marks)
 
 #: events looked at for usage and an in-band error at a stream's end (Messages:
 #: message_delta, then perhaps a ping, then message_stop; Chat: the usage chunk or the

@@ -136,6 +136,7 @@ class StreamResponse:
         "chunks",
         "completed",
         "drain",
+        "finished",
         "headers",
         "on_error",
         "ping",
@@ -165,6 +166,19 @@ class StreamResponse:
         self.watch: Callable[[bytes], None] | None = None
         #: True once ``chunks`` ran to its end (not cut by an error or a hang-up)
         self.completed = False
+        #: told once, after ``aclose``, that the response is over (with ``completed``):
+        #: a plain call where wrapping ``aclose`` cost each stream a coroutine
+        self.finished: Callable[[bool], None] | None = None
+
+    async def release(self) -> None:
+        """Close the chunks and the upstream behind them, then say it is over."""
+        try:
+            await aclose_iterator(self.chunks)
+            if self.aclose is not None:
+                await self.aclose()
+        finally:
+            if self.finished is not None:
+                self.finished(self.completed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # uvicorn (ASGI spec 2.3) makes ``send`` a silent no-op once the client is gone,
@@ -201,9 +215,7 @@ class StreamResponse:
         finally:
             state["done"] = True
             watcher.cancel()
-            await aclose_iterator(self.chunks)
-            if self.aclose is not None:
-                await self.aclose()
+            await self.release()
 
     async def _end_for_shutdown(self, send: Send, state: dict[str, bool]) -> None:
         state["done"] = True

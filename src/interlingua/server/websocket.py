@@ -49,7 +49,7 @@ from typing import Any, Protocol
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from ..core import Request, StopReason, StreamEnd, StreamStart, Usage, aclose_iterator
+from ..core import Request, StopReason, StreamEnd, StreamStart, Usage
 from ..dialects import get_dialect, random_id
 from ..errors import InterlinguaError, InvalidRequestError
 from ..sse import SSEDecoder
@@ -396,9 +396,7 @@ class _Session:
                     log.exception("WebSocket response failed after its first event")
                 terminal = await self._send_sse(answer.on_error(exc), stream_id) or terminal
         finally:
-            await aclose_iterator(chunks)
-            if answer.aclose is not None:
-                await answer.aclose()
+            await answer.release()
         return terminal
 
     async def _send_sse(

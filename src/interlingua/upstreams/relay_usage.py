@@ -25,7 +25,6 @@ import re
 from typing import Any
 
 import msgspec
-import orjson
 
 from ..core.tokens import CHARS_PER_TOKEN
 
@@ -39,6 +38,8 @@ __all__ = [
 ]
 
 _USAGE = re.compile(rb'"usage"\s*:\s*\{')
+#: how compact JSON writes the start of a usage object (what _USAGE matches, unspaced)
+_COMPACT = b'"usage":{'
 #: the longest unfinished line kept while looking for usage (as the relay check's bound)
 _MAX_LINE = 16 * 1024 * 1024
 _INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -118,25 +119,35 @@ class StreamUsage:
     Events are LF-framed whole events on the passthrough path (the relay check normalizes
     them), but a read may end mid-line: the unfinished line is kept for the next read.
     The largest value seen per key is kept, since Messages streams report input tokens
-    in ``message_start`` and cumulative output tokens in each ``message_delta``.
+    in ``message_start`` and cumulative output tokens in each ``message_delta``; the
+    objects are kept as found and merged when asked for (most streams report one, which
+    needs no merge).
     """
 
-    __slots__ = ("_counts", "_held")
+    __slots__ = ("_found", "_held")
 
     def __init__(self) -> None:
         self._held: list[bytes] = []  # the unfinished line, in pieces
-        self._counts: dict[str, Any] = {}
+        self._found: list[dict[str, Any]] = []  # the usage objects seen, oldest first
 
     @property
     def counts(self) -> dict[str, Any]:
         """The usage reported so far, merged: the largest value per key (nested detail
-        objects merged the same way)."""
-        return self._counts
+        objects merged the same way). Not to be changed by the caller."""
+        found = self._found
+        if len(found) == 1:
+            return found[0]
+        counts: dict[str, Any] = {}
+        for usage in found:
+            _merge(counts, usage)
+        if found:
+            self._found = [counts]
+        return counts
 
     @property
     def tokens(self) -> int:
         """Total tokens the stream reported so far (0: none)."""
-        return usage_tokens(self._counts) if self._counts else 0
+        return usage_tokens(self.counts) if self._found else 0
 
     def feed(self, chunk: bytes) -> None:
         """Look at one relayed read (every read: a line may run on into the next)."""
@@ -165,33 +176,67 @@ class StreamUsage:
             self._scan(events, len(events))
 
     def _scan(self, data: bytes, end: int) -> None:
-        pos = 0
-        while True:
-            match = _USAGE.search(data, pos, end)
-            if match is None:
-                return
-            start = data.rfind(b"\n", 0, match.start()) + 1
-            stop = data.find(b"\n", match.end(), end)
+        # Compact JSON (OpenAI, Anthropic, vLLM...) first: a plain substring search is
+        # several times cheaper than the pattern's, which the rest still get.
+        at = data.find(_COMPACT, 0, end)
+        if at < 0:
+            match = _USAGE.search(data, 0, end)
+            at = -1 if match is None else match.start()
+            compact = False
+        else:
+            compact = True
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            stop = data.find(b"\n", at, end)
             stop = end if stop < 0 else stop
-            self._take(data[start:stop])
-            pos = stop
+            if data.startswith(b"data:", start):
+                usage = event_usage(data[start + 5 : stop])
+                if usage is not None:
+                    self._found.append(usage)
+            if compact:
+                at = data.find(_COMPACT, stop, end)
+            else:
+                match = _USAGE.search(data, stop, end)
+                at = -1 if match is None else match.start()
 
-    def _take(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
-            return
-        try:
-            payload = orjson.loads(line[5:])
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(payload, dict):
-            return
-        usage = payload.get("usage")
-        for holder in ("message", "response"):  # Messages' message_start; Responses' end
-            inner = payload.get(holder)
-            if not isinstance(usage, dict) and isinstance(inner, dict):
-                usage = inner.get("usage")
-        if isinstance(usage, dict):
-            _merge(self._counts, usage)
+
+class _Holder(msgspec.Struct):
+    usage: Any = None
+
+
+class _Event(msgspec.Struct):
+    """The members of a stream event that may hold its usage; the rest is skipped
+    unparsed (a ``response.completed`` event carries the whole response)."""
+
+    usage: Any = None
+    # (raw, and empty when absent: a Raw cannot be one member of a union)
+    message: msgspec.Raw = msgspec.Raw()  # Messages' message_start
+    response: msgspec.Raw = msgspec.Raw()  # Responses' terminal events
+
+
+_EVENT = msgspec.json.Decoder(_Event)
+_HOLDER = msgspec.json.Decoder(_Holder)
+
+
+def event_usage(data: bytes) -> dict[str, Any] | None:
+    """The usage object of one event's JSON data, wherever its dialect puts it (None:
+    none, or no JSON object)."""
+    try:
+        event = _EVENT.decode(data)
+    except msgspec.DecodeError:
+        return None
+    usage = event.usage
+    if type(usage) is dict:
+        return usage
+    for holder in (event.message, event.response):
+        if holder:
+            try:
+                usage = _HOLDER.decode(holder).usage
+            except msgspec.DecodeError:
+                continue
+            if type(usage) is dict:
+                return usage
+    return None
 
 
 def _merge(counts: dict[str, Any], usage: dict[str, Any]) -> None:

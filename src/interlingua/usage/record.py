@@ -140,4 +140,4 @@ def _detail(usage: dict[str, object], holder: str, key: str) -> object:
 
 
 def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if type(value) is int and value > 0 else 0  # (a bool is no count)

@@ -29,6 +29,63 @@ Row = tuple[Any, ...]
 def row_values(row: Record) -> Row:
     """The row of :data:`~.schema.INSERT` for ``row``, with every value of the type its
     column takes: a value no database would accept could otherwise fail every flush."""
+    values = (
+        row.at,
+        row.request_id,
+        row.key,
+        row.dialect,
+        row.model,
+        row.upstream,
+        row.upstream_model,
+        row.status,
+        row.error,
+        row.input_tokens,
+        row.output_tokens,
+        row.cached_tokens,
+        row.reasoning_tokens,
+        row.latency,
+        row.ttft,
+        row.stream,
+    )
+    # Nearly every row is fine as it is: checked at once (one string of the texts, one
+    # sum of the counts, of the times) rather than value by value (~4x the cost).
+    try:
+        texts = "".join(
+            (
+                row.request_id,
+                row.key or "",
+                row.dialect,
+                row.model,
+                row.upstream or "",
+                row.upstream_model or "",
+                row.error or "",
+            )
+        )
+        counts = (row.input_tokens, row.output_tokens, row.cached_tokens, row.reasoning_tokens)
+        plain = (
+            len(texts) <= MAX_TEXT
+            and texts.isascii()
+            and "\x00" not in texts
+            and type(row.status) is int
+            and 0 <= row.status <= _MAX_INTEGER
+            and type(counts[0]) is int
+            and type(counts[1]) is int
+            and type(counts[2]) is int
+            and type(counts[3]) is int
+            and min(counts) >= 0
+            and max(counts) <= _MAX_BIGINT
+            and type(row.at) is float
+            and type(row.latency) is float
+            and (row.ttft is None or type(row.ttft) is float)
+            and math.isfinite(row.at + row.latency + (row.ttft or 0.0))
+            and type(row.stream) is bool
+        )
+    except TypeError:  # (a text that is not a str: mended below)
+        plain = False
+    return values if plain else _mended(row)
+
+
+def _mended(row: Record) -> Row:
     return (
         _real(row.at),
         _text(row.request_id),
