@@ -200,7 +200,7 @@ class Handlers:
                         key.check_model(model)
                     if key.limited:
                         tokens = _token_estimate(raw, body) if key.counts_tokens else 0
-                        tab.admission = await key.admit(tokens)
+                        tab.admission = key.admit_now(tokens) or await key.admit(tokens)
                 if dialect is RESPONSES:
                     response = await respond(self.gateway, self.store, body, headers, receive)
                 else:

@@ -30,7 +30,15 @@ from collections.abc import Iterable, Mapping
 
 from ..config import Config, KeyConfig, KeyLimits
 from ..errors import AuthenticationError, PermissionDeniedError, RateLimitError
-from ..limits import UNTIL_RELEASE, Counters, DayCounter, LimitState, MemoryCounters
+from ..limits import (
+    UNTIL_RELEASE,
+    Counters,
+    DayCounter,
+    LimitState,
+    MemoryCounters,
+    MemoryDayCounter,
+    MemoryState,
+)
 
 __all__ = ["Admission", "ClientKey", "KeyRing", "presented_key"]
 
@@ -76,7 +84,7 @@ class ClientKey:
     """One configured key: its name (None for a plain ``server.api_keys`` key), the
     models it may use and its limits."""
 
-    __slots__ = ("_day", "_state", "digest", "limits", "models", "name")
+    __slots__ = ("_day", "_local", "_state", "digest", "limits", "models", "name")
 
     def __init__(
         self,
@@ -99,6 +107,10 @@ class ClientKey:
             self._state = counters.limit_state(f"key:{name}", lim.rpm, lim.tpm, lim.max_concurrency)
         if lim.tokens_per_day is not None:
             self._day = counters.day_counter(f"key:{name}", lim.tokens_per_day)
+        #: whether every count is this process's (then admit_now decides alone)
+        self._local = (self._state is None or type(self._state) is MemoryState) and (
+            self._day is None or type(self._day) is MemoryDayCounter
+        )
 
     @property
     def limited(self) -> bool:
@@ -126,19 +138,42 @@ class ClientKey:
     async def admit(self, tokens: int) -> Admission:
         """Take a place under this key's limits for a request of about ``tokens``, or
         raise RateLimitError (429, with Retry-After) when one is reached."""
+        admission = self.admit_now(tokens)
+        if admission is not None:
+            return admission
         if self._day is not None:
             wait = await self._day.check()
             if wait > 0:
                 raise self._refused("tokens_per_day", wait)
         lease = None
         if self._state is not None:
-            got = await self._state.acquire(tokens)
-            if isinstance(got, float):
-                reason = "max_concurrency" if got == UNTIL_RELEASE else "rpm/tpm"
-                wait = CONCURRENCY_RETRY_AFTER if math.isinf(got) else got
-                raise self._refused(reason, wait)
-            lease = got
+            lease = self._leased(await self._state.acquire(tokens))
         return Admission(self._state, lease, self._day)
+
+    def admit_now(self, tokens: int) -> Admission | None:
+        """:meth:`admit` without a coroutine when this key's counts live in this process
+        (None when they are shared: await :meth:`admit`). Most keys' path: two coroutine
+        layers less per request."""
+        state, day = self._state, self._day
+        if not self._local:
+            return None
+        if day is not None:
+            assert isinstance(day, MemoryDayCounter)
+            wait = day.check_now()
+            if wait > 0:
+                raise self._refused("tokens_per_day", wait)
+        lease = None
+        if state is not None:
+            assert isinstance(state, MemoryState)
+            lease = self._leased(state.try_acquire(tokens))
+        return Admission(state, lease, day)
+
+    def _leased(self, got: object) -> object:
+        """The lease of an acquire's answer, or its wait refused."""
+        if isinstance(got, float):
+            reason = "max_concurrency" if got == UNTIL_RELEASE else "rpm/tpm"
+            raise self._refused(reason, CONCURRENCY_RETRY_AFTER if math.isinf(got) else got)
+        return got
 
     def _refused(self, what: str, wait: float) -> RateLimitError:
         limits = self.limits
