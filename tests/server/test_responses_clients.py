@@ -58,8 +58,11 @@ def gateway() -> Iterator[tuple[str, dict[str, FakeUpstream]]]:
 
 
 @pytest.fixture
-def gpt(gateway: tuple[str, dict[str, FakeUpstream]]) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway[0] + "/v1", api_key="sk-test", max_retries=0)
+def gpt(gateway: tuple[str, dict[str, FakeUpstream]]) -> Iterator[openai.OpenAI]:
+    # Closed after each test: an open pool's socket is a ResourceWarning (an error) in
+    # whatever later test the garbage collector happens to run in.
+    with openai.OpenAI(base_url=gateway[0] + "/v1", api_key="sk-test", max_retries=0) as client:
+        yield client
 
 
 def _tool_reply() -> object:

@@ -57,7 +57,9 @@ def _user(text: str) -> dict[str, object]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
-def _record(rid: str, question: str, answer: str, previous: str | None = None) -> StoredResponse:
+def _record(
+    rid: str, question: str, answer: str, previous: str | None = None, owner: str = ""
+) -> StoredResponse:
     return StoredResponse(
         id=rid,
         created_at=1,
@@ -66,6 +68,7 @@ def _record(rid: str, question: str, answer: str, previous: str | None = None) -
         input_ids=[f"msg_in_{rid}"],
         previous_response_id=previous,
         status="completed",
+        owner=owner,
     )
 
 
@@ -179,6 +182,149 @@ async def test_a_long_chain_is_walked_in_one_query(store: tuple[ResponseStore, C
     chain = await s.chain("resp_199")
     assert chain is not None and len(chain.links) == 200
     assert chain.links[0].id == "resp_000" and chain.missing is None
+
+
+# -- owners: a response is its key's alone ------------------------------------------------
+
+
+async def test_only_the_owner_gets_lists_or_deletes_a_response(
+    store: tuple[ResponseStore, Clock],
+) -> None:
+    s, _ = store
+    record = _record("resp_a", "q", "a", owner="team-a")
+    await s.put(record)
+    for other in ("team-b", ""):  # another key, and no key / a server.api_keys key
+        assert await s.get("resp_a", owner=other) is None
+        assert await s.chain("resp_a", owner=other) is None
+        assert await s.delete("resp_a", owner=other) is False
+    assert await s.get("resp_a", owner="team-a") == record.response  # still there
+    chain = await s.chain("resp_a", owner="team-a")
+    assert chain is not None and [link.id for link in chain.links] == ["resp_a"]
+    assert await s.delete("resp_a", owner="team-a") is True
+    assert await s.get("resp_a", owner="team-a") is None
+
+
+async def test_a_chain_stops_at_an_ancestor_of_another_owner(
+    store: tuple[ResponseStore, Clock],
+) -> None:
+    s, _ = store
+    # (the gateway never chains across owners; a row naming another's as its previous
+    # stands for one put there by other means, e.g. by hand or by an older gateway)
+    await s.put(_record("resp_a", "q1", "a1", owner="team-a"))
+    await s.put(_record("resp_b", "q2", "a2", previous="resp_a", owner="team-b"))
+    await s.put(_record("resp_c", "q3", "a3", previous="resp_b", owner="team-b"))
+    chain = await s.chain("resp_c", owner="team-b")
+    assert chain is not None and chain.missing == "resp_a"  # as if resp_a were deleted
+    assert [link.id for link in chain.links] == ["resp_b", "resp_c"]
+    assert [item["content"][0]["text"] for item in chain.context()] == ["q2", "a2", "q3", "a3"]
+    assert await s.chain("resp_c", owner="team-a") is None
+
+
+async def test_a_put_renews_only_its_owners_ancestors(
+    store: tuple[ResponseStore, Clock],
+) -> None:
+    s, clock = store
+    await s.put(_record("resp_mine", "q1", "a1", owner="team-a"))
+    await s.put(_record("resp_theirs", "q1", "a1", owner="team-b"))
+    clock.now += 20 * DAY
+    await s.put(_record("resp_a2", "q2", "a2", previous="resp_mine", owner="team-a"))
+    await s.put(_record("resp_b2", "q2", "a2", previous="resp_theirs", owner="team-a"))
+    clock.now += 20 * DAY  # both roots are 40 days old
+    assert await s.get("resp_mine", owner="team-a") is not None  # renewed by its owner
+    assert await s.get("resp_theirs", owner="team-b") is None  # not by team-a's put
+
+
+async def test_a_put_replaces_only_its_owners_row(store: tuple[ResponseStore, Clock]) -> None:
+    s, clock = store
+    await s.put(_record("resp_1", "q", "original", owner="team-a"))
+    await s.put(_record("resp_1", "q", "hijacked", owner="team-b"))  # refused: no error
+    assert b"original" in (await s.get("resp_1", owner="team-a") or b"")
+    assert await s.get("resp_1", owner="team-b") is None
+    await s.put(_record("resp_1", "q", "rewritten", owner="team-a"))
+    assert b"rewritten" in (await s.get("resp_1", owner="team-a") or b"")
+    clock.now += 31 * DAY  # expired (invisible to all): its id is free again
+    await s.put(_record("resp_1", "q", "new", owner="team-b"))
+    assert b"new" in (await s.get("resp_1", owner="team-b") or b"")
+    assert await s.get("resp_1", owner="team-a") is None
+
+
+async def test_held_by_another(store: tuple[ResponseStore, Clock]) -> None:
+    s, clock = store
+    await s.put(_record("resp_a", "q", "a", owner="team-a"))
+    assert await s.held_by_another("resp_a", "team-b") is True
+    assert await s.held_by_another("resp_a", "") is True
+    assert await s.held_by_another("resp_a", "team-a") is False
+    assert await s.held_by_another("resp_nope", "team-b") is False
+    clock.now += 31 * DAY  # expired but not yet purged: still not team-b's to hand on
+    assert await s.held_by_another("resp_a", "team-b") is True
+
+
+# The table as interlingua made it before ``owner`` (56b8539, usage/responses.py).
+_OLD_SCHEMA = (
+    """CREATE TABLE interlingua_responses (
+        id TEXT PRIMARY KEY,
+        created_at BIGINT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        previous_response_id TEXT,
+        status TEXT,
+        response TEXT NOT NULL,
+        input_items TEXT NOT NULL,
+        input_ids TEXT NOT NULL
+    )""",
+    "CREATE INDEX interlingua_responses_expires_at ON interlingua_responses (expires_at)",
+)
+_OLD_ROW = (
+    "INSERT INTO interlingua_responses (id, created_at, expires_at, previous_response_id, "
+    "status, response, input_items, input_ids) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_opening_a_table_made_before_owners_adds_the_column(
+    request: pytest.FixtureRequest, tmp_path: Path, engine: str
+) -> None:
+    if engine == "sqlite":
+        url = f"sqlite://{tmp_path}/old.db"
+    else:
+        url = request.getfixturevalue("postgres")
+    old = connect(url)
+    await old.open()
+    await old.execute("DROP TABLE IF EXISTS interlingua_responses")  # (a shared server)
+    for statement in _OLD_SCHEMA:
+        await old.execute(statement)
+    now = time.time()
+    for rid, previous in (("resp_old1", None), ("resp_old2", "resp_old1")):
+        body = _response(rid, "kept").decode()
+        items = orjson.dumps([_user("q")]).decode()
+        ids = orjson.dumps([f"msg_{rid}"]).decode()
+        await old.execute(_OLD_ROW, rid, 1, now + DAY, previous, "completed", body, items, ids)
+    await old.aclose()
+    # Two gateways (workers, replicas) start on it at once: both add it, one of them wins.
+    stores = [ResponseStore(connect(url), expire_after=DAY) for _ in range(2)]
+    try:
+        await asyncio.gather(*(s.open() for s in stores))
+        s = stores[0]
+        # the rows kept before owners are the keyless callers' (owner ''), as they were
+        assert b"kept" in (await s.get("resp_old1") or b"")
+        assert await s.get("resp_old1", owner="team-a") is None
+        chain = await s.chain("resp_old2")
+        assert chain is not None and [link.id for link in chain.links] == [
+            "resp_old1",
+            "resp_old2",
+        ]
+        await s.put(_record("resp_new", "q", "a", previous="resp_old2", owner=""))
+        await s.put(_record("resp_team", "q", "a", owner="team-a"))
+        assert await s.get("resp_team", owner="team-a") is not None
+        owners = await s.db.fetch("SELECT id, owner FROM interlingua_responses ORDER BY id")
+        assert owners == [
+            ("resp_new", ""), ("resp_old1", ""), ("resp_old2", ""), ("resp_team", "team-a")
+        ]  # fmt: skip
+        await stores[1].aclose()  # a second open finds the column and changes nothing
+        await stores[1].open()
+        assert await stores[1].get("resp_team", owner="team-a") is not None
+    finally:
+        for s in stores:
+            await s.aclose()
 
 
 def test_sqlite_urls() -> None:

@@ -160,7 +160,7 @@ class Handlers:
         body = decode_json_object(raw)
         if key is not None and (model := _model_name(body)):
             key.check_model(model)
-        return await self._dispatch(dialect, body, headers, request.receive)
+        return await self._dispatch(dialect, body, headers, request.receive, key)
 
     async def counted(
         self,
@@ -202,7 +202,9 @@ class Handlers:
                         tokens = _token_estimate(raw, body) if key.counts_tokens else 0
                         tab.admission = key.admit_now(tokens) or await key.admit(tokens)
                 if dialect is RESPONSES:
-                    response = await respond(self.gateway, self.store, body, headers, receive)
+                    response = await respond(
+                        self.gateway, self.store, body, headers, receive, key=key
+                    )
                 else:
                     response = await self.gateway.generate(dialect, body, headers, receive)
             except InterlinguaError as err:
@@ -219,10 +221,16 @@ class Handlers:
         return accounting.close(tab, response, dialect)
 
     def _dispatch(
-        self, dialect: Dialect, body: dict[str, Any], headers: Mapping[str, str], receive: Any
+        self,
+        dialect: Dialect,
+        body: dict[str, Any],
+        headers: Mapping[str, str],
+        receive: Any,
+        key: ClientKey | None,
     ) -> Awaitable[BytesResponse | StreamResponse]:
         if dialect is RESPONSES:
-            return respond(self.gateway, self.store, body, headers, receive)
+            # the key owns what the request stores and is all it may continue
+            return respond(self.gateway, self.store, body, headers, receive, key=key)
         return self.gateway.generate(dialect, body, headers, receive)
 
     async def responses_from_body(
@@ -236,7 +244,7 @@ class Handlers:
         key = self.keys.authenticate(headers)
         if key is not None and (model := _model_name(body)):
             key.check_model(model)
-        return await respond(self.gateway, self.store, body, headers, receive)
+        return await respond(self.gateway, self.store, body, headers, receive, key=key)
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
         response = self.gateway.error_response(dialect, shutting_down_error(), _request_id(request))

@@ -15,7 +15,10 @@
 
 Each also answers without the ``/v1`` prefix. An unknown (deleted, expired, never
 stored) id is a 404 ``Response with id '...' not found.``; with ``responses.store:
-false`` every id is unknown.
+false`` every id is unknown. A response belongs to the key that stored it
+(server/responses_state.py ``owner_of``): to any other key its id is unknown, the same
+404 in every byte, so that no key can learn that another's response exists
+(docs/decisions.md, "Stored responses belong to their key").
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..dialects import get_dialect
 from ..errors import InvalidRequestError
 from ..usage import ResponseStore, StoreError
 from .http import BytesResponse
-from .responses_state import store_unavailable
+from .responses_state import owner_of, store_unavailable
 
 __all__ = ["StoredResponses", "page"]
 
@@ -107,7 +110,8 @@ def _listed(input_items: list[dict[str, Any]], ids: list[str]) -> list[dict[str,
 
 class StoredResponses:
     """The endpoint functions over one store (None: storing is off). ``answer`` and
-    ``check_auth`` are the app's own (server/app.py ``Handlers``)."""
+    ``check_auth`` are the app's own (server/app.py ``Handlers``): ``check_auth`` gives
+    the request's key, whose responses alone it may see."""
 
     def __init__(self, store: ResponseStore | None, answer: Any, check_auth: Any) -> None:
         self.store = store
@@ -129,7 +133,7 @@ class StoredResponses:
         return await self._answer(request, RESPONSES, self._retrieve(request))  # type: ignore[no-any-return]
 
     async def _retrieve(self, request: HTTPRequest) -> BytesResponse:
-        self._check_auth(request.headers)
+        owner = owner_of(self._check_auth(request.headers))
         rid = request.path_params["response_id"]
         if request.query_params.get("stream", "false").lower() not in ("false", "0", ""):
             raise InvalidRequestError(
@@ -138,7 +142,7 @@ class StoredResponses:
                 param="stream",
                 code="unsupported_parameter",
             )
-        body = await self._call("get", rid)
+        body = await self._call("get", rid, owner)
         if body is None:
             raise _not_found(rid, self.store is not None)
         return BytesResponse(body)
@@ -147,9 +151,9 @@ class StoredResponses:
         return await self._answer(request, RESPONSES, self._delete(request))  # type: ignore[no-any-return]
 
     async def _delete(self, request: HTTPRequest) -> BytesResponse:
-        self._check_auth(request.headers)
+        owner = owner_of(self._check_auth(request.headers))
         rid = request.path_params["response_id"]
-        if not await self._call("delete", rid):
+        if not await self._call("delete", rid, owner):
             raise _not_found(rid, self.store is not None)
         return BytesResponse(
             orjson.dumps({"id": rid, "object": "response.deleted", "deleted": True})
@@ -159,9 +163,9 @@ class StoredResponses:
         return await self._answer(request, RESPONSES, self._input_items(request))  # type: ignore[no-any-return]
 
     async def _input_items(self, request: HTTPRequest) -> BytesResponse:
-        self._check_auth(request.headers)
+        owner = owner_of(self._check_auth(request.headers))
         rid = request.path_params["response_id"]
-        chain = await self._call("chain", rid)
+        chain = await self._call("chain", rid, owner)
         if chain is None:
             raise _not_found(rid, self.store is not None)
         items: list[dict[str, Any]] = []
@@ -171,10 +175,11 @@ class StoredResponses:
                 items.extend(link.output)
         return BytesResponse(orjson.dumps(page(items, dict(request.query_params))))
 
-    async def _call(self, method: str, response_id: str) -> Any:
+    async def _call(self, method: str, response_id: str, owner: str) -> Any:
+        """``store.<method>(response_id, owner=owner)``; a 503 when the store fails."""
         if self.store is None:
             return None
         try:
-            return await getattr(self.store, method)(response_id)
+            return await getattr(self.store, method)(response_id, owner=owner)
         except StoreError as exc:
             raise store_unavailable(exc) from exc

@@ -17,6 +17,12 @@ Three steps, each a function the HTTP handler and the WebSocket handler share:
   to be, stands.
 * :func:`respond` -- both around :meth:`Gateway.generate`.
 
+Every stored response belongs to the key that stored it (:func:`owner_of`: the key's
+name, ``''`` without named keys): a conversation is continued, and a response kept, only
+within one owner. Another owner's id is answered as an unknown one (the same 400), and
+is never relayed to a Responses upstream either: that upstream may hold it too, under
+the gateway's one upstream key, and would continue another team's conversation.
+
 Nothing here runs for the Chat or Messages endpoints, and a request with ``store: false``
 and no ``previous_response_id`` touches no database. ``background: true`` is refused
 (400 ``unsupported_parameter``): the gateway runs no response outside its request.
@@ -38,13 +44,17 @@ from ..errors import InvalidRequestError, UpstreamError
 from ..usage import Chain, ResponseStore, StoredResponse, StoreError
 from .gateway import Gateway
 from .http import BytesResponse, StreamResponse
+from .keys import ClientKey
 
 __all__ = [
+    "Foreign",
     "Lookup",
     "Turn",
+    "foreign_in",
     "item_ids",
     "lookup_in",
     "normalize_input",
+    "owner_of",
     "previous_not_found",
     "remember",
     "resolve",
@@ -57,6 +67,8 @@ log = logging.getLogger("interlingua.server")
 #: ``response_id -> its conversation`` (None: unknown). The store's ``chain``; a
 #: WebSocket connection may put its own in-memory chain in front of it.
 Lookup = Callable[[str], Awaitable[Chain | None]]
+#: ``response_id -> whether another owner holds it`` (the store's ``held_by_another``)
+Foreign = Callable[[str], Awaitable[bool]]
 
 # The id prefix of each input item kind, as the API names them; others get "item_".
 _PREFIXES = {
@@ -147,9 +159,23 @@ def item_ids(items: list[dict[str, Any]]) -> list[str]:
     return ids
 
 
+def owner_of(key: ClientKey | None) -> str:
+    """Whose stored responses a request may see and makes: the name of its ``keys:``
+    key; ``''`` when the gateway has no keys, and for a ``server.api_keys`` key (they
+    have no name: they share one owner, as they share everything else).
+
+    >>> owner_of(None)
+    ''
+    """
+    if key is None or key.name is None:
+        return ""
+    return key.name
+
+
 def previous_not_found(response_id: str, missing: str | None = None) -> InvalidRequestError:
     """The API's 400 for a ``previous_response_id`` nobody holds (or whose conversation
-    lost a response: deleted, or expired)."""
+    lost a response: deleted, or expired). Another key's response is not held, for the
+    caller: the same 400, no word of an owner."""
     if missing is None or missing == response_id:
         message = f"Previous response with id '{response_id}' not found."
     else:
@@ -199,16 +225,29 @@ def store_unavailable(exc: StoreError) -> UpstreamError:
     return UpstreamError("Stored responses are unavailable right now; retry later.", status=503)
 
 
-def lookup_in(store: ResponseStore) -> Lookup:
-    """``store``'s chains as a :data:`Lookup` whose failures are a 503."""
+def lookup_in(store: ResponseStore, owner: str = "") -> Lookup:
+    """``store``'s chains of ``owner`` as a :data:`Lookup` whose failures are a 503."""
 
     async def lookup(response_id: str) -> Chain | None:
         try:
-            return await store.chain(response_id)
+            return await store.chain(response_id, owner=owner)
         except StoreError as exc:
             raise store_unavailable(exc) from exc
 
     return lookup
+
+
+def foreign_in(store: ResponseStore, owner: str = "") -> Foreign:
+    """Whether ``store`` holds an id for an owner other than ``owner``, as a
+    :data:`Foreign` whose failures are a 503."""
+
+    async def foreign(response_id: str) -> bool:
+        try:
+            return await store.held_by_another(response_id, owner)
+        except StoreError as exc:
+            raise store_unavailable(exc) from exc
+
+    return foreign
 
 
 async def resolve(
@@ -217,13 +256,14 @@ async def resolve(
     *,
     storing: bool = False,
     may_relay: bool = False,
+    foreign: Foreign | None = None,
 ) -> Turn:
     """The :class:`Turn` of a Responses request body (see the module docstring).
 
     ``lookup`` finds conversations (None: nothing is held anywhere); ``storing`` says the
     answer may be kept (then it is, unless the body says ``store: false``); ``may_relay``
     says the route's upstream speaks Responses itself, so an id we do not hold is its
-    business.
+    business -- unless ``foreign`` says we hold it for another owner.
     """
     previous = _check(body)
     store = storing and body.get("store") is not False
@@ -235,7 +275,7 @@ async def resolve(
         return turn
     chain = await lookup(previous) if lookup is not None else None
     if chain is None:
-        if may_relay:
+        if may_relay and (foreign is None or not await foreign(previous)):
             # The upstream's own conversation: it gets the request as sent, and what it
             # answers is not stored here (its ancestors are not ours to rebuild).
             turn.previous_response_id, turn.store = None, False
@@ -250,11 +290,13 @@ async def resolve(
     return turn
 
 
-async def remember(store: ResponseStore, turn: Turn, response: bytes) -> None:
-    """Store ``response`` (a response object's JSON) with the turn's own input items.
+async def remember(store: ResponseStore, turn: Turn, response: bytes, owner: str = "") -> None:
+    """Store ``response`` (a response object's JSON) with the turn's own input items,
+    as ``owner``'s.
 
     Never raises: a failure is logged, as the answer is the client's whatever the store
-    does. A body that is not a response object (no id) is not stored.
+    does. A body that is not a response object (no id) is not stored, nor one whose id
+    another owner holds (the store leaves that row as it is).
     """
     try:
         obj = orjson.loads(response)
@@ -284,6 +326,7 @@ async def remember(store: ResponseStore, turn: Turn, response: bytes) -> None:
                 input_ids=turn.ids,
                 previous_response_id=turn.previous_response_id,
                 status=obj.get("status") if isinstance(obj.get("status"), str) else None,
+                owner=owner,
             )
         )
     except Exception:
@@ -296,20 +339,27 @@ async def respond(
     body: dict[str, Any],
     headers: Mapping[str, str],
     receive: Receive | None = None,
+    *,
+    key: ClientKey | None = None,
 ) -> BytesResponse | StreamResponse:
-    """Answer one ``POST /v1/responses`` body with stored state (module docstring)."""
+    """Answer one ``POST /v1/responses`` body with stored state (module docstring), as
+    the request's authenticated ``key`` (None: the gateway is open)."""
     may_relay = False
     model = body.get("model")
     if body.get("previous_response_id") is not None and isinstance(model, str) and model:
         may_relay = gateway.passes_through(gateway.responses, gateway.router.resolve(model))
-    lookup = lookup_in(store) if store is not None else None
-    turn = await resolve(body, lookup, storing=store is not None, may_relay=may_relay)
+    owner = owner_of(key)
+    lookup = lookup_in(store, owner) if store is not None else None
+    foreign = foreign_in(store, owner) if store is not None and may_relay else None
+    turn = await resolve(
+        body, lookup, storing=store is not None, may_relay=may_relay, foreign=foreign
+    )
     keep = None
     if turn.store and store is not None:
         kept = store
 
         async def keep(response: bytes) -> None:
-            await remember(kept, turn, response)
+            await remember(kept, turn, response, owner)
 
     return await gateway.generate(
         gateway.responses, turn.body, headers, receive, extra=turn.echo, keep=keep

@@ -14,8 +14,22 @@ ancestors too (a live conversation does not lose its first turns under it); expi
 rows are never returned and are deleted lazily, at most every ``purge_every`` seconds,
 by the next write.
 
+Owner: every row names the client key that stored it (``owner``: the key's name; ``''``
+when the gateway has no named keys, and for ``server.api_keys`` keys). Every read, delete,
+walk and renewal takes an owner and sees only that owner's rows, and a chain stops at an
+ancestor of another owner as it does at a deleted one: a response of another key is
+indistinguishable from a missing one (docs/decisions.md, "Stored responses belong to their
+key"). A ``put`` replaces a row of the same id only when the owner matches (or the row
+has expired).
+
 JSON is stored as text, not PostgreSQL ``jsonb``: nothing queries inside it, and text
 gives back the exact bytes (``jsonb`` reorders keys) on both engines.
+
+Schema changes: ``owner`` came after the table. :meth:`ResponseStore.open` adds it to a
+table made before it (``ALTER TABLE ... ADD COLUMN``, with the default ``''``: the rows of
+a gateway that had no owners belong to keyless and ``server.api_keys`` callers, as they
+did). Two processes adding it at once: the loser's error is retried once, and the retry
+finds the column there.
 """
 
 from __future__ import annotations
@@ -44,21 +58,34 @@ _SCHEMA = (
         status TEXT,
         response TEXT NOT NULL,
         input_items TEXT NOT NULL,
-        input_ids TEXT NOT NULL
+        input_ids TEXT NOT NULL,
+        owner TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX IF NOT EXISTS interlingua_responses_expires_at "
     "ON interlingua_responses (expires_at)",
 )
 
-# The ancestors of $1 (itself included) that have not expired at $2, nearest first.
+# Whether the table has the column ``owner`` (a table made before it has not).
+_HAS_OWNER = {
+    "sqlite": "SELECT COUNT(*) FROM pragma_table_info('interlingua_responses') "
+    "WHERE name = 'owner'",
+    # (regclass resolves the name through search_path, as the unqualified statements do)
+    "postgresql": "SELECT COUNT(*) FROM pg_attribute "
+    "WHERE attrelid = 'interlingua_responses'::regclass AND attname = 'owner' "
+    "AND NOT attisdropped",
+}
+_ADD_OWNER = "ALTER TABLE interlingua_responses ADD COLUMN owner TEXT NOT NULL DEFAULT ''"
+
+# The ancestors of $1 (itself included) that have not expired at $2 and belong to owner
+# $4, nearest first: the walk stops at a row of another owner as at a missing one.
 _CHAIN_CTE = """
     WITH RECURSIVE chain(id, previous_response_id, depth) AS (
         SELECT id, previous_response_id, 0 FROM interlingua_responses
-        WHERE id = $1 AND expires_at > $2
+        WHERE id = $1 AND expires_at > $2 AND owner = $4
         UNION ALL
         SELECT r.id, r.previous_response_id, c.depth + 1
         FROM interlingua_responses r JOIN chain c ON r.id = c.previous_response_id
-        WHERE r.expires_at > $2 AND c.depth < $3
+        WHERE r.expires_at > $2 AND r.owner = $4 AND c.depth < $3
     )"""
 
 _CHAIN = (
@@ -70,28 +97,32 @@ _CHAIN = (
 )
 
 _EXTEND = (
-    "UPDATE interlingua_responses SET expires_at = $4 WHERE expires_at < $4 AND id IN ("
+    "UPDATE interlingua_responses SET expires_at = $5 WHERE expires_at < $5 AND id IN ("
     + _CHAIN_CTE
     + " SELECT id FROM chain)"
 )
 
+# A row of the same id is replaced only by its owner, or once it has expired at $10
+# (then it is invisible to everyone and its id free again); else the put does nothing.
 _PUT = """
     INSERT INTO interlingua_responses
         (id, created_at, expires_at, previous_response_id, status, response, input_items,
-         input_ids)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         input_ids, owner)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
     ON CONFLICT (id) DO UPDATE SET
         created_at = excluded.created_at, expires_at = excluded.expires_at,
         previous_response_id = excluded.previous_response_id, status = excluded.status,
         response = excluded.response, input_items = excluded.input_items,
-        input_ids = excluded.input_ids"""
+        input_ids = excluded.input_ids, owner = excluded.owner
+    WHERE interlingua_responses.owner = excluded.owner
+        OR interlingua_responses.expires_at <= $10"""
 
 
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     """One response to keep. ``response`` is the rendered object's JSON; ``input_items``
     this request's own input items as the caller normalized them, ``input_ids`` their
-    ids (same length)."""
+    ids (same length); ``owner`` the name of the key that stored it ('' for none)."""
 
     id: str
     created_at: int
@@ -100,6 +131,7 @@ class StoredResponse:
     input_ids: list[str] = field(default_factory=list)
     previous_response_id: str | None = None
     status: str | None = None
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +156,8 @@ class Link:
 @dataclass(frozen=True, slots=True)
 class Chain:
     """A conversation up to one response, oldest first. ``missing`` names the nearest
-    ancestor that is gone (deleted or expired), in which case ``links`` starts after it."""
+    ancestor that is gone (deleted, expired, or another owner's), in which case ``links``
+    starts after it."""
 
     links: list[Link]
     missing: str | None = None
@@ -176,6 +209,10 @@ class ResponseStore:
     async def _create(self) -> None:
         for statement in _SCHEMA:
             await self.db.execute(statement)
+        # A table made before ``owner`` existed gets it (module docstring).
+        has_owner = await self.db.fetch(_HAS_OWNER[self.db.engine])
+        if not has_owner[0][0]:
+            await self.db.execute(_ADD_OWNER)
 
     async def aclose(self) -> None:
         """Close the database connection(s)."""
@@ -184,7 +221,8 @@ class ResponseStore:
         await self.db.aclose()
 
     async def put(self, record: StoredResponse) -> None:
-        """Store (or replace) ``record``, and extend the life of its ancestors."""
+        """Store ``record`` (replacing a row of its id only when it has the same owner,
+        or has expired), and extend the life of its ancestors of the same owner."""
         await self.open()
         now = self.clock()
         expires = now + self.expire_after
@@ -197,40 +235,62 @@ class ResponseStore:
             record.response.decode(),
             orjson.dumps(record.input_items).decode(),
             orjson.dumps(record.input_ids).decode(),
+            record.owner,
+            now,
         )
         statements: list[Statement] = [(_PUT, row)]
         if record.previous_response_id is not None:
-            extend = (record.previous_response_id, now, MAX_CHAIN, expires)
+            extend = (record.previous_response_id, now, MAX_CHAIN, record.owner, expires)
             statements.append((_EXTEND, extend))
         # Committed with the other answers' rows of the moment (usage/db.py WriteBatcher).
         await self._writes.submit(statements)
         if now >= self._next_purge:
             await self.purge()
 
-    async def get(self, response_id: str) -> bytes | None:
-        """The stored response object's JSON, or None (unknown, deleted or expired)."""
+    async def get(self, response_id: str, *, owner: str = "") -> bytes | None:
+        """The stored response object's JSON, or None (unknown, deleted, expired, or
+        another owner's)."""
         await self.open()
         rows = await self.db.fetch(
-            "SELECT response FROM interlingua_responses WHERE id = $1 AND expires_at > $2",
+            "SELECT response FROM interlingua_responses "
+            "WHERE id = $1 AND expires_at > $2 AND owner = $3",
             response_id,
             self.clock(),
+            owner,
         )
         return rows[0][0].encode() if rows else None
 
-    async def delete(self, response_id: str) -> bool:
-        """Delete one response; False if there was none (or it had expired)."""
+    async def delete(self, response_id: str, *, owner: str = "") -> bool:
+        """Delete one response of ``owner``; False if there was none (or it had expired,
+        or is another owner's: then it stays)."""
         await self.open()
         deleted = await self.db.execute(
-            "DELETE FROM interlingua_responses WHERE id = $1 AND expires_at > $2",
+            "DELETE FROM interlingua_responses WHERE id = $1 AND expires_at > $2 AND owner = $3",
             response_id,
             self.clock(),
+            owner,
         )
         return deleted > 0
 
-    async def chain(self, response_id: str) -> Chain | None:
-        """The conversation ending at ``response_id``; None if that response is unknown."""
+    async def held_by_another(self, response_id: str, owner: str) -> bool:
+        """Whether a row of ``response_id`` belongs to an owner other than ``owner``
+        (expired or not, until it is purged). For the one caller that must tell "not
+        held here" from "not yours": an id it would otherwise hand on to an upstream
+        (server/responses_state.py); never for an answer to a client."""
         await self.open()
-        rows = await self.db.fetch(_CHAIN, response_id, self.clock(), MAX_CHAIN)
+        rows = await self.db.fetch(
+            "SELECT 1 FROM interlingua_responses WHERE id = $1 AND owner <> $2",
+            response_id,
+            owner,
+        )
+        return bool(rows)
+
+    async def chain(self, response_id: str, *, owner: str = "") -> Chain | None:
+        """The conversation ending at ``response_id``, of ``owner``'s responses only;
+        None if that response is unknown (or another owner's). An ancestor of another
+        owner ends the chain as a deleted one does (``missing``)."""
+        await self.open()
+        rows = await self.db.fetch(_CHAIN, response_id, self.clock(), MAX_CHAIN, owner)
         if not rows:
             return None
         links = [
