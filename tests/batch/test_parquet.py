@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import io
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +22,12 @@ from interlingua.batch.files import Columns
 from interlingua.batch.parquet import JOURNAL, ParquetOutput, read_records, schema
 from interlingua.batch.records import success_record
 from interlingua.batch.runner import make_client
+from interlingua.cli import build_parser
 
 from .conftest import FakeChatServer, read_output, simple_rows, write_jsonl
 
 GIF_1PX = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
+CLI = [sys.executable, "-m", "interlingua.cli"]
 
 
 async def run(server: FakeChatServer, inp: Path, out: Path, **kw: Any) -> BatchRunner:
@@ -239,3 +244,60 @@ async def test_retry_failed_compacts_the_parts_to_one_record_per_id(
     assert final[9]["response"]["body"]["choices"][0]["message"]["content"] == "echo: healed9"
     assert parts(out) == ["part-00004.parquet"]  # the compacted part replaced the others
     assert runner.stats.ok == 2
+
+
+def test_a_kill_9_loses_no_finished_result(tmp_path: Path) -> None:
+    """The CLI with Parquet in and out, killed mid-run and resumed: every id once."""
+    server = FakeChatServer(0.02, 0.05)
+    server.start()
+    try:
+        n = 300
+        rows = [{"id": f"r{i}", "q": f"r{i}"} for i in range(n)]
+        inp = write_parquet(tmp_path / "in.parquet", rows)
+        out = tmp_path / "out.parquet"
+        args = [
+            *CLI, "batch", "run", str(inp), "-o", str(out), "--base-url", server.v1,
+            "--model", "m", "--concurrency", "8", "--progress", "off",
+            "--id-column", "id", "--prompt-column", "q",
+        ]  # fmt: skip
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        journal = out / JOURNAL
+        deadline = time.monotonic() + 30
+        while not (journal.exists() and journal.read_bytes().count(b"\n") >= 40):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no results in 30 s"
+            time.sleep(0.01)
+        proc.kill()
+        proc.communicate()
+        written = journal.read_bytes().count(b"\n")
+        assert 40 <= written < n  # really killed mid-run
+        again = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert "skipped (already in the output)" in again.stderr
+    finally:
+        server.stop()
+    ids = [r["custom_id"] for r in read_records(out)]
+    assert sorted(ids) == sorted(r["id"] for r in rows)  # each exactly once
+    assert all(r["error"] is None for r in read_records(out))
+    assert parts(out) == ["part-00000.parquet", "part-00001.parquet"]  # recovered, then the rest
+
+
+def test_engine_flags_need_the_ray_engine(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "in.jsonl", simple_rows(1))
+    args = [*CLI, "batch", "run", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl")]
+    result = subprocess.run([*args, "--address", "auto"], capture_output=True, text=True)
+    assert result.returncode == 2 and "need --engine ray" in result.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_help_lists_the_column_and_engine_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["batch", "run", "--help"])
+    text = capsys.readouterr().out
+    for flag in (
+        "--id-column", "--prompt-column", "--image-column", "--engine", "--address",
+        "--actors", "--state-url", "Parquet",
+    ):  # fmt: skip
+        assert flag in text
+    args = build_parser().parse_args(["batch", "run", "in.parquet", "-o", "out.parquet"])
+    assert (args.engine, args.actors, args.prompt_column) == ("single", 2, "prompt")
