@@ -51,6 +51,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -563,6 +564,8 @@ def run_ray_batch(
 
     out = stream if stream is not None else sys.stderr
     command = options.command or "the same command"
+    # A small input is one block: one actor does it all, which is no news to a person.
+    warnings.filterwarnings("ignore", "The minimum number of concurrent actors", UserWarning)
     batch = RayBatch(options, settings, dataset=dataset, stream=out)
     try:
         with _first_interrupt_stops(batch):
