@@ -6,6 +6,7 @@ instance (2 CPUs, no dashboard) serves the module and is shut down after it.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import subprocess
 import sys
@@ -25,8 +26,10 @@ from aiohttp import web
 from interlingua.batch import BatchOptions, BatchResult
 from interlingua.batch.files import Columns
 from interlingua.batch.parquet import read_records
-from interlingua.batch.ray import RayBatch, RaySettings, map_requests
+from interlingua.batch.ray import RayBatch, RaySettings, map_requests, shared_limit_name
 from interlingua.batch.ray_limits import start_keeper
+from interlingua.limits import SharedCounters
+from tests.redis_server import needs_redis_server, redis_server
 
 from .conftest import FakeChatServer, read_output, simple_rows, write_jsonl
 from .twins import comparable, mixed_rows, single
@@ -170,3 +173,36 @@ def test_the_cli_runs_on_ray_and_prints_the_resume_command(
     assert result.returncode == 0, result.stderr[-3000:]
     assert "batch: 25 lines in" in result.stderr and "25 ok, 0 failed" in result.stderr
     assert sorted(r["custom_id"] for r in read_records(out)) == sorted(f"r{i}" for i in range(25))
+
+
+@needs_redis_server
+def test_with_a_state_url_the_actors_count_in_redis(server: FakeChatServer, tmp_path: Path) -> None:
+    """rpm 6 kept in Redis: after 6 requests from two actors, the window that anyone
+    sharing the server's limit sees in Redis is full."""
+    with redis_server() as redis:
+        rows = [{"custom_id": f"r{i}", "prompt": f"r{i}"} for i in range(6)]
+        dataset = ray.data.from_items(rows, override_num_blocks=3)
+        options = BatchOptions(
+            tmp_path / "unused", tmp_path / "unused.jsonl", base_url=server.v1, model="m",
+            requests_per_minute=6, retries=0, concurrency=2,
+        )  # fmt: skip
+        settings = RaySettings(actors=2, batch_size=2, state_url=redis.url)
+        results = map_requests(dataset, options, settings)
+        records = [
+            orjson.loads(row["record"])
+            for batch in results.iter_batches(batch_size=None, batch_format="pyarrow")
+            for row in batch.to_pylist()
+            if row["record"] is not None
+        ]
+        assert sorted(r["custom_id"] for r in records) == [f"r{i}" for i in range(6)]
+
+        async def window_full() -> bool:
+            counters = SharedCounters(redis.url)
+            try:
+                name = shared_limit_name(f"{server.v1}/chat/completions")
+                got = await counters.limit_state(name, 6).acquire(0)
+                return isinstance(got, float) and counters.health.up
+            finally:
+                await counters.aclose()
+
+        assert asyncio.run(window_full())

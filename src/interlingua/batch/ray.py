@@ -85,9 +85,8 @@ __all__ = [
     "map_requests",
     "read_dataset",
     "run_ray_batch",
+    "shared_limit_name",
 ]
-
-log = logging.getLogger("interlingua.batch")
 
 _EXCERPT = 200  # characters of an unreadable row quoted in its error record
 
@@ -219,7 +218,9 @@ class RequestActor:
 
             self._counters = SharedCounters(self.state_url)
             return self._counters.limit_state(
-                f"batch:{client.url}", options.requests_per_minute, options.tokens_per_minute
+                shared_limit_name(client.url),
+                options.requests_per_minute,
+                options.tokens_per_minute,
             )
         from .ray_limits import KeeperState
 
@@ -311,6 +312,12 @@ class RequestActor:
         future = asyncio.run_coroutine_threadsafe(self.aclose(), loop)
         with contextlib.suppress(Exception):
             future.result(timeout=5)
+
+
+def shared_limit_name(url: str) -> str:
+    """The Redis name of the limits of every job sending to ``url`` (the client's
+    endpoint URL): jobs against one server share one count."""
+    return f"batch:{url}"
 
 
 _SKIPPED: dict[str, Any] = {}  # a row whose id is already done: counted, not sent
