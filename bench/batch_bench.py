@@ -1,7 +1,8 @@
 """Batch runner benchmark: wall time vs the ideal, and peak RSS vs the input size.
 
-    python -m bench.batch_bench                 # 10,000 and 100,000 lines, the SDK side by side
+    python -m bench.batch_bench                 # 10,000 and 100,000 lines, Ray and the SDK beside
     python -m bench.batch_bench --no-big        # skip the 100,000-line run (~40 s)
+    python -m bench.batch_bench --no-big --no-sdk   # the single-process runner and Ray only
 
 What it does:
 
@@ -13,7 +14,11 @@ What it does:
    process for each, measuring the wall time (the runner's own, from its summary, and the
    process's, interpreter start included) and the child's peak RSS (``ru_maxrss`` from
    ``wait4`` of that one child);
-4. runs the plain alternative on the same mock: ``asyncio.gather`` over the ``openai``
+4. runs the same command with ``--engine ray`` on the 10,000 lines: a local Ray instance
+   (all the machine's CPUs) with ``--ray-actors`` actors (2) of ``concurrency / actors``
+   requests in flight each, so as many requests are in flight as in one process; needs
+   ``pip install 'interlingua[ray]'`` (``--no-ray`` skips it);
+5. runs the plain alternative on the same mock: ``asyncio.gather`` over the ``openai``
    SDK's ``AsyncOpenAI`` with a semaphore of 256, in a child process measured the same way.
 
 The ideal wall time is ``lines / concurrency * delay`` (10,000 / 256 x 0.1 s = 3.9 s): the
@@ -24,6 +29,14 @@ to stderr.
 "CPU (s)" is the child's user + system time: on a machine shared with other work the
 wall time is noisy, while a CPU time below the ideal wall time shows the runner itself
 keeps up. The mock's own CPU is not counted (it runs in its own process).
+
+For the Ray run, "wall" is the run itself (from the summary: the output opened to the
+last result written) and "process wall" adds starting and stopping the local Ray
+instance; CPU and peak RSS are the driver's alone (Ray's own processes and the actors
+are not the child's children in ``wait4``'s sense, so they are not counted). A Ray run
+on one 2-core machine is expected to be slower than one process: Ray adds its
+processes, object store and scheduling on the same 2 cores, and earns its keep only
+when the actors spread over several machines.
 """
 
 from __future__ import annotations
@@ -218,7 +231,8 @@ def run_one(name: str, cmd: list[str], lines: int, out: Path, work: Path, base: 
     match = re.search(r"(\d+) lines in ([\d.]+) s", text)
     wall = float(match.group(2)) if match else process_wall
     data = out.read_bytes()
-    ok = data.count(b'"error":null') if name == "interlingua batch" else data.count(b"\n")
+    ours = name.startswith("interlingua batch")
+    ok = data.count(b'"error":null') if ours else data.count(b"\n")
     stats = server_stats(base)
     out.unlink()
     say(f"{name}: {wall:.2f} s, peak RSS {rss:.0f} MiB, server peak in flight {stats['peak']}")
@@ -248,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big", type=int, default=100_000, help="the RSS comparison size")
     parser.add_argument("--no-big", action="store_true", help="skip the --big run")
     parser.add_argument("--no-sdk", action="store_true", help="skip the openai SDK run")
+    parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
+    parser.add_argument("--ray-actors", type=int, default=2, help="actors of the Ray run")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--delay", type=float, default=0.1, help="mock answer delay (s)")
     parser.add_argument("--mock", action="store_true", help=argparse.SUPPRESS)
@@ -289,6 +305,13 @@ def _bench(args: argparse.Namespace) -> int:
             f"\npeak RSS {ours[1].lines:,} vs {ours[0].lines:,} lines: {growth:+.1%} "
             "(goal: within 20 %)"
         )
+    single = next((r for r in ours if r.lines == args.lines), None)
+    ray = next((r for r in results if r.name == RAY), None)
+    if single is not None and ray is not None:
+        print(
+            f"\nRay / single process, {ray.lines:,} lines: wall {ray.wall / single.wall:.2f}x, "
+            f"process wall {ray.process_wall / single.process_wall:.2f}x"
+        )
     print(f"\ncommand: `{shlex.join(['python', '-m', 'bench.batch_bench', *sys.argv[1:]])}`")
     return 0
 
@@ -305,6 +328,8 @@ def _runs(args: argparse.Namespace, work: Path, base: str) -> list[Measured]:
             "--progress", "off", "--retries", "0",
         ]  # fmt: skip
         results.append(run_one("interlingua batch", cmd, lines, out, work, base))
+    if not args.no_ray:
+        results.append(_ray_run(args, work, base))
     if not args.no_sdk:
         inp, out = work / f"in-{args.lines}.jsonl", work / "out-sdk.jsonl"
         cmd = [
@@ -313,6 +338,21 @@ def _runs(args: argparse.Namespace, work: Path, base: str) -> list[Measured]:
         ]  # fmt: skip
         results.append(run_one("openai SDK + asyncio.gather", cmd, args.lines, out, work, base))
     return results
+
+
+RAY = "interlingua batch --engine ray"
+
+
+def _ray_run(args: argparse.Namespace, work: Path, base: str) -> Measured:
+    """The 10,000 lines again on a local Ray instance, as many requests in flight."""
+    inp, out = work / f"in-{args.lines}.jsonl", work / f"out-ray-{args.lines}.jsonl"
+    per_actor = max(1, args.concurrency // args.ray_actors)
+    cmd = [
+        sys.executable, "-m", "interlingua.cli", "batch", "run", str(inp), "-o", str(out),
+        "--base-url", f"{base}/v1", "--concurrency", str(per_actor), "--progress", "off",
+        "--retries", "0", "--engine", "ray", "--actors", str(args.ray_actors),
+    ]  # fmt: skip
+    return run_one(RAY, cmd, args.lines, out, work, base)
 
 
 if __name__ == "__main__":

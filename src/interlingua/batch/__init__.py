@@ -1,4 +1,4 @@
-"""The batch runner: thousands of requests from a JSONL file, concurrent, resumable.
+"""The batch runner: thousands of requests from a JSONL or Parquet file, concurrent, resumable.
 
 ::
 
@@ -13,7 +13,9 @@ or from Python::
 Modules: ``records`` (input lines, output lines), ``output`` (the append-only output file,
 scan and repair on resume, compaction), ``runner`` (the engine), ``calls`` (one line ->
 one call), ``progress`` (bar, log lines, summary), ``idset`` (the compact set of ids),
-``command`` (the ``interlingua batch`` command line).
+``command`` (the ``interlingua batch`` command line), ``files`` (JSONL or Parquet, column
+names), ``parquet`` (Parquet rows in, a directory of parts out; needs pyarrow), ``ray``
+and ``ray_limits`` (``--engine ray``: a Ray Data actor pool; imported only then).
 """
 
 from .output import OutputScan, OutputWriter, compact

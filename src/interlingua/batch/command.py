@@ -12,6 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from .files import Columns, is_parquet
 from .records import parse_shard
 from .runner import BATCH_RETRIES, BatchOptions
 from .terminal import run_batch
@@ -36,9 +37,21 @@ output lines: {"id", "custom_id", "response": {"status_code", "request_id", "bod
   of another dialect than --dialect is translated (--dialect responses sends /v1/responses
   lines to the server's Responses API as they are).
 
+Parquet: an input or output path ending in .parquet is Parquet. Input: a file or a
+  directory of files, one request per row (simple rows: --id-column, --prompt-column,
+  --image-column; or the OpenAI Batch columns custom_id, url, body). Output: a directory of
+  part files with the output lines' fields (response.body as JSON text) and a journal, so
+  a crash loses no finished result.
+
 resuming: run the exact same command again after a crash, Ctrl-C or kill -9: ids already
 in the output are skipped and a torn last line is repaired. First Ctrl-C: stop reading and
 finish the requests in flight; second Ctrl-C: abort at once.
+
+Ray (pip install 'interlingua[ray]'): --engine ray maps the rows through a pool of
+--actors Ray actors, each with one client and --concurrency requests in flight; --rpm and
+--tpm hold across all of them (a Ray actor keeps the count, or Redis with --state-url).
+Results stream back to this process, which writes and resumes exactly as above; a first
+Ctrl-C stops taking results (the requests in flight are redone on resume).
 """
 
 
@@ -46,25 +59,34 @@ def add_batch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     """Add the ``batch`` command group (``batch run``) to the top-level subparsers."""
     batch = sub.add_parser(
         "batch",
-        help="run a JSONL file of requests (concurrent, resumable)",
-        description="Send every request of a JSONL file, concurrently, into a JSONL output.",
+        help="run a JSONL or Parquet file of requests (concurrent, resumable; on Ray too)",
+        description="Send every request of a JSONL or Parquet file, concurrently, into a "
+        "JSONL or Parquet output.",
     )
     batch_sub = batch.add_subparsers(dest="batch_command", required=True)
     run = batch_sub.add_parser(
         "run",
         help="run (or resume) a batch",
-        description="Run a batch: OpenAI Batch JSONL or simple prompt JSONL in, OpenAI Batch "
-        "output JSONL out, one line per input line.",
+        description="Run a batch: OpenAI Batch JSONL or simple prompt JSONL (or Parquet) in, "
+        "OpenAI Batch output JSONL (or Parquet) out, one record per input line.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("input", type=Path, metavar="IN.jsonl", help="the requests")
     run.add_argument(
-        "-o", "--output", type=Path, required=True, metavar="OUT.jsonl",
-        help="the results (appended to; existing results are kept and skipped)",
+        "input",
+        type=Path,
+        metavar="IN",
+        help="the requests: a .jsonl file, or a .parquet file or directory",
+    )
+    run.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="OUT",
+        help="the results: a .jsonl file, or a .parquet directory (appended to; existing "
+        "results are kept and skipped)",
     )  # fmt: skip
     _add_server_args(run)
     _add_run_args(run)
+    _add_column_args(run)
+    _add_engine_args(run)
     run.set_defaults(func=batch_command)
 
 
@@ -129,6 +151,54 @@ def _add_run_args(run: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _add_column_args(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--id-column", default="custom_id", metavar="NAME",
+        help="the key or column of a row's id (default custom_id)",
+    )  # fmt: skip
+    run.add_argument(
+        "--prompt-column", default="prompt", metavar="NAME",
+        help="the key or column of a simple row's prompt (default prompt)",
+    )  # fmt: skip
+    run.add_argument(
+        "--image-column", default="images", metavar="NAME",
+        help="the key or column of a simple row's images: paths, URLs, data: URIs or bytes "
+        "(default images)",
+    )  # fmt: skip
+
+
+def _add_engine_args(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--engine", choices=["single", "ray"], default="single",
+        help="single: this process (default); ray: a pool of Ray actors (see below)",
+    )  # fmt: skip
+    run.add_argument(
+        "--address", metavar="ADDR",
+        help="--engine ray: the Ray cluster to join (auto: the one this machine belongs "
+        "to); default: start a local Ray instance for this run",
+    )  # fmt: skip
+    run.add_argument(
+        "--actors", type=int, default=2, metavar="N",
+        help="--engine ray: actors in the pool, each with one client (default 2)",
+    )  # fmt: skip
+    run.add_argument(
+        "--state-url", metavar="URL",
+        help="--engine ray: keep the --rpm/--tpm counts in Redis (redis://...), shared with "
+        "every job that uses the same server URL; default: a Ray actor of this run",
+    )  # fmt: skip
+
+
+def _engine_flags(args: argparse.Namespace) -> list[tuple[str, object, object]]:
+    """The column and engine flags of the resume command: (flag, value, default)."""
+    return [
+        ("--id-column", args.id_column, "custom_id"),
+        ("--prompt-column", args.prompt_column, "prompt"),
+        ("--image-column", args.image_column, "images"),
+        ("--engine", args.engine, "single"), ("--address", args.address, None),
+        ("--actors", args.actors, 2), ("--state-url", args.state_url, None),
+    ]  # fmt: skip
+
+
 def _command_line(args: argparse.Namespace) -> str:
     """The command that resumes this run (the same flags, in canonical form)."""
     words = ["interlingua", "batch", "run", os.fspath(args.input), "-o", os.fspath(args.output)]
@@ -141,7 +211,7 @@ def _command_line(args: argparse.Namespace) -> str:
         ("--max-tokens", args.max_tokens, None), ("--system", args.system, None),
         ("--progress", args.progress, "auto"), ("--log-every", args.log_every, 10.0),
     ]  # fmt: skip
-    for flag, value, default in flags:
+    for flag, value, default in flags + _engine_flags(args):
         if value != default:
             words += [flag, str(value)]
     for flag, on in (("--ordered", args.ordered), ("--retry-failed", args.retry_failed)):
@@ -157,12 +227,16 @@ def _fail(message: str) -> int:
 
 def batch_command(args: argparse.Namespace) -> int:
     """``interlingua batch run``: validate the flags, run, return the exit status."""
-    if not args.input.is_file():
+    if not (args.input.is_file() or (is_parquet(args.input) and args.input.is_dir())):
         return _fail(f"input file not found: {args.input}")
     if args.output.resolve() == args.input.resolve():
         return _fail("the output file must differ from the input file")
     if args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
+    if args.engine != "ray" and (args.address or args.state_url or args.actors != 2):
+        return _fail("--address, --actors and --state-url need --engine ray")
+    if args.actors < 1:
+        return _fail("--actors must be at least 1")
     shard = None
     if args.shard is not None:
         try:
@@ -182,5 +256,11 @@ def batch_command(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens, system=args.system, timeout=args.timeout,
         progress=args.progress, log_every=args.log_every,
         command=command.removesuffix(" --retry-failed"),
+        columns=Columns(args.id_column, args.prompt_column, args.image_column),
     )  # fmt: skip
+    if args.engine == "ray":
+        from .ray import RaySettings, run_ray_batch  # Ray is imported only for Ray runs
+
+        settings = RaySettings(address=args.address, actors=args.actors, state_url=args.state_url)
+        return run_ray_batch(options, settings)
     return run_batch(options)

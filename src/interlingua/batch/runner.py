@@ -40,14 +40,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import orjson
 
 from ..client import AsyncClient, RateLimit
 from .calls import Defaults, Outcome, call_item
+from .files import DEFAULT_COLUMNS, Columns, compact_output, count_rows, input_rows, open_output
 from .idset import IdSet
-from .output import OutputScan, OutputWriter, compact
+from .output import OutputScan
 from .progress import BatchStats, Progress
 from .records import (
     DUPLICATE,
@@ -100,6 +101,8 @@ class BatchOptions:
     log_every: float = 10.0
     command: str | None = None
     """The command line to print in the resume hint."""
+    columns: Columns = DEFAULT_COLUMNS
+    """Where simple rows keep their id, prompt and images (``--id-column`` ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +195,7 @@ class BatchRunner:
         self._read_ahead = 0  # lines read and neither admitted nor skipped yet
         self._seen = IdSet()
         self._dups: dict[str, int] = {}
-        self._writer = OutputWriter(options.output)
+        self._writer = open_output(options.output)
         self._progress: Progress | None = None
         self._producer: asyncio.Task[None] | None = None
         self._fatal: OSError | None = None  # the output cannot be written: end the run
@@ -261,7 +264,7 @@ class BatchRunner:
             raise self._fatal
         compacted = 0
         if self.options.retry_failed and not self._stopping:
-            compacted = compact(self.options.output)
+            compacted = compact_output(self.options.output)
         return BatchResult(self.stats, self._stopping, self._aborted, compacted)
 
     def _start_stats(self, scan: OutputScan) -> None:
@@ -271,7 +274,7 @@ class BatchRunner:
         else:
             stats.done_before = len(scan.done)
             if self.options.shard is None:
-                stats.total = count_lines(self.options.input)
+                stats.total = count_rows(self.options.input, count_lines)
         if scan.repaired:
             self.say(
                 f"batch: repaired {self.options.output}: cut a torn last line "
@@ -288,26 +291,21 @@ class BatchRunner:
 
     async def _produce(self, scan: OutputScan) -> None:
         """Read lines one at a time; each waits for a slot before the next is read."""
-        with open(self.options.input, "rb") as f:
-            for line_no, raw in enumerate(f, 1):
-                if self._stopping:
+        for line_no, raw in input_rows(self.options.input, self.options.columns):
+            if self._stopping:
+                return
+            if line_no % 1024 == 0:
+                await asyncio.sleep(0)  # a long run of skipped lines must not starve
+            self._read_ahead += 1
+            self.peak_read_ahead = max(self.peak_read_ahead, self._read_ahead)
+            action = self._classify(raw, line_no, scan)
+            if action is not None:
+                await self._slots.acquire()
+                if self._stopping:  # stopped while waiting: the line waits for the resume
+                    self._slots.release()
                     return
-                if line_no % 1024 == 0:
-                    await asyncio.sleep(0)  # a long run of skipped lines must not starve
-                if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]  # a UTF-8 byte order mark, as some Windows tools write
-                if not raw.strip():
-                    continue
-                self._read_ahead += 1
-                self.peak_read_ahead = max(self.peak_read_ahead, self._read_ahead)
-                action = self._classify(raw, line_no, scan)
-                if action is not None:
-                    await self._slots.acquire()
-                    if self._stopping:  # stopped while waiting: the line waits for the resume
-                        self._slots.release()
-                        return
-                    self._admit(action)
-                self._read_ahead -= 1
+                self._admit(action)
+            self._read_ahead -= 1
 
     def _admit(self, action: BatchItem | Outcome) -> None:
         seq, self._seq = self._seq, self._seq + 1
@@ -321,12 +319,16 @@ class BatchRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _classify(self, raw: bytes, line_no: int, scan: OutputScan) -> BatchItem | Outcome | None:
-        """What to do with a line: a call, an error line, or nothing (skip)."""
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            obj = None
+    def _classify(
+        self, raw: bytes | dict[str, Any], line_no: int, scan: OutputScan
+    ) -> BatchItem | Outcome | None:
+        """What to do with a line (JSON bytes or a row): a call, an error line, or nothing."""
+        obj: Any = raw
+        if isinstance(raw, bytes):
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                obj = None
         cid = obj.get("custom_id") if isinstance(obj, dict) else None
         if not isinstance(cid, str) or not cid:
             return self._unreadable(raw, line_no, scan)
@@ -342,7 +344,9 @@ class BatchRunner:
         except LineError as exc:
             return Outcome(error_record(cid, exc.code, exc.message), exc.code)
 
-    def _unreadable(self, raw: bytes, line_no: int, scan: OutputScan) -> Outcome | None:
+    def _unreadable(
+        self, raw: bytes | dict[str, Any], line_no: int, scan: OutputScan
+    ) -> Outcome | None:
         shard = self.options.shard
         if shard is not None and line_no % shard[1] != shard[0]:
             return None  # each unreadable line is reported by exactly one shard

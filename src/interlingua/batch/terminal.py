@@ -18,7 +18,7 @@ from typing import TextIO
 from .progress import format_summary
 from .runner import BatchOptions, BatchResult, BatchRunner
 
-__all__ = ["run_batch"]
+__all__ = ["report", "run_batch"]
 
 
 def _install_signals(loop: asyncio.AbstractEventLoop, runner: BatchRunner) -> None:
@@ -66,6 +66,12 @@ def run_batch(options: BatchOptions, *, stream: TextIO | None = None) -> int:
         print(f"batch: error: {exc}", file=out)
         print(f"batch: fix it, then resume with the same command:\n  {command}", file=out)
         return 1
+    return report(result, options, out)
+
+
+def report(result: BatchResult, options: BatchOptions, out: TextIO) -> int:
+    """Print how a run ended (summary, resume and retry hints); its exit status."""
+    command = options.command or "the same command"
     print(format_summary(result.stats, os.fspath(options.output)), file=out)
     if result.interrupted:
         how = "aborted" if result.aborted else "interrupted"

@@ -33,6 +33,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from .queue import Limiter, Ticket
+from .state import LimitState
 
 __all__ = ["RateLimit", "RateLimiter", "Slot"]
 
@@ -80,7 +81,9 @@ class RateLimiter:
     """Sliding-window request and token limits plus a concurrency cap (see module doc).
 
     ``clock`` returns seconds (monotonic); ``sleep`` waits that many seconds. Fair: waiters
-    are admitted in arrival order.
+    are admitted in arrival order. ``state`` replaces the in-process counters by shared
+    ones (a :class:`~.shared.SharedState` on Redis, or the batch runner's Ray actor), so
+    clients in several processes keep one limit together; the line stays in this process.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class RateLimiter:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        state: LimitState | None = None,
     ) -> None:
         self.limits = RateLimit(requests_per_minute, tokens_per_minute, max_concurrency)
         # Waiting futures are made on the loop that waits (in ``acquire``), never here:
@@ -100,6 +104,7 @@ class RateLimiter:
             tokens_per_minute,
             max_concurrency,
             what="the client's rate limiter",
+            state=state,
             clock=clock,
             sleep=sleep,
         )
