@@ -19,6 +19,8 @@ usage, JSON), ``_tools`` (the agent loop), ``_errors`` (typed exceptions), ``_bu
 
 from ..limits import RateLimit, RateLimiter
 from ._async import AsyncClient, RawReply
+from ._audio import Audio
+from ._build import UnsupportedParameterError
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -56,6 +58,7 @@ __all__ = [
     "APIStatusError",
     "APITimeoutError",
     "AsyncClient",
+    "Audio",
     "AuthenticationError",
     "BadRequestError",
     "CallOptions",
@@ -79,6 +82,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "UnprocessableEntityError",
+    "UnsupportedParameterError",
     "better_usage",
     "detect_image_type",
     "extract_json",

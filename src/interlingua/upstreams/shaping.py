@@ -18,6 +18,14 @@ receives, on both paths:
 Order: merge, the upstream's own fix-ups (:meth:`Upstream.adjust_body`: the Chat
 ``max_tokens_field``), drop.
 
+On the translated path a codec refuses some settings outright toward an API that has no
+such parameter (``logprobs``/``top_logprobs``, ``min_p``, ``repetition_penalty``, audio
+output, and ``top_k`` toward Responses: the caller asked for them by name and would not
+get them). A model whose ``drop_params`` names one of them wants it dropped instead:
+:func:`drop_refused` clears the neutral field before the codec renders, so the refusal
+becomes a silent drop (``logprobs`` takes ``top_logprobs`` with it; ``modalities`` or
+``audio`` clears the audio output).
+
 The same upstream object serves many models, so the shaping travels with the request:
 the gateway puts the route's :class:`~interlingua.config.ModelConfig` in
 ``Request.extra[SHAPING]`` (:func:`for_upstream`); an HTTP upstream takes it out before
@@ -42,7 +50,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import ModelConfig
-from ..core import Request
+from ..core import Request, drop_settings
 
 if TYPE_CHECKING:
     from .base import Upstream
@@ -50,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SHAPING",
     "drop_params",
+    "drop_refused",
     "for_upstream",
     "merge_params",
     "neutral_request",
@@ -104,6 +113,14 @@ def drop_params(body: dict[str, Any], entry: ModelConfig) -> None:
         body.pop(key, None)
 
 
+def drop_refused(request: Request, entry: ModelConfig | None) -> Request:
+    """``request`` without the settings a codec would refuse that ``entry.drop_params``
+    names (module docstring); ``request`` itself when there are none."""
+    if entry is None or not entry.drop_params:
+        return request
+    return drop_settings(request, entry.drop_params)
+
+
 def shape_body(body: dict[str, Any], entry: ModelConfig | None, upstream: Upstream) -> None:
     """The passthrough path's shaping of a client's parsed body (in place, before it is
     encoded): merge, the upstream's fix-ups, drop. With no shaping and nothing for the
@@ -145,6 +162,7 @@ def neutral_request(request: Request) -> Request:
     request, entry = take_shaping(request)
     if entry is None:
         return request
+    request = drop_refused(request, entry)
     changes: dict[str, Any] = {}
     extra = dict(request.extra)
     for key in entry.drop_params:
