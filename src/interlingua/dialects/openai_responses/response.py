@@ -123,23 +123,22 @@ def content_part(part: TextPart) -> dict[str, Any]:
     return {"type": "output_text", "text": part.text, "annotations": [], "logprobs": logprobs}
 
 
-def _token(t: TokenLogprob, top: bool, with_bytes: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"token": t.token, "logprob": t.logprob}
-    if with_bytes:
-        # the SDK's output_text type requires bytes: derived from the token when the
-        # upstream did not say them
-        out["bytes"] = list(t.bytes) if t.bytes is not None else list(t.token.encode())
+def _token(t: TokenLogprob, top: bool) -> dict[str, Any]:
+    # the SDK's output_text type requires bytes: derived from the token when the
+    # upstream did not say them
+    data = list(t.bytes) if t.bytes is not None else list(t.token.encode())
+    out: dict[str, Any] = {"token": t.token, "logprob": t.logprob, "bytes": data}
     if top:
-        out["top_logprobs"] = [_token(a, False, with_bytes) for a in t.top_logprobs]
+        out["top_logprobs"] = [_token(a, False) for a in t.top_logprobs]
     return out
 
 
-def render_logprobs(
-    tokens: tuple[TokenLogprob, ...] | None, *, delta: bool = False
-) -> list[dict[str, Any]]:
-    """Token logprobs -> an ``output_text`` part's ``logprobs`` (``[]`` when none); the
-    ``output_text.delta`` event's shape (``delta=True``) has no ``bytes``."""
-    return [_token(t, True, not delta) for t in tokens or ()]
+def render_logprobs(tokens: tuple[TokenLogprob, ...] | None) -> list[dict[str, Any]]:
+    """Token logprobs -> an ``output_text`` part's ``logprobs`` (``[]`` when none). The
+    stream's ``output_text.delta`` events carry the same shape: the SDK's delta type
+    lists no ``bytes``, but keeps them (its models allow extra keys), and a client that
+    folds the stream gets what the finished part says."""
+    return [_token(t, True) for t in tokens or ()]
 
 
 def parse_logprobs(raw: Any) -> tuple[TokenLogprob, ...] | None:

@@ -249,7 +249,7 @@ class ResponsesStreamEncoder(OneAtATime):
         if not text and not logprobs:
             return b""
         self._chunks.append(text)
-        tail = b',"logprobs":' + orjson.dumps(render_logprobs(logprobs, delta=True)) + b"}\n\n"
+        tail = b',"logprobs":' + orjson.dumps(render_logprobs(logprobs)) + b"}\n\n"
         seq = self._seq
         self._seq = seq + 1
         return b"".join((self._delta, b"%d" % seq, b',"delta":', orjson.dumps(text), tail))
