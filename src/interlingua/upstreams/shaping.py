@@ -36,10 +36,11 @@ untouched, so it is relayed byte-exact as before.
 
 Upstreams with no wire (``local``, and ``fake`` without ``wire``) map what has a neutral
 field (:func:`neutral_request`): ``temperature``, ``top_p``, ``top_k``, ``seed``,
-``max_tokens`` (also under ``max_completion_tokens`` / ``max_output_tokens``) and
-``stop`` (also ``stop_sequences``); other keys go to ``Request.extra``, where the local
-engine reads ``min_p``, ``repeat_penalty``, ``frequency_penalty`` and
-``presence_penalty``, and where anything else is ignored.
+``max_tokens`` (also under ``max_completion_tokens`` / ``max_output_tokens``), ``stop``
+(also ``stop_sequences``), ``min_p``, ``repetition_penalty``, ``logprobs`` and
+``top_logprobs``; other keys go to ``Request.extra``, where the local engine reads
+``repeat_penalty``, ``frequency_penalty`` and ``presence_penalty``, and where anything
+else is ignored.
 """
 
 from __future__ import annotations
@@ -152,8 +153,13 @@ _NEUTRAL = {
     "max_output_tokens": "max_tokens",
     "stop": "stop",
     "stop_sequences": "stop",
+    "min_p": "min_p",
+    "repetition_penalty": "repetition_penalty",
+    "logprobs": "logprobs",
+    "top_logprobs": "top_logprobs",
 }
-_FLOATS = frozenset({"temperature", "top_p"})
+_FLOATS = frozenset({"temperature", "top_p", "min_p", "repetition_penalty"})
+_CLEARED: dict[str, Any] = {"stop": (), "logprobs": False}  # a dropped field's empty value
 
 
 def neutral_request(request: Request) -> Request:
@@ -168,7 +174,7 @@ def neutral_request(request: Request) -> Request:
     for key in entry.drop_params:
         name = _NEUTRAL.get(key)
         if name is not None:
-            changes[name] = () if name == "stop" else None
+            changes[name] = _CLEARED.get(name)
         extra.pop(key, None)
     for key, value in entry.params.items():
         forced = key in entry.force_params
@@ -178,7 +184,7 @@ def neutral_request(request: Request) -> Request:
                 extra[key] = copy.deepcopy(value)
             continue
         current = changes.get(name, getattr(request, name))
-        if forced or current is None or current == ():
+        if forced or current is None or current == () or current is False:
             converted = _neutral_value(name, value)
             if converted is not None:
                 changes[name] = converted
@@ -201,6 +207,8 @@ def _neutral_value(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(s, str) for s in value):
             return tuple(value)
         return None
+    if name == "logprobs":
+        return value if isinstance(value, bool) else None
     if isinstance(value, bool):
         return None
     if name in _FLOATS:
