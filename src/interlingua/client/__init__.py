@@ -12,9 +12,10 @@
 
 Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
 ``_transport`` (the HTTP seam: aiohttp session, endpoint, failure mapping), ``_policy``
-(retries and rate limits), ``_inputs`` (prompt forms, images), ``_outputs`` (ChatResult,
-usage, JSON), ``_tools`` (the agent loop), ``_errors`` (typed exceptions), ``_build``
-(argument forms).
+(retries and rate limits), ``_inputs`` (prompt forms, images), ``_audio`` (audio in,
+spoken answers out), ``_outputs`` (ChatResult, usage, JSON), ``_tools`` (the agent
+loop), ``_errors`` (typed exceptions), ``_build`` (argument forms, settings a dialect
+lacks).
 """
 
 from ..limits import RateLimit, RateLimiter
