@@ -38,6 +38,8 @@ def test_simple_lines_keep_prompt_images_and_settings() -> None:
     assert item.settings == {"max_tokens": 5, "temperature": 0.5}
     messages = parse_line({"custom_id": "m", "messages": [{"role": "user", "content": "x"}]}, 4)
     assert messages.prompt == [{"role": "user", "content": "x"}]
+    sampled = {"logprobs": True, "top_logprobs": 2, "min_p": 0.1, "repetition_penalty": 1.1}
+    assert parse_line({"custom_id": "l", "prompt": "x", **sampled}, 5).settings == sampled
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,9 @@ async def test_images_keyword_goes_before_the_last_user_text(tmp_path: Path) -> 
 
 
 async def test_bad_prompts() -> None:
-    with pytest.raises(InputError, match="unknown content item type 'audio'"):
+    with pytest.raises(InputError, match="unknown content item type 'video'"):
+        await Inputs().messages([{"type": "video", "value": "x"}])
+    with pytest.raises(InputError, match=r"prompt\[0\]: cannot read audio file 'x'"):
         await Inputs().messages([{"type": "audio", "value": "x"}])
     with pytest.raises(InputError, match=r"prompt\[0\]: cannot use a int as an image"):
         await Inputs().messages([42])

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlingua.core import (
+    AudioPart,
     BlockStart,
     ImagePart,
     Message,
@@ -25,6 +26,7 @@ from interlingua.core import (
     StreamStart,
     TextDelta,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     ToolChoice,
     ToolResultPart,
@@ -170,6 +172,42 @@ def _custom_tool_seen(r: Request) -> None:
     assert "apply_patch" in kinds
 
 
+def _token(text: str, logprob: float, *alternatives: tuple[str, float]) -> TokenLogprob:
+    top = tuple(TokenLogprob(t, lp, tuple(t.encode())) for t, lp in alternatives)
+    return TokenLogprob(text, logprob, tuple(text.encode()), top)
+
+
+#: "Hi there!" token by token, each with its two most likely alternatives
+HI_TOKENS = (
+    _token("Hi", -0.25, ("Hi", -0.25), ("Hello", -1.75)),
+    _token(" there", -0.5, (" there", -0.5), (" friend", -2.0)),
+    _token("!", -0.125, ("!", -0.125), (".", -3.5)),
+)
+#: a WAV header and a few samples, base64
+WAV_B64 = "UklGRjQAAABXQVZFZm10IBAAAAABAAEAgD4AAAB9AAACABAAZGF0YRAAAAAAAAEAAgADAAQABQAGAAcA"
+
+
+def _logprobs_seen(r: Request) -> None:
+    assert r.logprobs is True and r.top_logprobs == 2
+
+
+def _samplers_seen(r: Request) -> None:
+    assert (r.top_k, r.min_p, r.repetition_penalty) == (5, 0.1, 1.15)
+
+
+def _top_k_seen(r: Request) -> None:
+    assert r.top_k == 5
+
+
+def _audio_seen(r: Request) -> None:
+    audio = [p for p in r.messages[-1].parts if isinstance(p, AudioPart)]
+    assert audio == [AudioPart(data=WAV_B64, format="wav")]
+
+
+def _audio_output_seen(r: Request) -> None:
+    assert r.output_audio == {"voice": "alloy", "format": "wav"}
+
+
 CASES = [
     Case("plain_text", _req(user("Say hi")), reply("Hi there!")),
     Case(
@@ -274,5 +312,86 @@ CASES = [
         ],
         error=(503, 529),
         mid_stream_error=True,
+    ),
+    Case(
+        "logprobs",
+        _req(user("Say hi"), logprobs=True, top_logprobs=2),
+        reply(TextPart("Hi there!", logprobs=HI_TOKENS)),
+        check_upstream=_logprobs_seen,
+        # Messages has no logprobs (toward it they are refused: the next case)
+        clients=("openai", "responses"),
+        wires=("openai", "responses"),
+    ),
+    Case(
+        "logprobs_refused_toward_anthropic",
+        _req(user("Say hi"), logprobs=True, top_logprobs=2),
+        reply("Hi there!"),
+        error=(400, 400),
+        clients=("openai", "responses"),
+        wires=("anthropic",),
+    ),
+    Case(
+        "samplers",
+        _req(user("Say hi"), top_k=5, min_p=0.1, repetition_penalty=1.15),
+        reply("Hi!"),
+        check_upstream=_samplers_seen,
+        clients=("openai",),  # the others have no min_p
+        wires=("openai",),
+    ),
+    Case(
+        "samplers_refused_where_the_api_has_none",
+        _req(user("Say hi"), min_p=0.1),
+        reply("Hi!"),
+        error=(400, 400),
+        clients=("openai",),
+        wires=("anthropic", "responses"),
+    ),
+    Case(
+        "top_k",
+        _req(user("Say hi"), top_k=5),
+        reply("Hi!"),
+        check_upstream=_top_k_seen,
+        clients=("openai", "anthropic"),  # the Responses API has no top_k
+        wires=("openai", "anthropic"),
+    ),
+    Case(
+        "top_k_refused_toward_responses",
+        _req(user("Say hi"), top_k=5),
+        reply("Hi!"),
+        error=(400, 400),
+        clients=("openai", "anthropic"),
+        wires=("responses",),
+    ),
+    Case(
+        "audio_input",
+        _req(user("What is said?", AudioPart(data=WAV_B64, format="wav"))),
+        reply("Hello."),
+        check_upstream=_audio_seen,
+        clients=("openai",),
+        wires=("openai",),
+    ),
+    Case(
+        "audio_input_refused",
+        _req(user("What is said?", AudioPart(data=WAV_B64, format="wav"))),
+        reply("Hello."),
+        error=(400, 400),
+        clients=("openai",),
+        wires=("anthropic", "responses"),
+    ),
+    Case(
+        "audio_output",
+        _req(user("Say hello"), output_audio={"voice": "alloy", "format": "wav"}),
+        reply(AudioPart(data=WAV_B64, transcript="Hello.", id="audio_1", expires_at=1_700_000_600)),
+        check_upstream=_audio_output_seen,
+        clients=("openai",),
+        wires=("openai",),
+    ),
+    Case(
+        "audio_output_refused",
+        _req(user("Say hello"), output_audio={"voice": "alloy", "format": "wav"}),
+        reply("Hello."),
+        error=(400, 400),
+        clients=("openai",),
+        wires=("anthropic", "responses"),
     ),
 ]

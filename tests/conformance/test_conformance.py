@@ -24,7 +24,16 @@ import pytest
 from pydantic import TypeAdapter
 
 from interlingua.config import parse_config
-from interlingua.core import Response, StopReason, StreamError, StreamEvent, TextDelta, fold
+from interlingua.core import (
+    AudioPart,
+    Response,
+    StopReason,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    fold,
+)
 from interlingua.dialects import get_dialect
 from interlingua.server import create_app
 from interlingua.sse import SSEDecoder
@@ -142,6 +151,16 @@ def project(response: Response, client_dialect: str, wire: str) -> dict[str, Any
             response.usage.output_tokens,
             response.usage.cache_read_tokens,
         ),
+        "logprobs": [
+            [(t.token, t.logprob, t.bytes, t.top_logprobs) for t in p.logprobs]
+            for p in response.parts
+            if isinstance(p, TextPart) and p.logprobs
+        ],
+        "audio": [
+            (p.data, p.transcript, p.id, p.expires_at)
+            for p in response.parts
+            if isinstance(p, AudioPart)
+        ],
     }
 
 

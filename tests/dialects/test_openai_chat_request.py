@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from interlingua.core import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Message,
@@ -188,9 +190,7 @@ def test_user_content_parts() -> None:
     assert parts[2] == ImagePart(url="https://x/y.jpg", detail="low")
     assert parts[3] == DocumentPart(media_type="application/pdf", data="JVBE", title="a.pdf")
     assert isinstance(parts[4], DocumentPart) and parts[4].meta == {"file_id": "file-abc"}
-    assert parts[5] == UnknownPart(
-        "openai", {"type": "input_audio", "input_audio": {"data": "AAA", "format": "wav"}}
-    )
+    assert parts[5] == AudioPart(data="AAA", format="wav")
 
 
 def test_user_content_parts_render_back_verbatim() -> None:
@@ -590,19 +590,15 @@ def test_streaming_upstream_always_asked_for_usage() -> None:
 def test_unmapped_fields_go_to_extra_and_back_to_openai_only() -> None:
     extras = {
         "n": 2,
-        "logprobs": True,
-        "top_logprobs": 3,
         "presence_penalty": 0.5,
         "frequency_penalty": -0.5,
         "logit_bias": {"50256": -100},
         "service_tier": "flex",
         "store": True,
         "prediction": {"type": "content", "content": "x"},
-        "top_k": 40,
     }
     r = parse_request(body(**extras, metadata={"k": "v"}))
     assert r.extra == extras
-    assert r.top_k is None  # not an OpenAI field: it stays an extension in extra
     out = render_request(r)
     assert {k: out[k] for k in extras} == extras
     assert out["metadata"] == {"k": "v"}
@@ -617,6 +613,42 @@ def test_unmapped_fields_go_to_extra_and_back_to_openai_only() -> None:
     rendered = render_request(foreign)
     assert not set(extras) & set(rendered)
     assert "metadata" not in rendered
+    assert rendered["top_k"] == 40  # a sampler the caller named: OpenAI-compatible servers take it
+
+
+def test_logprobs_samplers_and_audio_output_are_neutral_fields() -> None:
+    sent = {
+        "logprobs": True,
+        "top_logprobs": 3,
+        "top_k": 40,
+        "min_p": 0.05,
+        "repetition_penalty": 1.1,
+        "modalities": ["text", "audio"],
+        "audio": {"voice": "alloy", "format": "wav"},
+    }
+    r = parse_request(body(**sent))
+    assert (r.logprobs, r.top_logprobs, r.top_k) == (True, 3, 40)
+    assert (r.min_p, r.repetition_penalty) == (0.05, 1.1)
+    assert r.output_audio == {"voice": "alloy", "format": "wav"}
+    assert not set(sent) & set(r.extra)
+    out = render_request(r)
+    assert {k: out[k] for k in sent} == sent
+    # another dialect's request gets the same body: the fields are neutral
+    assert {k: render_request(replace(r, source_dialect="responses"))[k] for k in sent} == sent
+
+
+def test_text_only_modalities_and_bad_types() -> None:
+    r = parse_request(body(modalities=["text"]))
+    assert r.output_audio is None and r.extra["modalities"] == ["text"]
+    for field, value, param in (
+        ("logprobs", "yes", "logprobs"),
+        ("top_logprobs", 1.5, "top_logprobs"),
+        ("min_p", "0.1", "min_p"),
+        ("modalities", ["text", 1], "modalities[1]"),
+    ):
+        with pytest.raises(InvalidRequestError) as info:
+            parse_request(body(**{field: value}))
+        assert info.value.param == param
 
 
 # ----------------------------------------------------------------------------- render only
@@ -718,7 +750,7 @@ def test_render_multiple_system_blocks_and_tools_from_neutral() -> None:
     ]
     assert out["tool_choice"] == {"type": "function", "function": {"name": "w"}}
     assert out["stop"] == ["x"]
-    assert "top_k" not in out
+    assert out["top_k"] == 5
 
 
 def test_full_body_round_trip_is_identity() -> None:

@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from interlingua.core import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Message,
@@ -196,3 +197,36 @@ def test_several_choices_are_refused_and_one_is_fine() -> None:
         check_supported(req(msg("user", "x"), extra={"n": 3}))
     assert info.value.param == "n"
     assert info.value.message == "this model generates one choice per request: 'n' must be 1"
+
+
+def test_neutral_samplers_win_over_extra_and_reach_the_sampler() -> None:
+    # What a Chat client sends as top_k / min_p / repetition_penalty arrives in neutral
+    # fields (the codec parses them); llama.cpp's own repeat_penalty name still works.
+    request = req(
+        msg("user", "x"),
+        top_k=1,
+        min_p=0.2,
+        repetition_penalty=1.15,
+        extra={"min_p": 0.9, "repeat_penalty": 1.9},
+    )
+    sampling = sampling_for(request)
+    assert (sampling.top_k, sampling.min_p, sampling.repeat_penalty) == (1, 0.2, 1.15)
+    assert sampling_for(req(msg("user", "x"), extra={"repeat_penalty": 1.3})).repeat_penalty == 1.3
+
+
+def test_audio_in_and_out_are_refused_naming_the_part() -> None:
+    audio = Message("user", (TextPart("what is said?"), AudioPart(data="UklGRg==", format="wav")))
+    with pytest.raises(InvalidRequestError) as info:
+        chat_messages(req(msg("user", "hi"), audio))
+    assert info.value.param == "messages[1].content[1]"
+    assert "audio" in info.value.message
+    with pytest.raises(InvalidRequestError) as info:
+        check_supported(req(msg("user", "x"), output_audio={"voice": "alloy"}))
+    assert info.value.param == "modalities"
+
+
+def test_top_logprobs_beyond_twenty_is_refused() -> None:
+    check_supported(req(msg("user", "x"), logprobs=True, top_logprobs=20))
+    with pytest.raises(InvalidRequestError) as info:
+        check_supported(req(msg("user", "x"), logprobs=True, top_logprobs=21))
+    assert info.value.param == "top_logprobs"

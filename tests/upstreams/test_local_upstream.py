@@ -11,6 +11,7 @@ elsewhere only invariants are checked.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
@@ -18,6 +19,7 @@ import pytest
 
 from interlingua.config import ConfigError, UpstreamConfig
 from interlingua.core import (
+    AudioPart,
     BlockStart,
     BlockStop,
     ImagePart,
@@ -32,6 +34,7 @@ from interlingua.core import (
     StreamStart,
     TextDelta,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     ToolChoice,
     ToolSpec,
@@ -391,3 +394,74 @@ async def test_cancelling_a_non_streaming_call_frees_the_model(engine: LlamaEngi
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not local.slot.busy and not local._running
+
+
+# --- logprobs and samplers ------------------------------------------------------------
+
+
+def _check_logprobs(tokens: tuple[TokenLogprob, ...], text: str, top: int) -> None:
+    """Invariants of llama.cpp-style logprobs that hold on any CPU."""
+    assert "".join(t.token for t in tokens) == text  # ASCII: every token is whole text
+    for t in tokens:
+        assert t.logprob <= 0.0
+        assert t.bytes == tuple(t.token.encode())
+        assert len(t.top_logprobs) == top
+        values = [a.logprob for a in t.top_logprobs]
+        assert values == sorted(values, reverse=True)
+        if top:
+            # the alternatives are the most likely tokens of the whole vocabulary
+            assert values[0] >= t.logprob
+            assert sum(math.exp(v) for v in values) <= 1.0 + 1e-6
+
+
+async def test_logprobs_stream_with_each_delta_and_fold_into_the_text(
+    local: LocalUpstream,
+) -> None:
+    answer = "Paris is the capital."
+    request = ask(seed=3, max_tokens=40, response_format=forced(answer), logprobs=True,
+                  top_logprobs=3)  # fmt: skip
+    events = await collect(local.stream(request))
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert deltas and all(d.logprobs for d in deltas)
+    for delta in deltas:  # each delta's tokens spell that delta
+        assert "".join(t.token for t in delta.logprobs or ()) == delta.text
+    folded = fold(events)
+    part = folded.parts[0]
+    assert isinstance(part, TextPart) and part.logprobs is not None
+    assert len(part.logprobs) == folded.usage.output_tokens
+    _check_logprobs(part.logprobs, f'"{answer}"', 3)
+
+
+async def test_logprobs_non_stream_and_none_unless_asked(local: LocalUpstream) -> None:
+    forced_answer = forced("Yes.")
+    response = await local.complete(ask(response_format=forced_answer, logprobs=True))
+    part = response.parts[0]
+    assert isinstance(part, TextPart) and part.logprobs
+    _check_logprobs(part.logprobs, '"Yes."', 0)
+    plain = await local.complete(ask(response_format=forced_answer))
+    assert all(getattr(p, "logprobs", None) is None for p in plain.parts)
+    assert not any(
+        isinstance(e, TextDelta) and e.logprobs is not None
+        for e in await collect(local.stream(ask(response_format=forced_answer)))
+    )
+
+
+async def test_top_k_one_is_greedy_whatever_the_seed(local: LocalUpstream) -> None:
+    # top_k=1 leaves the sampler one candidate: two seeds that sample differently at a
+    # high temperature must agree. (Without top_k they are free to differ.)
+    texts = {
+        (await local.complete(ask(STORY, seed=seed, temperature=1.5, top_k=1, max_tokens=12))).text
+        for seed in (1, 2, 3)
+    }
+    assert len(texts) == 1
+
+
+async def test_audio_is_refused_before_the_stream_starts(local: LocalUpstream) -> None:
+    request = Request(
+        model="smollm2",
+        messages=(Message("user", (AudioPart(data="UklGRg==", format="wav"),)),),
+    )
+    with pytest.raises(InvalidRequestError) as info:
+        await anext(local.stream(request))
+    assert info.value.param == "messages[0].content[0]"
+    assert not local.slot.busy

@@ -10,6 +10,7 @@ import pytest
 from interlingua.config import ConfigError, ModelConfig, parse_config
 from interlingua.core import Message, Request, TextPart
 from interlingua.dialects.openai_chat import default_max_tokens_field, place_max_tokens
+from interlingua.errors import InvalidRequestError
 from interlingua.upstreams.fake import FakeUpstream
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
 from interlingua.upstreams.shaping import (
@@ -171,7 +172,42 @@ def test_neutral_fields_from_params() -> None:
     assert out.top_k == 20 and out.max_tokens == 64 and out.stop == ("END",)
     assert out.seed == 1  # forced
     assert out.top_p is None
-    assert out.extra == {"min_p": 0.05}
+    assert out.min_p == 0.05 and out.extra == {}
+
+
+def test_neutral_samplers_and_logprobs_from_params_and_drops() -> None:
+    shaping = entry(params={"repetition_penalty": 1.1, "logprobs": True, "top_logprobs": 2})
+    out = neutral_request(for_upstream(REQUEST, "up", shaping))
+    assert (out.repetition_penalty, out.logprobs, out.top_logprobs) == (1.1, True, 2)
+    client = Request(model="c", messages=REQUEST.messages, seed=0, temperature=0.0)
+    kept = neutral_request(for_upstream(client, "up", entry(params={"seed": 5, "temperature": 1})))
+    assert (kept.seed, kept.temperature) == (0, 0.0)  # a client's zero is a value, not absent
+    asked = Request(model="c", messages=REQUEST.messages, logprobs=True, top_logprobs=3, min_p=0.2)
+    dropped = neutral_request(for_upstream(asked, "up", entry(drop_params=("logprobs", "min_p"))))
+    assert (dropped.logprobs, dropped.top_logprobs, dropped.min_p) == (False, None, None)
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+async def test_drop_params_turn_a_codec_refusal_into_a_drop(wire: str) -> None:
+    asked = Request(
+        model="c",
+        messages=REQUEST.messages,
+        logprobs=True,
+        top_logprobs=2,
+        min_p=0.1,
+        repetition_penalty=1.2,
+        output_audio={"voice": "alloy"},
+    )
+    with pytest.raises(InvalidRequestError):
+        await FakeUpstream(wire=wire).complete(for_upstream(asked, "up", entry()))
+    names = ("logprobs", "min_p", "repetition_penalty", "audio")
+    fake = FakeUpstream(wire=wire)
+    await fake.complete(for_upstream(asked, "up", entry(drop_params=names)))
+    sent = fake.wire_requests[-1]
+    assert not {"logprobs", "top_logprobs", "include", "min_p", "modalities", "audio"} & set(sent)
+    upstream = OpenAICompatibleUpstream("u", "http://127.0.0.1:1/v1")
+    wire_body = upstream.render(for_upstream(asked, "up", entry(drop_params=names)), stream=False)
+    assert not {"logprobs", "top_logprobs", "min_p", "repetition_penalty"} & set(wire_body)
 
 
 def test_neutral_skips_a_value_of_the_wrong_type(caplog: pytest.LogCaptureFixture) -> None:

@@ -12,13 +12,16 @@
 
 Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
 ``_transport`` (the HTTP seam: aiohttp session, endpoint, failure mapping), ``_policy``
-(retries and rate limits), ``_inputs`` (prompt forms, images), ``_outputs`` (ChatResult,
-usage, JSON), ``_tools`` (the agent loop), ``_errors`` (typed exceptions), ``_build``
-(argument forms).
+(retries and rate limits), ``_inputs`` (prompt forms, images), ``_audio`` (audio in,
+spoken answers out), ``_outputs`` (ChatResult, usage, JSON), ``_tools`` (the agent
+loop), ``_errors`` (typed exceptions), ``_build`` (argument forms, settings a dialect
+lacks).
 """
 
 from ..limits import RateLimit, RateLimiter
 from ._async import AsyncClient, RawReply
+from ._audio import Audio
+from ._build import UnsupportedParameterError
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -56,6 +59,7 @@ __all__ = [
     "APIStatusError",
     "APITimeoutError",
     "AsyncClient",
+    "Audio",
     "AuthenticationError",
     "BadRequestError",
     "CallOptions",
@@ -79,6 +83,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "UnprocessableEntityError",
+    "UnsupportedParameterError",
     "better_usage",
     "detect_image_type",
     "extract_json",

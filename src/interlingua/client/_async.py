@@ -31,7 +31,16 @@ from ..dialects import Dialect, get_dialect
 from ..dialects.openai_chat import MAX_TOKENS_FIELDS, place_max_tokens
 from ..limits import RateLimit, RateLimiter
 from ..retry import DEFAULT_MAX_RETRIES
-from ._build import to_reasoning, to_response_format, to_stop, to_tool_choice, to_tools
+from ._audio import with_audio_format
+from ._build import (
+    render_supported,
+    to_output_audio,
+    to_reasoning,
+    to_response_format,
+    to_stop,
+    to_tool_choice,
+    to_tools,
+)
 from ._errors import APIError
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
 from ._outputs import CallOptions, ChatResult, better_usage, validate_structured
@@ -109,6 +118,11 @@ class AsyncClient:
     e.g. a fake in tests); it then owns the URL, headers, timeouts and connections, so
     ``base_url``, ``api_key``, ``headers``, ``timeout``, ``connections`` and ``session``
     are not used. Like an injected session, it is not closed by :meth:`aclose`.
+
+    ``drop_unsupported=True`` sends a request without the settings its dialect has no
+    field for (``logprobs``, ``min_p``, ``repetition_penalty``, audio output toward
+    ``anthropic``; ``top_k`` and those toward ``responses``) instead of raising
+    :class:`~interlingua.client.UnsupportedParameterError`; a call may override it.
     """
 
     max_retries: _PolicyField[int] = _PolicyField("max_retries")
@@ -138,12 +152,15 @@ class AsyncClient:
         session: aiohttp.ClientSession | None = None,
         transport: Transport | None = None,
         max_tokens_field: str | None = None,
+        drop_unsupported: bool = False,
     ) -> None:
         if max_tokens_field is not None and max_tokens_field not in MAX_TOKENS_FIELDS:
             raise ValueError(f"max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}")
         #: (OpenAI Chat only) the field the output limit is sent in; None: by model name,
         #: ``max_completion_tokens`` for the o-series and gpt-5 models, else ``max_tokens``
         self.max_tokens_field = max_tokens_field
+        #: drop settings the dialect lacks instead of raising (see the class docstring)
+        self.drop_unsupported = drop_unsupported
         self.dialect = dialect
         self._codec: Dialect = get_dialect(dialect)
         self.model = model
@@ -202,13 +219,20 @@ class AsyncClient:
         response_format: Any = None,
         reasoning: Any = None,
         extra_body: Mapping[str, Any] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+        min_p: float | None = None,
+        repetition_penalty: float | None = None,
+        modalities: Sequence[str] | None = None,
+        audio: Mapping[str, Any] | None = None,
+        drop_unsupported: bool | None = None,
     ) -> Request:
         """The neutral request ``chat`` would send (images encoded). See :meth:`chat`."""
         name = model or self.model
         if not name:
             raise ValueError("model is required: pass model=... to the call or to the client")
         fmt, _ = to_response_format(response_format)
-        return Request(
+        request = Request(
             model=name,
             messages=await self.inputs.messages(prompt, system=system, images=images),
             max_tokens=max_tokens,
@@ -226,12 +250,23 @@ class AsyncClient:
             # fields (vLLM's ``top_k``, ``chat_template_kwargs``...) needs this marker.
             source_dialect=self.dialect if extra_body else "",
             extra=dict(extra_body or {}),
+            logprobs=logprobs or top_logprobs is not None,
+            top_logprobs=top_logprobs,
+            min_p=min_p,
+            repetition_penalty=repetition_penalty,
+            output_audio=to_output_audio(modalities, audio),
         )
+        drop = self.drop_unsupported if drop_unsupported is None else drop_unsupported
+        if drop:
+            request, _ = render_supported(self._codec, request, drop=True)
+        return request
 
     def render(self, request: Request) -> dict[str, Any]:
         """The JSON body this client sends for ``request`` (Chat: the output limit in the
-        field the model takes, see ``max_tokens_field``)."""
-        body = self._codec.render_request(request)
+        field the model takes, see ``max_tokens_field``). A setting the dialect has no
+        field for raises :class:`~interlingua.client.UnsupportedParameterError`, or is
+        left out with ``drop_unsupported``."""
+        _, body = render_supported(self._codec, request, self.drop_unsupported)
         if self.dialect == "openai":
             place_max_tokens(body, self.max_tokens_field)
         return body
@@ -257,11 +292,14 @@ class AsyncClient:
 
         ``prompt``: a string, a list of strings and images, ``{type, value}`` items, or
         full messages (see :mod:`interlingua.client._inputs`). Keyword arguments:
-        ``model, system, images, max_tokens, temperature, top_p, top_k, seed, stop, tools,
-        tool_choice, parallel_tool_calls, response_format`` (JSON schema dict or pydantic
-        class; ``.parsed`` holds the result), ``reasoning`` (effort or budget),
-        ``extra_body``; ``parse_json=True`` extracts JSON from the text into ``.parsed``;
-        ``think_tags=True`` folds reasoning into ``.text`` as ``<think>…</think>``.
+        ``model, system, images, max_tokens, temperature, top_p, top_k, min_p,
+        repetition_penalty, seed, stop, tools, tool_choice, parallel_tool_calls,
+        response_format`` (JSON schema dict or pydantic class; ``.parsed`` holds the
+        result), ``reasoning`` (effort or budget), ``logprobs`` / ``top_logprobs``
+        (``.logprobs`` holds them), ``modalities`` + ``audio`` (spoken answer in
+        ``.audio``), ``drop_unsupported``, ``extra_body``; ``parse_json=True`` extracts
+        JSON from the text into ``.parsed``; ``think_tags=True`` folds reasoning into
+        ``.text`` as ``<think>…</think>``.
         """
         request = await self.prepare(prompt, **kwargs)
         return await self.send(
@@ -380,7 +418,8 @@ class AsyncClient:
                 body=data[:2000].decode("utf-8", "replace"),
                 request_id=rid,
             ) from exc
-        result = ChatResult(better_usage(response, raw), raw, rid, options.think_tags)
+        response = with_audio_format(better_usage(response, raw), request)
+        result = ChatResult(response, raw, rid, options.think_tags)
         if options.structured:
             result.parsed = validate_structured(response.text, options.model_class)
         return result

@@ -7,13 +7,26 @@ neutral values, so code can move between them without rewriting its tool definit
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core import Reasoning, ResponseFormat, ToolChoice, ToolSpec
+from ..core import (
+    REFUSABLE_SETTINGS,
+    Reasoning,
+    Request,
+    ResponseFormat,
+    ToolChoice,
+    ToolSpec,
+    drop_settings,
+)
+from ..dialects import Dialect
+from ..errors import InvalidRequestError
 from ._tools import tool_spec
 
 __all__ = [
+    "UnsupportedParameterError",
+    "render_supported",
+    "to_output_audio",
     "to_reasoning",
     "to_response_format",
     "to_stop",
@@ -149,3 +162,46 @@ def to_stop(stop: str | Sequence[str] | None) -> tuple[str, ...]:
     if isinstance(stop, str):
         return (stop,)
     return tuple(stop)
+
+
+def to_output_audio(
+    modalities: Sequence[str] | None, audio: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The neutral audio-output settings: asked for by ``modalities`` containing
+    ``"audio"`` (OpenAI's form), or by ``audio={...}`` settings alone."""
+    if modalities is not None and "audio" not in modalities:
+        return None
+    if modalities is None and audio is None:
+        return None
+    return dict(audio or {})
+
+
+class UnsupportedParameterError(ValueError):
+    """The call asked for a setting the client's API dialect has no field for (``min_p``
+    or ``logprobs`` toward the Anthropic Messages API, ...). ``param`` names it; pass
+    ``drop_unsupported=True`` to send the request without it instead."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def render_supported(
+    codec: Dialect, request: Request, drop: bool
+) -> tuple[Request, dict[str, Any]]:
+    """(the request, its body) by ``codec``; a refused setting (``REFUSABLE_SETTINGS``) is
+    dropped when ``drop``, else raised as :class:`UnsupportedParameterError`."""
+    for _ in range(len(REFUSABLE_SETTINGS) + 1):
+        try:
+            return request, codec.render_request(request)
+        except InvalidRequestError as exc:
+            param = exc.param
+            if param not in REFUSABLE_SETTINGS:
+                raise
+            if not drop:
+                raise UnsupportedParameterError(
+                    f"{exc.message}; pass drop_unsupported=True to send the request without it",
+                    param,
+                ) from None
+            request = drop_settings(request, (param,))
+    raise AssertionError("unreachable: each round clears one setting")  # pragma: no cover

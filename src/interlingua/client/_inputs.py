@@ -7,6 +7,9 @@ Accepted prompts (:meth:`Inputs.messages`):
   ``bytes``, PIL images are images; ``{"type": "text"|"image", "value": ...}`` items;
   OpenAI parts (``{"type": "image_url", "image_url": {"url": ...}}``) and Anthropic image
   blocks (``{"type": "image", "source": {...}}``) too;
+* audio items -- ``{"type": "audio", "value": path | bytes | data: URI, "format"?}``,
+  OpenAI ``input_audio`` parts, and in a list a ``Path`` ending in ``.wav``/``.mp3`` or
+  WAV/MP3 ``bytes`` (:mod:`._audio`);
 * full messages -- a list of :class:`~interlingua.core.Message` values and/or dicts
   ``{"role", "content", ...}`` (OpenAI shape, including ``tool_calls`` and ``role: tool``),
   whose ``content`` may use every item form above.
@@ -43,8 +46,9 @@ from typing import Any
 
 import orjson
 
-from ..core import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ..core import AudioPart, ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ..dialects import parse_data_uri
+from ._audio import AUDIO_SUFFIXES, audio_part, input_audio_dict, is_audio_bytes
 
 __all__ = [
     "DEFAULT_IMAGE_CACHE_BYTES",
@@ -384,10 +388,12 @@ class Inputs:
     async def _part(self, item: Any, where: str) -> Part:
         if isinstance(item, str):
             return TextPart(item)
-        if isinstance(item, TextPart | ImagePart | ToolCallPart | ToolResultPart):
+        if isinstance(item, TextPart | ImagePart | AudioPart | ToolCallPart | ToolResultPart):
             return item
         if isinstance(item, dict):
             return await self._dict_part(item, where)
+        if _looks_like_audio(item):
+            return await _audio(item, None, where)
         try:
             return await self.image(item)
         except InputError as exc:
@@ -408,9 +414,18 @@ class Inputs:
                 return await self.image(value, detail)
             except InputError as exc:
                 raise InputError(f"{where}: {exc}") from None
+        if kind == "audio":
+            value = item.get("value", item.get("path", item.get("data")))
+            fmt = item.get("format")
+            return await _audio(value, fmt if isinstance(fmt, str) else None, where)
+        if kind == "input_audio":
+            try:
+                return input_audio_dict(item)
+            except ValueError as exc:
+                raise InputError(f"{where}: {exc}") from None
         raise InputError(
-            f"{where}: unknown content item type {kind!r}; use 'text' or 'image' "
-            "(or OpenAI 'image_url' / Anthropic 'image' blocks)"
+            f"{where}: unknown content item type {kind!r}; use 'text', 'image' or 'audio' "
+            "(or OpenAI 'image_url' / 'input_audio' parts, Anthropic 'image' blocks)"
         )
 
     async def _message(self, m: Any, where: str) -> Message:
@@ -435,6 +450,22 @@ class Inputs:
         if role == "developer":
             return Message("system", tuple(parts), name, meta={"role": "developer"})
         return Message(role, tuple(parts), name)
+
+
+def _looks_like_audio(item: Any) -> bool:
+    """A ``Path`` named ``.wav``/``.mp3`` or bytes that start like WAV/MP3, in a prompt list."""
+    if isinstance(item, os.PathLike):
+        return os.path.splitext(os.fspath(item))[1].lower() in AUDIO_SUFFIXES
+    return isinstance(item, bytes | bytearray | memoryview) and is_audio_bytes(bytes(item[:12]))
+
+
+async def _audio(value: Any, fmt: str | None, where: str) -> AudioPart:
+    if value is None:
+        raise InputError(f"{where}: an audio item needs 'value' (a path, bytes or data: URI)")
+    try:
+        return await audio_part(value, fmt)
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def _digest(data: bytes) -> bytes:

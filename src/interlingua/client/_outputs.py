@@ -21,7 +21,17 @@ from typing import Any
 
 import orjson
 
-from ..core import Message, Response, StopReason, ToolCallPart, Usage
+from ..core import (
+    AudioPart,
+    Message,
+    Response,
+    StopReason,
+    TextPart,
+    TokenLogprob,
+    ToolCallPart,
+    Usage,
+)
+from ._audio import Audio
 
 __all__ = [
     "CallOptions",
@@ -287,6 +297,26 @@ class ChatResult:
     def id(self) -> str:
         """The response id the server reported."""
         return self.response.id
+
+    @property
+    def logprobs(self) -> tuple[TokenLogprob, ...] | None:
+        """Each answer token's log probability (``token``, ``logprob``, ``bytes``,
+        ``top_logprobs``) when the call asked for ``logprobs=True`` and the server
+        returned them; None otherwise. Streamed calls gather them from every chunk."""
+        found: list[TokenLogprob] | None = None
+        for p in self.response.parts:
+            if isinstance(p, TextPart) and p.logprobs is not None and not p.meta.get("refusal"):
+                found = [*(found or ()), *p.logprobs]
+        return None if found is None else tuple(found)
+
+    @property
+    def audio(self) -> Audio | None:
+        """The spoken answer (``modalities=["text", "audio"]``): bytes, transcript, id,
+        format, ``.save(path)``; None for a text-only answer."""
+        for p in self.response.parts:
+            if isinstance(p, AudioPart):
+                return Audio.from_part(p)
+        return None
 
     def json(self) -> Any:
         """The JSON object/array in ``.text`` (see :func:`extract_json`)."""

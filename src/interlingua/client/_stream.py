@@ -39,6 +39,7 @@ from ..core import (
 from ..core.fold import Folder
 from ..dialects import Dialect, EventDecoder
 from ..limits import Slot
+from ._audio import with_audio_format
 from ._errors import APIConnectionError, APIError, error_from_stream
 from ._outputs import CallOptions, ChatResult, validate_structured
 from ._policy import Policy
@@ -186,7 +187,8 @@ class ChatStream:
     def _finish_result(self) -> ChatResult:
         assert self._options is not None
         options = self._options
-        response = self._folder.result()
+        assert self._request is not None
+        response = with_audio_format(self._folder.result(), self._request)
         result = ChatResult(response, None, self.request_id, options.think_tags)
         if options.structured:
             result.parsed = validate_structured(response.text, options.model_class)

@@ -5,6 +5,7 @@ Import from here: ``from interlingua.core import Request, Message, TextPart, fol
 
 from .events import (
     ArgumentsDelta,
+    AudioDelta,
     BlockStart,
     BlockStop,
     Delta,
@@ -19,22 +20,37 @@ from .events import (
 )
 from .fold import Folder, fold
 from .parts import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Meta,
     Part,
     ReasoningPart,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     ToolResultPart,
     UnknownPart,
 )
-from .request import Message, Reasoning, Request, ResponseFormat, Role, ToolChoice, ToolSpec
+from .request import (
+    REFUSABLE_SETTINGS,
+    Message,
+    Reasoning,
+    Request,
+    ResponseFormat,
+    Role,
+    ToolChoice,
+    ToolSpec,
+    drop_settings,
+)
 from .response import Response, StopReason, Usage
 from .unfold import unfold
 
 __all__ = [
+    "REFUSABLE_SETTINGS",
     "ArgumentsDelta",
+    "AudioDelta",
+    "AudioPart",
     "BlockStart",
     "BlockStop",
     "Delta",
@@ -59,6 +75,7 @@ __all__ = [
     "StreamStart",
     "TextDelta",
     "TextPart",
+    "TokenLogprob",
     "ToolCallPart",
     "ToolChoice",
     "ToolResultPart",
@@ -66,6 +83,7 @@ __all__ = [
     "UnknownPart",
     "Usage",
     "aclose_iterator",
+    "drop_settings",
     "fold",
     "unfold",
 ]

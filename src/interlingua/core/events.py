@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from ..errors import InterlinguaError
-from .parts import ReasoningPart, TextPart, ToolCallPart, UnknownPart
+from .parts import AudioPart, ReasoningPart, TextPart, TokenLogprob, ToolCallPart, UnknownPart
 from .response import StopReason, Usage
 
 
@@ -34,13 +34,18 @@ class BlockStart:
     """Open block ``index``; ``part`` is its initial (usually empty) value."""
 
     index: int
-    part: TextPart | ReasoningPart | ToolCallPart | UnknownPart
+    part: TextPart | ReasoningPart | ToolCallPart | AudioPart | UnknownPart
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """Text appended to block ``index``; ``logprobs``: its tokens' log probabilities, when
+    the request asked for them (a delta may carry tokens and no text: a token can end
+    inside a UTF-8 character)."""
+
     index: int
     text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,19 @@ class ArgumentsDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class AudioDelta:
+    """A piece of an audio answer (Chat's ``delta.audio``): base64 ``data`` (each piece
+    encoded on its own: pieces are joined as bytes, not as text), ``transcript`` text,
+    and the ``id`` / ``expires_at`` when this piece says them."""
+
+    index: int
+    data: str = ""
+    transcript: str = ""
+    id: str | None = None
+    expires_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class BlockStop:
     index: int
 
@@ -86,7 +104,7 @@ class StreamError:
     error: InterlinguaError
 
 
-Delta: TypeAlias = TextDelta | ReasoningDelta | SignatureDelta | ArgumentsDelta
+Delta: TypeAlias = TextDelta | ReasoningDelta | SignatureDelta | ArgumentsDelta | AudioDelta
 StreamEvent: TypeAlias = StreamStart | BlockStart | Delta | BlockStop | StreamEnd | StreamError
 
 

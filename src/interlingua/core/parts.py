@@ -23,11 +23,34 @@ def _no_meta() -> Meta:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token's log probability (OpenAI's shape, PROTOCOLS.md §1.4).
+
+    ``bytes`` is the token's UTF-8 bytes (None when the server did not say);
+    ``top_logprobs`` the most likely alternatives at that position, each a TokenLogprob
+    without alternatives of its own.
+
+    >>> TokenLogprob("Hi", -0.01, (72, 105)).logprob
+    -0.01
+    """
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...] | None = None
+    top_logprobs: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TextPart:
-    """Plain text. ``meta`` may hold e.g. ``{"cache_control": {...}}``."""
+    """Plain text. ``meta`` may hold e.g. ``{"cache_control": {...}}``.
+
+    ``logprobs`` holds the log probability of each token of an answer's text when the
+    request asked for them and the upstream returned them (None otherwise).
+    """
 
     text: str
     meta: Meta = field(default_factory=_no_meta, compare=False)
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +83,24 @@ class DocumentPart:
     url: str | None = None
     text: str | None = None
     title: str | None = None
+    meta: Meta = field(default_factory=_no_meta, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioPart:
+    """Audio: a user's input (``input_audio``) or a model's spoken answer (``message.audio``).
+
+    ``data`` is base64; ``format`` is ``wav`` / ``mp3`` for input, the requested output
+    format (``wav``, ``mp3``, ``flac``, ``opus``, ``pcm16``...) for an answer when known.
+    An answer also carries its ``transcript``, its ``id`` (which an assistant turn of a
+    later request quotes to refer to it) and ``expires_at`` (Unix seconds).
+    """
+
+    data: str = ""
+    format: str | None = None
+    transcript: str = ""
+    id: str | None = None
+    expires_at: int | None = None
     meta: Meta = field(default_factory=_no_meta, compare=False)
 
 
@@ -121,6 +162,7 @@ class UnknownPart:
 Part: TypeAlias = (
     TextPart
     | ImagePart
+    | AudioPart
     | DocumentPart
     | ReasoningPart
     | ToolCallPart

@@ -9,17 +9,22 @@ in Anthropic; the OpenAI codec splits them into ``role: tool`` messages.
 Field drop policy (docs/mapping.md §2 has the complete lists): a request is rejected
 with a 400 only when the target dialect cannot serve it meaningfully -- n > 1, input the
 model would never see (audio and other unsupported content parts, unsupported image or
-document types) and history it cannot carry (tool-call arguments that are not a JSON
-object). Everything else a target cannot express is dropped silently: settings that only
-tune sampling or are advisory (seed, penalties, top_k, metadata, ...), and output extras
-the target cannot produce (logprobs, audio output, prediction, verbosity,
+document types), history it cannot carry (tool-call arguments that are not a JSON
+object), and the settings a caller asked for by name and would silently not get:
+``logprobs`` / ``top_logprobs``, audio output, ``min_p`` and ``repetition_penalty``
+(and ``top_k`` toward the Responses API) where the target has no such parameter. A
+model's ``drop_params`` in the gateway (or ``drop_unsupported=True`` on the client)
+turns such a refusal into a silent drop. Everything else a target cannot express is
+dropped silently: settings that only tune sampling or are advisory (seed, penalties,
+metadata, ...), and output extras the target cannot produce (prediction, verbosity,
 web_search_options, the json_object response format toward Anthropic, custom and server
 tools) -- the response then simply lacks them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 from .parts import Meta, Part, _no_meta
@@ -115,6 +120,16 @@ class Request:
     response_format: ResponseFormat | None = None
     reasoning: Reasoning | None = None
     include_usage: bool = False
+    #: per-token log probabilities of the answer (``TextPart.logprobs``), with the
+    #: ``top_logprobs`` most likely alternatives at each position
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    #: samplers of vLLM / llama.cpp (OpenAI-compatible servers take them in the body)
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    #: audio output (Chat ``modalities: ["text", "audio"]``): the ``audio`` settings,
+    #: ``{"voice", "format"}``; None for a text-only answer
+    output_audio: dict[str, Any] | None = None
     source_dialect: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -128,3 +143,32 @@ class Request:
             for m in self.messages
             if m.role == "system"
         )
+
+
+#: the settings a codec refuses toward an API without them (docstring above), by the
+#: wire name its 400 gives in ``param``, and the neutral fields that dropping one clears
+#: (``logprobs`` takes ``top_logprobs`` with it; ``modalities`` / ``audio``: audio output)
+REFUSABLE_SETTINGS: dict[str, dict[str, Any]] = {
+    "logprobs": {"logprobs": False, "top_logprobs": None},
+    "top_logprobs": {"top_logprobs": None},
+    "top_k": {"top_k": None},
+    "min_p": {"min_p": None},
+    "repetition_penalty": {"repetition_penalty": None},
+    "modalities": {"output_audio": None},
+    "audio": {"output_audio": None},
+}
+
+
+def drop_settings(request: Request, params: Iterable[str]) -> Request:
+    """``request`` without the refusable settings named in ``params`` (wire names; the
+    others are ignored); ``request`` itself when none of them is set.
+
+    >>> drop_settings(Request("m", (), min_p=0.1), ["min_p"]).min_p is None
+    True
+    """
+    changes: dict[str, Any] = {}
+    for param in params:
+        for name, cleared in REFUSABLE_SETTINGS.get(param, {}).items():
+            if getattr(request, name) != cleared:
+                changes[name] = cleared
+    return replace(request, **changes) if changes else request

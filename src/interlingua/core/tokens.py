@@ -12,6 +12,7 @@ from __future__ import annotations
 import orjson
 
 from .parts import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Part,
@@ -44,6 +45,10 @@ def _part_chars(part: Part) -> tuple[int, int]:
         return 0, 1
     if isinstance(part, DocumentPart):
         return len(part.text or "") + len(part.data or "") // 2, 0
+    if isinstance(part, AudioPart):
+        # ~10 tokens a second (OpenAI's audio models); a second of 16 kHz 16-bit WAV is
+        # ~43,000 base64 characters: ~1 token per 4,300, as characters of text
+        return len(part.transcript) + len(part.data) * CHARS_PER_TOKEN // 4300, 0
     if isinstance(part, ToolResultPart):
         chars, images = 0, 0
         for inner in part.content:

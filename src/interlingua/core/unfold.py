@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from .events import (
     ArgumentsDelta,
+    AudioDelta,
     BlockStart,
     BlockStop,
     ReasoningDelta,
@@ -21,7 +22,7 @@ from .events import (
     StreamStart,
     TextDelta,
 )
-from .parts import ReasoningPart, TextPart, ToolCallPart
+from .parts import AudioPart, ReasoningPart, TextPart, ToolCallPart
 from .response import Response, Usage
 
 
@@ -35,6 +36,21 @@ def _pieces(text: str, size: int | None) -> Iterator[str]:
         yield text[i : i + size]
 
 
+def _text_deltas(index: int, part: TextPart, chunk_size: int | None) -> Iterator[TextDelta]:
+    """A text part's deltas: one per token when it carries token logprobs that spell its
+    text (as a server streams them), else pieces with every logprob on the first."""
+    logprobs = part.logprobs
+    if logprobs and "".join(t.token for t in logprobs) == part.text:
+        for token in logprobs:
+            yield TextDelta(index, token.token, (token,))
+        return
+    if logprobs is not None and not part.text:
+        yield TextDelta(index, "", logprobs)
+    for piece in _pieces(part.text, chunk_size):
+        yield TextDelta(index, piece, logprobs)
+        logprobs = None  # fold concatenates them
+
+
 def unfold(response: Response, chunk_size: int | None = None) -> Iterator[StreamEvent]:
     """Yield the events of ``response``; ``fold(unfold(r)) == r``."""
     start_usage = Usage(
@@ -45,9 +61,8 @@ def unfold(response: Response, chunk_size: int | None = None) -> Iterator[Stream
     yield StreamStart(response.id, response.model, response.created, start_usage)
     for index, part in enumerate(response.parts):
         if isinstance(part, TextPart):
-            yield BlockStart(index, replace(part, text=""))
-            for piece in _pieces(part.text, chunk_size):
-                yield TextDelta(index, piece)
+            yield BlockStart(index, replace(part, text="", logprobs=None))
+            yield from _text_deltas(index, part, chunk_size)
         elif isinstance(part, ReasoningPart):
             yield BlockStart(index, replace(part, text="", signature=None))
             for piece in _pieces(part.text, chunk_size):
@@ -58,6 +73,9 @@ def unfold(response: Response, chunk_size: int | None = None) -> Iterator[Stream
             yield BlockStart(index, replace(part, arguments=""))
             for piece in _pieces(part.arguments, chunk_size):
                 yield ArgumentsDelta(index, piece)
+        elif isinstance(part, AudioPart):
+            yield BlockStart(index, replace(part, data="", transcript="", expires_at=None))
+            yield AudioDelta(index, part.data, part.transcript, expires_at=part.expires_at)
         else:
             # Tool results, images, documents and unknown parts never appear in a model's
             # answer; an UnknownPart (e.g. a server-tool block) travels whole.

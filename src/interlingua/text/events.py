@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from ..core import (
     ArgumentsDelta,
+    AudioDelta,
     BlockStart,
     BlockStop,
     ReasoningDelta,
@@ -46,6 +47,7 @@ from ..core import (
     StreamEvent,
     TextDelta,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     fold,
     unfold,
@@ -111,7 +113,7 @@ _NO_PROCESSING = TextProcessing()
 class _Channel:
     """Processing state of one upstream text block."""
 
-    __slots__ = ("done", "index", "kind", "part", "stop", "think", "tools")
+    __slots__ = ("done", "index", "kind", "logprobs", "part", "stop", "think", "tools")
 
     def __init__(
         self,
@@ -127,6 +129,10 @@ class _Channel:
         self.kind: str | None = None  # kind of our open output block: text | reasoning
         self.index = -1  # its output index
         self.done = False  # stopped by a stop sequence: later content is dropped
+        # token logprobs of text taken in and not yet given out: they go with the next
+        # text this channel emits (text held back by a matcher, or turned into reasoning
+        # or a tool call, takes its tokens along to the answer text that follows, if any)
+        self.logprobs: list[TokenLogprob] | None = None
 
 
 class TextProcessingStream:
@@ -190,10 +196,12 @@ class TextProcessingStream:
         if isinstance(event, TextDelta):
             channel = self._channels.get(event.index)
             if channel is not None:
+                if event.logprobs is not None:
+                    channel.logprobs = [*(channel.logprobs or ()), *event.logprobs]
                 self._process(channel, event.text, out)
             elif event.index in self._map:
                 out.append(replace(event, index=self._map[event.index]))
-        elif isinstance(event, ReasoningDelta | SignatureDelta | ArgumentsDelta):
+        elif isinstance(event, ReasoningDelta | SignatureDelta | ArgumentsDelta | AudioDelta):
             if event.index in self._map:
                 out.append(replace(event, index=self._map[event.index]))
         elif isinstance(event, BlockStart):
@@ -335,7 +343,10 @@ class TextProcessingStream:
             part = channel.part if kind == "text" else ReasoningPart("")
             out.append(BlockStart(channel.index, part))
         if kind == "text":
-            out.append(TextDelta(channel.index, text))
+            logprobs, channel.logprobs = channel.logprobs, None
+            out.append(
+                TextDelta(channel.index, text, None if logprobs is None else tuple(logprobs))
+            )
         else:
             out.append(ReasoningDelta(channel.index, text))
 

@@ -51,7 +51,7 @@ from ..dialects import Dialect, EventDecoder, get_dialect, random_id
 from ..errors import InterlinguaError
 from .base import RawResponse, Upstream
 from .http import finalize_wire
-from .shaping import drop_params, merge_params, neutral_request, take_shaping
+from .shaping import drop_params, drop_refused, merge_params, neutral_request, take_shaping
 
 __all__ = ["FakeItem", "FakeUpstream", "check_options", "echo_response"]
 
@@ -164,7 +164,9 @@ class FakeUpstream(Upstream):
             return request, request
         request, shaping = take_shaping(request)
         self.requests.append(request)
-        rendered = self._codec.render_request(replace(request, stream=stream))
+        rendered = self._codec.render_request(
+            replace(drop_refused(request, shaping), stream=stream)
+        )
         if shaping is not None:
             merge_params(rendered, shaping)
         wire = finalize_wire(self.wire or "", rendered, stream)

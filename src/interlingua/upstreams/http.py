@@ -58,7 +58,7 @@ from ._errors import (
 )
 from ._transport import Answer, Transports
 from .base import RawResponse, Upstream
-from .shaping import drop_params, merge_params, take_shaping
+from .shaping import drop_params, drop_refused, merge_params, take_shaping
 
 __all__ = ["HttpUpstream", "finalize_wire", "merge_headers", "relayed_headers"]
 
@@ -160,7 +160,7 @@ class HttpUpstream(Upstream):
         request, shaping = take_shaping(request)
         if request.stream != stream:
             request = replace(request, stream=stream)
-        wire = self.codec.render_request(request)
+        wire = self.codec.render_request(drop_refused(request, shaping))
         if shaping is not None:
             merge_params(wire, shaping)
         wire = finalize_wire(self.dialect or "", wire, stream)

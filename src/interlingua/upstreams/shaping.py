@@ -18,6 +18,14 @@ receives, on both paths:
 Order: merge, the upstream's own fix-ups (:meth:`Upstream.adjust_body`: the Chat
 ``max_tokens_field``), drop.
 
+On the translated path a codec refuses some settings outright toward an API that has no
+such parameter (``logprobs``/``top_logprobs``, ``min_p``, ``repetition_penalty``, audio
+output, and ``top_k`` toward Responses: the caller asked for them by name and would not
+get them). A model whose ``drop_params`` names one of them wants it dropped instead:
+:func:`drop_refused` clears the neutral field before the codec renders, so the refusal
+becomes a silent drop (``logprobs`` takes ``top_logprobs`` with it; ``modalities`` or
+``audio`` clears the audio output).
+
 The same upstream object serves many models, so the shaping travels with the request:
 the gateway puts the route's :class:`~interlingua.config.ModelConfig` in
 ``Request.extra[SHAPING]`` (:func:`for_upstream`); an HTTP upstream takes it out before
@@ -28,10 +36,11 @@ untouched, so it is relayed byte-exact as before.
 
 Upstreams with no wire (``local``, and ``fake`` without ``wire``) map what has a neutral
 field (:func:`neutral_request`): ``temperature``, ``top_p``, ``top_k``, ``seed``,
-``max_tokens`` (also under ``max_completion_tokens`` / ``max_output_tokens``) and
-``stop`` (also ``stop_sequences``); other keys go to ``Request.extra``, where the local
-engine reads ``min_p``, ``repeat_penalty``, ``frequency_penalty`` and
-``presence_penalty``, and where anything else is ignored.
+``max_tokens`` (also under ``max_completion_tokens`` / ``max_output_tokens``), ``stop``
+(also ``stop_sequences``), ``min_p``, ``repetition_penalty``, ``logprobs`` and
+``top_logprobs``; other keys go to ``Request.extra``, where the local engine reads
+``repeat_penalty``, ``frequency_penalty`` and ``presence_penalty``, and where anything
+else is ignored.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import ModelConfig
-from ..core import Request
+from ..core import Request, drop_settings
 
 if TYPE_CHECKING:
     from .base import Upstream
@@ -50,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SHAPING",
     "drop_params",
+    "drop_refused",
     "for_upstream",
     "merge_params",
     "neutral_request",
@@ -104,6 +114,14 @@ def drop_params(body: dict[str, Any], entry: ModelConfig) -> None:
         body.pop(key, None)
 
 
+def drop_refused(request: Request, entry: ModelConfig | None) -> Request:
+    """``request`` without the settings a codec would refuse that ``entry.drop_params``
+    names (module docstring); ``request`` itself when there are none."""
+    if entry is None or not entry.drop_params:
+        return request
+    return drop_settings(request, entry.drop_params)
+
+
 def shape_body(body: dict[str, Any], entry: ModelConfig | None, upstream: Upstream) -> None:
     """The passthrough path's shaping of a client's parsed body (in place, before it is
     encoded): merge, the upstream's fix-ups, drop. With no shaping and nothing for the
@@ -135,8 +153,13 @@ _NEUTRAL = {
     "max_output_tokens": "max_tokens",
     "stop": "stop",
     "stop_sequences": "stop",
+    "min_p": "min_p",
+    "repetition_penalty": "repetition_penalty",
+    "logprobs": "logprobs",
+    "top_logprobs": "top_logprobs",
 }
-_FLOATS = frozenset({"temperature", "top_p"})
+_FLOATS = frozenset({"temperature", "top_p", "min_p", "repetition_penalty"})
+_CLEARED: dict[str, Any] = {"stop": (), "logprobs": False}  # a dropped field's empty value
 
 
 def neutral_request(request: Request) -> Request:
@@ -145,12 +168,13 @@ def neutral_request(request: Request) -> Request:
     request, entry = take_shaping(request)
     if entry is None:
         return request
+    request = drop_refused(request, entry)
     changes: dict[str, Any] = {}
     extra = dict(request.extra)
     for key in entry.drop_params:
         name = _NEUTRAL.get(key)
         if name is not None:
-            changes[name] = () if name == "stop" else None
+            changes[name] = _CLEARED.get(name)
         extra.pop(key, None)
     for key, value in entry.params.items():
         forced = key in entry.force_params
@@ -160,7 +184,7 @@ def neutral_request(request: Request) -> Request:
                 extra[key] = copy.deepcopy(value)
             continue
         current = changes.get(name, getattr(request, name))
-        if forced or current is None or current == ():
+        if forced or current is None or current == () or current is False:
             converted = _neutral_value(name, value)
             if converted is not None:
                 changes[name] = converted
@@ -183,6 +207,8 @@ def _neutral_value(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(s, str) for s in value):
             return tuple(value)
         return None
+    if name == "logprobs":
+        return value if isinstance(value, bool) else None
     if isinstance(value, bool):
         return None
     if name in _FLOATS:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from ...core import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Message,
@@ -194,7 +195,12 @@ def _render_tool_result(part: ToolResultPart, param: str) -> dict[str, Any]:
     return _with_meta(block, part.meta)
 
 
-def _render_unknown(part: UnknownPart, param: str) -> dict[str, Any]:
+def _render_unknown(part: UnknownPart | AudioPart, param: str) -> dict[str, Any]:
+    if isinstance(part, AudioPart):
+        raise InvalidRequestError(
+            f"{param}: audio input is not supported by this model's API (Anthropic Messages)",
+            param=param,
+        )
     if part.dialect == NAME:
         return part.raw
     kind = part.raw.get("type")
@@ -411,6 +417,24 @@ def _render_settings(request: Request, body: dict[str, Any], same: bool) -> None
         body["stream"] = True
 
 
+def _refuse_unsupported(request: Request) -> None:
+    """Settings a caller asked for by name that the Messages API has no field for: the
+    caller would not get them, so they are refused, not dropped (a model's
+    ``drop_params`` clears them before this when they should be dropped instead)."""
+    for param, value in (
+        ("logprobs", request.logprobs or None),
+        ("top_logprobs", request.top_logprobs),
+        ("min_p", request.min_p),
+        ("repetition_penalty", request.repetition_penalty),
+        ("modalities", request.output_audio),
+    ):
+        if value is not None:
+            what = "audio output" if param == "modalities" else f"'{param}'"
+            raise InvalidRequestError(
+                f"{what} is not supported by the upstream API (Anthropic Messages)", param=param
+            )
+
+
 def render_request(request: Request) -> dict[str, Any]:
     """The body for an Anthropic upstream (also serves OpenAI clients routed there).
 
@@ -421,13 +445,15 @@ def render_request(request: Request) -> dict[str, Any]:
     turn ``"."`` inserted (:data:`FILLER_USER_TEXT`); tool ids pass ``sanitize_tool_id``
     on both call and result; unsigned reasoning is dropped; ``max_tokens`` defaults to
     4096; temperature is clamped to [0, 1]; ``seed`` and other fields Anthropic lacks are
-    dropped, except ``n > 1``, which is rejected. ``json_object`` response format is
+    dropped, except ``n > 1``, logprobs, ``min_p``, ``repetition_penalty`` and audio
+    output, which are rejected (:func:`_refuse_unsupported`). ``json_object`` response format is
     dropped (Anthropic has only ``json_schema``). ``Request.extra`` is sent back only
     when the request came from an Anthropic client.
     """
     n = request.extra.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
         raise InvalidRequestError("n > 1 is not supported by the upstream API", param="n")
+    _refuse_unsupported(request)
     same = request.source_dialect == NAME
     system, messages = _render_messages(request.messages)
     max_tokens = request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS

@@ -7,9 +7,12 @@ Split from :mod:`.request` to keep modules small; shared validation helpers live
   them back into one ``tool`` message each, in order.
 * ``developer`` becomes a neutral ``system`` message with ``meta["role"] = "developer"``
   so that an OpenAI upstream gets the same role back.
-* Unknown content-part types (``input_audio``, server extensions such as vLLM's
-  ``video_url``) become :class:`UnknownPart` so an OpenAI-compatible upstream still gets
-  them; other renderers reject them.
+* ``input_audio`` parts become :class:`AudioPart` (a malformed one stays an
+  :class:`UnknownPart`: the upstream judges it, as on the passthrough path); an assistant
+  turn's :class:`AudioPart` (an earlier spoken answer) renders as its ``audio: {id}``.
+* Unknown content-part types (server extensions such as vLLM's ``video_url``) become
+  :class:`UnknownPart` so an OpenAI-compatible upstream still gets them; other renderers
+  reject them.
 * Every neutral message records the client's index of the message it came from in
   ``meta["source_index"]``, and every tool call the ``param`` of its arguments in
   ``meta["source_param"]`` (keys defined in ``dialects/_common.py``): once ``tool``
@@ -22,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Message,
@@ -218,9 +222,21 @@ def _user_parts(content: Any, p: str) -> tuple[Part, ...]:
             parts.append(_file_part(c, q))
         elif kind == "refusal":
             raise bad_value(f"{q}.type", kind, ("text", "image_url", "input_audio", "file"))
-        else:  # input_audio and server extensions: only an OpenAI upstream can take them
+        elif kind == "input_audio":
+            parts.append(_audio_part(c))
+        else:  # server extensions: only an OpenAI upstream can take them
             parts.append(UnknownPart(DIALECT_NAME, c))
     return tuple(parts)
+
+
+def _audio_part(c: dict[str, Any]) -> Part:
+    """``{"type": "input_audio", "input_audio": {"data", "format"}}`` -> AudioPart."""
+    spec = c.get("input_audio")
+    data = spec.get("data") if isinstance(spec, dict) else None
+    fmt = spec.get("format") if isinstance(spec, dict) else None
+    if not isinstance(data, str) or not (fmt is None or isinstance(fmt, str)) or len(c) != 2:
+        return UnknownPart(DIALECT_NAME, c)  # not ours to judge: the upstream's 400
+    return AudioPart(data=data, format=fmt)
 
 
 def _image_part(c: dict[str, Any], p: str) -> ImagePart:
@@ -438,6 +454,11 @@ def _render_part(part: Part, param: str) -> dict[str, Any]:
         return {"type": "image_url", "image_url": image}
     if isinstance(part, DocumentPart):
         return _render_document(part)
+    if isinstance(part, AudioPart) and part.data:
+        audio: dict[str, Any] = {"data": part.data}
+        if part.format is not None:
+            audio["format"] = part.format
+        return {"type": "input_audio", "input_audio": audio}
     if isinstance(part, UnknownPart) and part.dialect == DIALECT_NAME:
         return part.raw
     what = part.raw.get("type") if isinstance(part, UnknownPart) else type(part).__name__
@@ -471,9 +492,12 @@ def _render_assistant(m: Message, where: str) -> dict[str, Any]:
     refusal: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[ReasoningPart] = []
+    audio: dict[str, Any] | None = m.meta.get("audio")
     for part in m.parts:
         if isinstance(part, ToolCallPart):
             calls.append(render_tool_call(part))
+        elif isinstance(part, AudioPart) and part.id:
+            audio = {"id": part.id}  # an earlier spoken answer, quoted by its id
         elif isinstance(part, ReasoningPart):
             reasoning.append(part)
         elif isinstance(part, TextPart) and part.meta.get("refusal"):
@@ -486,7 +510,7 @@ def _render_assistant(m: Message, where: str) -> dict[str, Any]:
     if all(c.get("type") == "text" for c in content):
         text = "".join(c["text"] for c in content)
         # OpenAI requires content unless tool calls are present (§1.3, trap 4.11.5).
-        msg["content"] = text if text or not (calls or refusal) else None
+        msg["content"] = text if text or not (calls or refusal or audio) else None
     else:
         msg["content"] = content
     if refusal:
@@ -494,8 +518,8 @@ def _render_assistant(m: Message, where: str) -> dict[str, Any]:
     if calls:
         msg["tool_calls"] = calls
     _render_reasoning(msg, reasoning)
-    if "audio" in m.meta:
-        msg["audio"] = m.meta["audio"]
+    if audio is not None:
+        msg["audio"] = audio
     return _with_name(msg, m)
 
 

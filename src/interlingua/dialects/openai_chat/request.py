@@ -30,7 +30,8 @@ _HANDLED = frozenset(
         "model", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options",
         "temperature", "top_p", "seed", "stop", "user", "metadata", "tools", "tool_choice",
         "parallel_tool_calls", "response_format", "reasoning_effort", "functions",
-        "function_call",
+        "function_call", "logprobs", "top_logprobs", "top_k", "min_p", "repetition_penalty",
+        "modalities", "audio",
     }
 )  # fmt: skip
 _NUMBER = (int, float)
@@ -89,9 +90,34 @@ def parse_request(body: Any) -> Request:
         response_format=_parse_response_format(body.get("response_format")),
         reasoning=_parse_reasoning(body.get("reasoning_effort")),
         include_usage=include_usage,
+        logprobs=bool(optional(body, "logprobs", bool, "a boolean")),
+        top_logprobs=optional(body, "top_logprobs", int, "an integer"),
+        top_k=optional(body, "top_k", int, "an integer"),
+        min_p=optional(body, "min_p", _NUMBER, "a number"),
+        repetition_penalty=optional(body, "repetition_penalty", _NUMBER, "a number"),
+        output_audio=_parse_output_audio(body, extra),
         source_dialect=DIALECT_NAME,
         extra=extra,
     )
+
+
+def _parse_output_audio(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any] | None:
+    """``modalities: ["text", "audio"]`` + ``audio: {voice, format}`` -> the audio settings
+    (an empty dict when audio is asked for without settings). Modalities that say nothing
+    of audio stay in ``extra`` for an OpenAI upstream."""
+    modalities = body.get("modalities")
+    if modalities is not None:
+        expect_type(modalities, list, "modalities", "an array")
+        for i, item in enumerate(modalities):
+            expect_type(item, str, f"modalities[{i}]", "a string")
+    audio = optional(body, "audio", dict, "an object")
+    if modalities is None or "audio" not in modalities:
+        if modalities is not None:
+            extra["modalities"] = modalities
+        if audio is not None:
+            extra["audio"] = audio  # settings without the modality: the upstream's call
+        return None
+    return dict(audio or {})
 
 
 def _parse_stop(value: Any) -> tuple[str, ...]:
@@ -343,6 +369,11 @@ def render_request(request: Request) -> dict[str, Any]:
     for key, value in (
         ("temperature", request.temperature),
         ("top_p", request.top_p),
+        # vLLM's and llama.cpp's samplers: an OpenAI-compatible server that has them
+        # honours them, OpenAI itself refuses them (the caller asked: it should know).
+        ("top_k", request.top_k),
+        ("min_p", request.min_p),
+        ("repetition_penalty", request.repetition_penalty),
         ("seed", request.seed),
         ("user", None if extra.get(USER_FROM_SAFETY_ID) else request.user),
         ("parallel_tool_calls", request.parallel_tool_calls),
@@ -350,6 +381,13 @@ def render_request(request: Request) -> dict[str, Any]:
     ):
         if value is not None:
             body[key] = value
+    if request.logprobs:
+        body["logprobs"] = True
+    if request.top_logprobs is not None and (request.logprobs or same):
+        body["top_logprobs"] = request.top_logprobs  # the API needs logprobs with it
+    if request.output_audio is not None:
+        body["modalities"] = ["text", "audio"]
+        body["audio"] = request.output_audio
     if request.stop:
         body["stop"] = list(request.stop)
     if same and request.metadata is not None:

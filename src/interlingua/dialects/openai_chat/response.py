@@ -13,12 +13,14 @@ from typing import Any
 import orjson
 
 from ...core import (
+    AudioPart,
     Part,
     ReasoningPart,
     Request,
     Response,
     StopReason,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     Usage,
 )
@@ -31,8 +33,10 @@ from .errors import error_from_payload
 __all__ = [
     "FINISH_REASONS",
     "estimated_usage",
+    "parse_logprobs",
     "parse_response",
     "parse_usage",
+    "render_logprobs",
     "render_model_list",
     "render_response",
     "render_usage",
@@ -182,21 +186,87 @@ def _tool_call(call: Any, position: int) -> ToolCallPart | None:
     )
 
 
-def _message_parts(message: dict[str, Any]) -> list[Part]:
+def _token(raw: Any) -> TokenLogprob | None:
+    """One ``{token, logprob, bytes, top_logprobs}`` entry (§1.4); None when malformed."""
+    if not isinstance(raw, dict):
+        return None
+    token, logprob = raw.get("token"), raw.get("logprob")
+    if not isinstance(token, str) or not isinstance(logprob, int | float):
+        return None
+    data = raw.get("bytes")
+    top = raw.get("top_logprobs")
+    return TokenLogprob(
+        token,
+        float(logprob),
+        tuple(data) if isinstance(data, list) else None,
+        tuple(t for t in map(_token, top) if t is not None) if isinstance(top, list) else (),
+    )
+
+
+def parse_logprobs(raw: Any, key: str = "content") -> tuple[TokenLogprob, ...] | None:
+    """``choice.logprobs[key]`` (``content`` or ``refusal``) -> token logprobs, or None
+    when the choice has none (``logprobs: null``, or the key null)."""
+    if not isinstance(raw, dict):
+        return None
+    tokens = raw.get(key)
+    if not isinstance(tokens, list):
+        return None
+    return tuple(t for t in map(_token, tokens) if t is not None)
+
+
+def _render_token(t: TokenLogprob, top: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "token": t.token,
+        "logprob": t.logprob,
+        "bytes": list(t.bytes) if t.bytes is not None else None,
+    }
+    if top:
+        out["top_logprobs"] = [_render_token(a, False) for a in t.top_logprobs]
+    return out
+
+
+def render_logprobs(
+    content: Iterable[TokenLogprob] | None, refusal: Iterable[TokenLogprob] | None = None
+) -> dict[str, Any]:
+    """Token logprobs -> a choice's ``logprobs`` object (§1.4)."""
+    return {
+        "content": None if content is None else [_render_token(t) for t in content],
+        "refusal": None if refusal is None else [_render_token(t) for t in refusal],
+    }
+
+
+def _audio_part(audio: Any) -> AudioPart | None:
+    """``message.audio`` ``{id, data, expires_at, transcript}`` -> AudioPart."""
+    if not isinstance(audio, dict):
+        return None
+    data, transcript = audio.get("data"), audio.get("transcript")
+    audio_id, expires = audio.get("id"), audio.get("expires_at")
+    return AudioPart(
+        data=data if isinstance(data, str) else "",
+        transcript=transcript if isinstance(transcript, str) else "",
+        id=audio_id if isinstance(audio_id, str) else None,
+        expires_at=expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
+    )
+
+
+def _message_parts(message: dict[str, Any], logprobs: Any = None) -> list[Part]:
     parts: list[Part] = []
     reasoning = _reasoning_part(message)
     if reasoning is not None:
         parts.append(reasoning)
     content = message.get("content")
-    if isinstance(content, str) and content:
-        parts.append(TextPart(content))
-    elif isinstance(content, list):  # a few servers answer with a part list
-        text = "".join(c.get("text") or "" for c in content if isinstance(c, dict))
-        if text:
-            parts.append(TextPart(text))
+    tokens = parse_logprobs(logprobs)
+    if isinstance(content, list):  # a few servers answer with a part list
+        content = "".join(c.get("text") or "" for c in content if isinstance(c, dict))
+    if (isinstance(content, str) and content) or tokens:
+        parts.append(TextPart(content if isinstance(content, str) else "", logprobs=tokens))
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:
-        parts.append(TextPart(refusal, meta={"refusal": True}))
+        tokens = parse_logprobs(logprobs, "refusal")
+        parts.append(TextPart(refusal, meta={"refusal": True}, logprobs=tokens))
+    audio = _audio_part(message.get("audio"))
+    if audio is not None:
+        parts.append(audio)
     calls = message.get("tool_calls")
     legacy = message.get("function_call")
     if not calls and isinstance(legacy, dict):
@@ -227,7 +297,7 @@ def parse_response(body: Any) -> Response:
     message = choice.get("message")
     if not isinstance(message, dict):
         raise UpstreamError("upstream returned a choice without a message", status=502, body=body)
-    parts = _message_parts(message)
+    parts = _message_parts(message, choice.get("logprobs"))
     has_calls = any(isinstance(p, ToolCallPart) for p in parts)
     stop, sequence = stop_reason_for(
         choice.get("finish_reason"), choice.get("stop_reason"), has_calls
@@ -256,9 +326,17 @@ def render_message(parts: Iterable[Part]) -> dict[str, Any]:
     refusal: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
+    audio: dict[str, Any] | None = None
     for p in parts:
         if isinstance(p, TextPart):
             (refusal if p.meta.get("refusal") else text).append(p.text)
+        elif isinstance(p, AudioPart):
+            audio = {
+                "id": p.id or random_id("audio_"),
+                "data": p.data,
+                "expires_at": p.expires_at or 0,
+                "transcript": p.transcript,
+            }
         elif isinstance(p, ToolCallPart):
             calls.append(render_tool_call(p))
         elif isinstance(p, ReasoningPart):
@@ -267,9 +345,11 @@ def render_message(parts: Iterable[Part]) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         # null only when the turn is tool calls (or a refusal) and no text (§1.3).
-        "content": content if content or not (calls or refusal) else None,
+        "content": content if content or not (calls or refusal or audio) else None,
         "refusal": "".join(refusal) if refusal else None,
     }
+    if audio is not None:
+        message["audio"] = audio
     if calls:
         message["tool_calls"] = calls
     thought = "".join(reasoning)
@@ -303,12 +383,27 @@ def render_response(response: Response, request: Request) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": render_message(response.parts),
-                "logprobs": None,
+                "logprobs": _response_logprobs(response.parts),
                 "finish_reason": FINISH_REASONS.get(response.stop_reason, "stop"),
             }
         ],
         "usage": render_usage(response.usage),
     }
+
+
+def _response_logprobs(parts: Iterable[Part]) -> dict[str, Any] | None:
+    """The choice's ``logprobs``: null unless some text part carries them."""
+    content: list[TokenLogprob] | None = None
+    refusal: list[TokenLogprob] | None = None
+    for p in parts:
+        if isinstance(p, TextPart) and p.logprobs is not None:
+            if p.meta.get("refusal"):
+                refusal = [*(refusal or ()), *p.logprobs]
+            else:
+                content = [*(content or ()), *p.logprobs]
+    if content is None and refusal is None:
+        return None
+    return render_logprobs(content, refusal)
 
 
 def render_model_list(names: list[str], created: int) -> dict[str, Any]:

@@ -19,6 +19,8 @@ import orjson
 
 from ...core import (
     ArgumentsDelta,
+    AudioDelta,
+    AudioPart,
     BlockStart,
     BlockStop,
     ReasoningDelta,
@@ -30,6 +32,7 @@ from ...core import (
     StreamStart,
     TextDelta,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     Usage,
 )
@@ -42,7 +45,9 @@ from .response import (
     FINISH_REASONS,
     completion_id,
     estimated_usage,
+    parse_logprobs,
     parse_usage,
+    render_logprobs,
     render_usage,
     stop_reason_for,
 )
@@ -72,6 +77,7 @@ class OpenAIChatStreamDecoder:
     """
 
     __slots__ = (
+        "_audio",
         "_done",
         "_finish",
         "_generated",
@@ -99,6 +105,7 @@ class OpenAIChatStreamDecoder:
         self._text: int | None = None  # the open text block, if any
         self._refusal: int | None = None  # the open refusal (text) block, if any
         self._reasoning: int | None = None  # the open reasoning block, if any
+        self._audio: int | None = None  # the audio block, once audio arrived
         self._tools: dict[_ToolKey, int] = {}  # upstream tool-call key -> neutral index
         self._last_tool: _ToolKey = None
         self._finish: str | None = None
@@ -181,12 +188,20 @@ class OpenAIChatStreamDecoder:
                 reasoning = delta.get("reasoning")  # vLLM >= 0.11, OpenRouter (§1.6)
             if isinstance(reasoning, str) and reasoning:
                 self._reasoning_delta(reasoning, out)
+            logprobs = choice.get("logprobs")
+            if logprobs is not None:
+                logprobs = parse_logprobs(logprobs), parse_logprobs(logprobs, "refusal")
             content = delta.get("content")
-            if isinstance(content, str) and content:
-                self._text_delta(content, out)
+            tokens = logprobs[0] if logprobs else None
+            if (isinstance(content, str) and content) or tokens:
+                self._text_delta(content if isinstance(content, str) else "", out, tokens)
             refusal = delta.get("refusal")
-            if isinstance(refusal, str) and refusal:
-                self._refusal_delta(refusal, out)
+            tokens = logprobs[1] if logprobs else None
+            if (isinstance(refusal, str) and refusal) or tokens:
+                self._refusal_delta(refusal if isinstance(refusal, str) else "", out, tokens)
+            audio = delta.get("audio")
+            if isinstance(audio, dict):
+                self._audio_delta(audio, out)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for call in calls:
@@ -203,7 +218,7 @@ class OpenAIChatStreamDecoder:
                 self._matched_stop = matched
 
     def _open_block(
-        self, part: TextPart | ReasoningPart | ToolCallPart, out: list[StreamEvent]
+        self, part: TextPart | ReasoningPart | ToolCallPart | AudioPart, out: list[StreamEvent]
     ) -> int:
         index = self._next
         self._next += 1
@@ -231,21 +246,42 @@ class OpenAIChatStreamDecoder:
         self._generated.append(text)
         out.append(ReasoningDelta(index, text))
 
-    def _text_delta(self, text: str, out: list[StreamEvent]) -> None:
+    def _text_delta(
+        self, text: str, out: list[StreamEvent], logprobs: tuple[TokenLogprob, ...] | None
+    ) -> None:
         index = self._text
         if index is None:
             self._close_runs(out)  # reasoning comes first; a new run means it ended
             index = self._text = self._open_block(TextPart(""), out)
         self._generated.append(text)
-        out.append(TextDelta(index, text))
+        out.append(TextDelta(index, text, logprobs or None))
 
-    def _refusal_delta(self, text: str, out: list[StreamEvent]) -> None:
+    def _refusal_delta(
+        self, text: str, out: list[StreamEvent], logprobs: tuple[TokenLogprob, ...] | None
+    ) -> None:
         index = self._refusal
         if index is None:
             self._close_runs(out)
             index = self._refusal = self._open_block(TextPart("", meta={"refusal": True}), out)
         self._generated.append(text)
-        out.append(TextDelta(index, text))
+        out.append(TextDelta(index, text, logprobs or None))
+
+    def _audio_delta(self, audio: dict[str, Any], out: list[StreamEvent]) -> None:
+        """``delta.audio`` pieces (id, base64 data, transcript, expires_at) -> one block."""
+        data, transcript = audio.get("data"), audio.get("transcript")
+        audio_id, expires = audio.get("id"), audio.get("expires_at")
+        index = self._audio
+        if index is None:
+            index = self._audio = self._open_block(AudioPart(), out)
+        out.append(
+            AudioDelta(
+                index,
+                data if isinstance(data, str) else "",
+                transcript if isinstance(transcript, str) else "",
+                audio_id if isinstance(audio_id, str) else None,
+                expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
+            )
+        )
 
     def _tool_delta(self, call: dict[str, Any], out: list[StreamEvent]) -> None:
         key = call.get("index")
@@ -355,6 +391,8 @@ class OpenAIChatStreamEncoder:
             # Defensive: events before a StreamStart still produce a valid stream.
             self._begin(random_id("chatcmpl-"), 0)
         if isinstance(event, TextDelta):
+            if event.logprobs is not None:
+                return self._with_logprobs(event)
             if not event.text:
                 return b""
             key = b'{"refusal":' if event.index in self._refusals else b'{"content":'
@@ -374,10 +412,34 @@ class OpenAIChatStreamEncoder:
             return self._block_start(event)
         if isinstance(event, StreamEnd):
             return self._end(event)
+        if isinstance(event, AudioDelta):
+            return self._audio(event)
         if isinstance(event, StreamError):
             self._done = True
             return render_stream_error(event.error)  # no [DONE] after an error
         return b""  # BlockStop, SignatureDelta, a repeated StreamStart: nothing on the wire
+
+    def _with_logprobs(self, event: TextDelta) -> bytes:
+        """A text delta and its tokens' logprobs in one chunk, as OpenAI sends them."""
+        refusal = event.index in self._refusals
+        delta = {"refusal" if refusal else "content": event.text}
+        logprobs = render_logprobs(
+            None if refusal else event.logprobs, event.logprobs if refusal else None
+        )
+        tail = self._tail.replace(b'"logprobs":null', b'"logprobs":' + orjson.dumps(logprobs), 1)
+        return b"".join((self._head, orjson.dumps(delta), tail))
+
+    def _audio(self, event: AudioDelta) -> bytes:
+        audio: dict[str, Any] = {}
+        if event.id is not None:
+            audio["id"] = event.id
+        if event.data:
+            audio["data"] = event.data
+        if event.transcript:
+            audio["transcript"] = event.transcript
+        if event.expires_at is not None:
+            audio["expires_at"] = event.expires_at
+        return self._chunk(orjson.dumps({"audio": audio})) if audio else b""
 
     def _block_start(self, event: BlockStart) -> bytes:
         part = event.part
@@ -394,9 +456,15 @@ class OpenAIChatStreamEncoder:
         if isinstance(part, TextPart):
             if part.meta.get("refusal"):
                 self._refusals.add(event.index)
-            return self.encode(TextDelta(event.index, part.text)) if part.text else b""
+            if part.text or part.logprobs is not None:
+                return self.encode(TextDelta(event.index, part.text, part.logprobs))
+            return b""
         if isinstance(part, ReasoningPart) and part.text:
             return self.encode(ReasoningDelta(event.index, part.text))
+        if isinstance(part, AudioPart):
+            return self.encode(
+                AudioDelta(event.index, part.data, part.transcript, part.id, part.expires_at)
+            )
         return b""
 
     def _end(self, event: StreamEnd) -> bytes:

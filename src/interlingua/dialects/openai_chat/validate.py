@@ -167,8 +167,15 @@ _SCALARS: dict[str, tuple[type, ...]] = {
     "reasoning_effort": _STR,
     "stream_options": (dict,),
     "metadata": (dict,),
+    "logprobs": _BOOL,
+    "top_logprobs": _INT,
+    "top_k": _INT,
+    "min_p": _NUMBER,
+    "repetition_penalty": _NUMBER,
+    "audio": (dict,),
 }
 _FIELDS = {
+    "modalities": lambda v: type(v) is list and all(type(m) is str for m in v),
     "stop": _stop_ok,
     "tools": _tools_ok,
     "tool_choice": _tool_choice_ok,

@@ -37,7 +37,7 @@ from ...errors import InterlinguaError, UpstreamError
 from ...sse import SSEEvent
 from .._common import random_id
 from ..openai_chat.errors import error_from_payload
-from .response import NAME, parse_item, parse_usage, stop_reason_for
+from .response import NAME, parse_item, parse_logprobs, parse_usage, stop_reason_for
 
 __all__ = ["ResponsesStreamDecoder"]
 
@@ -174,9 +174,12 @@ class ResponsesStreamDecoder:
 
     def _delta(self, data: dict[str, Any], out: list[StreamEvent]) -> None:
         delta = data.get("delta")
-        if not isinstance(delta, str) or not delta:
-            return
         kind = data["type"]
+        logprobs = None
+        if kind == "response.output_text.delta":
+            logprobs = parse_logprobs(data.get("logprobs"))
+        if not isinstance(delta, str) or not (delta or logprobs):
+            return
         text = kind in ("response.output_text.delta", "response.refusal.delta")
         sub = _int(data.get("content_index")) if text else 0  # one block per reasoning item
         index = self._blocks.get((_int(data.get("output_index")), sub))
@@ -184,7 +187,7 @@ class ResponsesStreamDecoder:
             return
         self._filled.add(index)
         if text:
-            out.append(TextDelta(index, delta))
+            out.append(TextDelta(index, delta, logprobs))
         elif kind.startswith("response.reasoning"):
             out.append(ReasoningDelta(index, delta))
         else:

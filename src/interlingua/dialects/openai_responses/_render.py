@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Message,
@@ -206,6 +207,8 @@ def _call(part: ToolCallPart) -> dict[str, Any]:
 
 def _unsupported(part: Part, param: str) -> InvalidRequestError:
     what = part.raw.get("type") if isinstance(part, UnknownPart) else type(part).__name__
+    if isinstance(part, AudioPart):
+        what = "input_audio"  # the SDK declares the type but no input accepts it
     return InvalidRequestError(
         f"{param}: content of type {what!r} cannot be sent to an OpenAI Responses upstream.",
         param=param,

@@ -15,10 +15,15 @@ upstream. Items are handled in :mod:`._items` / :mod:`._render`, tools in :mod:`
   ones, ...) go to ``Request.extra`` and are re-emitted only when the request came from
   this dialect. Keys of ``extra`` starting with ``_responses_`` are markers of this codec
   and never appear on the wire.
-* Toward Responses, ``stop``, ``seed`` and ``top_k`` of other dialects are dropped (the
-  API has none of them; an upstream of kind ``responses`` enforces ``stop`` itself), and
-  Chat's ``n`` > 1 is refused (400), as toward Anthropic; ``metadata`` is re-emitted for
-  Responses clients only.
+* ``top_logprobs`` is :attr:`Request.top_logprobs`; ``include`` naming
+  ``message.output_text.logprobs`` sets :attr:`Request.logprobs` (``include`` itself
+  stays in ``extra``). Rendering another dialect's request for logprobs adds that
+  ``include`` entry.
+* Toward Responses, ``stop`` and ``seed`` of other dialects are dropped (the API has
+  neither; an upstream of kind ``responses`` enforces ``stop`` itself); Chat's ``n`` > 1,
+  ``top_k``, ``min_p``, ``repetition_penalty`` and audio output are refused (400 naming
+  the parameter: the API has no such setting, and a caller who asked for one would not
+  get it); ``metadata`` is re-emitted for Responses clients only.
 
 Normalization on a Responses round trip (besides :mod:`._items`'): ``null`` fields and
 ``stream: false`` are dropped.
@@ -44,13 +49,14 @@ INPUT_STRING = "_responses_input_string"  # the client sent `input` as a bare st
 USER_FROM_SAFETY_ID = "_responses_user_from_safety_identifier"  # Request.user is not `user`
 REASONING_REST = "_responses_reasoning"  # `reasoning` without `effort` (summary, ...)
 TEXT_REST = "_responses_text"  # `text` without `format` (verbosity, ...)
+LOGPROBS_INCLUDE = "message.output_text.logprobs"  # the `include` entry asking for them
 
 # Body keys this codec maps to neutral fields; every other key goes to Request.extra.
 _HANDLED = frozenset(
     {
         "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
         "reasoning", "text", "max_output_tokens", "temperature", "top_p", "stream", "user",
-        "metadata",
+        "metadata", "top_logprobs",
     }
 )  # fmt: skip
 _NUMBER = (int, float)
@@ -94,9 +100,31 @@ def parse_request(body: Any, sealer: Sealer | None = None) -> Request:
         parallel_tool_calls=optional(body, "parallel_tool_calls", bool, "a boolean"),
         response_format=_parse_text(body.get("text"), extra),
         reasoning=_parse_reasoning(body.get("reasoning"), extra),
+        logprobs=_wants_logprobs(body.get("include")),
+        top_logprobs=optional(body, "top_logprobs", int, "an integer"),
         source_dialect=DIALECT_NAME,
         extra=extra,
     )
+
+
+def _wants_logprobs(include: Any) -> bool:
+    return isinstance(include, list) and LOGPROBS_INCLUDE in include
+
+
+def _refuse_unsupported(request: Request) -> None:
+    """The settings a caller asked for by name that the Responses API has no field for
+    (a model's ``drop_params`` clears them first when it should drop them instead)."""
+    for param, value in (
+        ("top_k", request.top_k),
+        ("min_p", request.min_p),
+        ("repetition_penalty", request.repetition_penalty),
+        ("modalities", request.output_audio),
+    ):
+        if value is not None:
+            what = "audio output" if param == "modalities" else f"'{param}'"
+            raise InvalidRequestError(
+                f"{what} is not supported by the upstream API (OpenAI Responses)", param=param
+            )
 
 
 def _parse_reasoning(value: Any, extra: dict[str, Any]) -> Reasoning | None:
@@ -158,6 +186,7 @@ def render_request(request: Request) -> dict[str, Any]:
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
         # One answer per request in this API: dropping n would answer one choice of n.
         raise InvalidRequestError("n > 1 is not supported by the upstream API", param="n")
+    _refuse_unsupported(request)
     instructions, messages = _split_instructions(request.messages, same)
     body: dict[str, Any] = {"model": request.model}
     if instructions is not None:
@@ -173,9 +202,12 @@ def render_request(request: Request) -> dict[str, Any]:
         ("user", None if extra.get(USER_FROM_SAFETY_ID) else request.user),
         ("parallel_tool_calls", request.parallel_tool_calls),
         ("metadata", request.metadata if same else None),
+        ("top_logprobs", request.top_logprobs),
     ):
         if value is not None:
             body[key] = value
+    if request.logprobs and not same:
+        body["include"] = [LOGPROBS_INCLUDE]
     if request.stream:
         body["stream"] = True
     tools = render_tools(request.tools, extra)

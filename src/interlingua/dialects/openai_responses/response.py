@@ -20,6 +20,7 @@ from ...core import (
     Response,
     StopReason,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     UnknownPart,
     Usage,
@@ -36,9 +37,11 @@ __all__ = [
     "STATE",
     "item_id",
     "own_id",
+    "parse_logprobs",
     "parse_response",
     "parse_usage",
     "render_item",
+    "render_logprobs",
     "render_response",
     "render_usage",
     "response_body",
@@ -116,7 +119,47 @@ def content_part(part: TextPart) -> dict[str, Any]:
     """A message's content part for a text part: ``output_text`` or ``refusal``."""
     if part.meta.get("refusal"):
         return {"type": "refusal", "refusal": part.text}
-    return {"type": "output_text", "text": part.text, "annotations": [], "logprobs": []}
+    logprobs = render_logprobs(part.logprobs)
+    return {"type": "output_text", "text": part.text, "annotations": [], "logprobs": logprobs}
+
+
+def _token(t: TokenLogprob, top: bool) -> dict[str, Any]:
+    # the SDK's output_text type requires bytes: derived from the token when the
+    # upstream did not say them
+    data = list(t.bytes) if t.bytes is not None else list(t.token.encode())
+    out: dict[str, Any] = {"token": t.token, "logprob": t.logprob, "bytes": data}
+    if top:
+        out["top_logprobs"] = [_token(a, False) for a in t.top_logprobs]
+    return out
+
+
+def render_logprobs(tokens: tuple[TokenLogprob, ...] | None) -> list[dict[str, Any]]:
+    """Token logprobs -> an ``output_text`` part's ``logprobs`` (``[]`` when none). The
+    stream's ``output_text.delta`` events carry the same shape: the SDK's delta type
+    lists no ``bytes``, but keeps them (its models allow extra keys), and a client that
+    folds the stream gets what the finished part says."""
+    return [_token(t, True) for t in tokens or ()]
+
+
+def parse_logprobs(raw: Any) -> tuple[TokenLogprob, ...] | None:
+    """An ``output_text`` part's (or delta event's) ``logprobs`` -> token logprobs; None
+    for ``[]``, which the API sends whether or not they were asked for."""
+    if not isinstance(raw, list) or not raw:
+        return None
+    out: list[TokenLogprob] = []
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        token, logprob, data = entry.get("token"), entry.get("logprob"), entry.get("bytes")
+        if not isinstance(token, str) or not isinstance(logprob, int | float):
+            continue
+        top = parse_logprobs(entry.get("top_logprobs")) or ()
+        out.append(
+            TokenLogprob(
+                token, float(logprob), tuple(data) if isinstance(data, list) else None, top
+            )
+        )
+    return tuple(out)
 
 
 def sealer_for(request: Request, sealer: Sealer) -> Sealer | None:
@@ -365,7 +408,8 @@ def parse_item(item: Any) -> list[Part]:
             if content.get("type") == "refusal":
                 parts.append(TextPart(_str(content, "refusal"), meta={**meta, "refusal": True}))
             elif content.get("type") == "output_text":
-                parts.append(TextPart(_str(content, "text"), meta=meta))
+                logprobs = parse_logprobs(content.get("logprobs"))
+                parts.append(TextPart(_str(content, "text"), meta=meta, logprobs=logprobs))
         return parts
     if kind == "reasoning":
         summary = item.get("summary") or ()

@@ -34,6 +34,7 @@ from ...core import (
     StreamStart,
     TextDelta,
     TextPart,
+    TokenLogprob,
     ToolCallPart,
     UnknownPart,
     Usage,
@@ -51,6 +52,7 @@ from .response import (
     item_prefix,
     own_id,
     render_item,
+    render_logprobs,
     response_body,
     sealer_for,
 )
@@ -133,6 +135,7 @@ class ResponsesStreamEncoder(OneAtATime):
         "_done",
         "_iid",
         "_items",
+        "_logprobs",
         "_part",
         "_request",
         "_resp_id",
@@ -158,6 +161,7 @@ class ResponsesStreamEncoder(OneAtATime):
         self._part: Part = TextPart("")  # its initial part
         self._iid = ""
         self._chunks: list[str] = []  # its content so far
+        self._logprobs: list[TokenLogprob] | None = None  # its text's token logprobs
         self._signature: list[str] = []  # a reasoning item's signature deltas
         # a reasoning item's summary part: None (not a reasoning item), False (not yet
         # opened: it opens with the first text), True (open)
@@ -197,7 +201,12 @@ class ResponsesStreamEncoder(OneAtATime):
         """The bytes owed for one neutral event (``b""`` while buffering)."""
         if self._done:
             return b""
-        if type(event) is TextDelta or type(event) is ReasoningDelta:
+        if type(event) is TextDelta:
+            if event.index == self._current:
+                if event.logprobs is not None:
+                    return self._logprob_delta(event.text, event.logprobs)
+                return self._delta_bytes(event.text)
+        elif type(event) is ReasoningDelta:
             if event.index == self._current:
                 return self._delta_bytes(event.text)
         elif type(event) is ArgumentsDelta and event.index == self._current:
@@ -232,6 +241,19 @@ class ResponsesStreamEncoder(OneAtATime):
         self._seq = seq + 1
         return b"".join((prefix, b"%d" % seq, b',"delta":', orjson.dumps(text), self._tail))
 
+    def _logprob_delta(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> bytes:
+        """A text delta carrying its tokens' logprobs (the delta event's own shape)."""
+        if isinstance(self._part, TextPart) and self._part.meta.get("refusal"):
+            return self._delta_bytes(text)  # a refusal's delta event has no logprobs
+        self._logprobs = [*(self._logprobs or ()), *logprobs]
+        if not text and not logprobs:
+            return b""
+        self._chunks.append(text)
+        tail = b',"logprobs":' + orjson.dumps(render_logprobs(logprobs)) + b"}\n\n"
+        seq = self._seq
+        self._seq = seq + 1
+        return b"".join((self._delta, b"%d" % seq, b',"delta":', orjson.dumps(text), tail))
+
     def _begin(self, event: StreamStart, out: list[bytes]) -> None:
         self._resp_id = own_id(self._request, event.id)
         self._created = event.created or int(time.time())
@@ -261,6 +283,7 @@ class ResponsesStreamEncoder(OneAtATime):
         self._part = part
         self._iid = iid
         self._chunks = []
+        self._logprobs = None
         self._signature = []
         self._summary = False if isinstance(part, ReasoningPart) else None
         kind, index_field, self._tail = _delta_kind(part)
@@ -296,7 +319,9 @@ class ResponsesStreamEncoder(OneAtATime):
 
     def _in_block(self, event: StreamEvent, out: list[bytes]) -> None:
         """An event of the open item (replayed from the buffer, or a stop)."""
-        if isinstance(event, TextDelta | ReasoningDelta):
+        if isinstance(event, TextDelta) and event.logprobs is not None:
+            out.append(self._logprob_delta(event.text, event.logprobs))
+        elif isinstance(event, TextDelta | ReasoningDelta):
             out.append(self._delta_bytes(event.text))
         elif isinstance(event, ArgumentsDelta):
             out.append(self._delta_bytes(event.json))
@@ -309,6 +334,8 @@ class ResponsesStreamEncoder(OneAtATime):
         """Finish the open item: its done events, then ``output_item.done``."""
         text = "".join(self._chunks)
         part = _with_content(self._part, text)
+        if isinstance(part, TextPart) and self._logprobs is not None:
+            part = replace(part, logprobs=(*(part.logprobs or ()), *self._logprobs))
         if isinstance(part, ReasoningPart) and self._signature:
             part = replace(part, signature=(part.signature or "") + "".join(self._signature))
         ids = self._ids
@@ -316,7 +343,7 @@ class ResponsesStreamEncoder(OneAtATime):
             if part.meta.get("refusal"):
                 out.append(self._event("response.refusal.done", ids({"refusal": text})))
             else:
-                fields = {"text": text, "logprobs": []}
+                fields = {"text": text, "logprobs": render_logprobs(part.logprobs)}
                 out.append(self._event("response.output_text.done", ids(fields)))
             out.append(self._event("response.content_part.done", ids({"part": content_part(part)})))
         elif isinstance(part, ReasoningPart):

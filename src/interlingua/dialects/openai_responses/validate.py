@@ -266,6 +266,7 @@ _SCALARS: dict[str, tuple[type, ...]] = {
     "user": _STR,
     "safety_identifier": _STR,
     "metadata": (dict,),
+    "top_logprobs": _INT,
 }
 _FIELDS = {
     "input": _input_ok,

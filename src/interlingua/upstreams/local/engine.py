@@ -6,8 +6,10 @@ caller holds a :class:`~.slot.Slot`), and hands its output to the event loop thr
 ``asyncio.Queue`` with ``loop.call_soon_threadsafe``: the loop never waits on llama.cpp,
 so the server answers ``/health`` and streams other bytes during a generation.
 
-A job's output is a sequence of *items*: ``str`` (text released so far), then exactly one
-:class:`Finish` or one exception. Token bytes are decoded incrementally (a UTF-8
+A job's output is a sequence of *items*: ``str`` (text released so far) -- or, when the
+request asked for log probabilities, :class:`Piece` (the text with its tokens' logprobs,
+computed as llama.cpp's server does: the softmax of the raw logits each token was
+sampled from) -- then exactly one :class:`Finish` or one exception. Token bytes are decoded incrementally (a UTF-8
 character may span tokens), stop sequences are matched across token boundaries with
 :class:`~interlingua.text.stop.StopMatcher`, and ``job.cancel`` is checked after every
 token (and between prompt batches), so a client that goes away stops the model within
@@ -29,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import llama_cpp
+import numpy as np
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from ...config import ConfigError
-from ...core import StopReason
+from ...core import StopReason, TokenLogprob
 from ...errors import UpstreamError
 from ...text.stop import StopMatcher
 
@@ -42,6 +45,7 @@ __all__ = [
     "Item",
     "Job",
     "LlamaEngine",
+    "Piece",
     "Sampling",
 ]
 
@@ -87,7 +91,18 @@ class Finish:
     output_tokens: int
 
 
-Item: TypeAlias = str | Finish | BaseException
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Released text and the logprobs of the tokens generated since the last piece (a
+    token whose text is still held back, by the UTF-8 decoder or the stop matcher, goes
+    with a later piece; when a stop sequence matches, the tokens that spelled it go with
+    the text released just before it, or are not sent when there is none)."""
+
+    text: str
+    logprobs: tuple[TokenLogprob, ...]
+
+
+Item: TypeAlias = str | Piece | Finish | BaseException
 
 
 @dataclass(slots=True)
@@ -99,6 +114,8 @@ class Job:
     sampling: Sampling
     stops: tuple[str, ...]
     loop: asyncio.AbstractEventLoop
+    #: None: no logprobs; k: each token's logprob and its k most likely alternatives
+    logprobs: int | None = None
     queue: asyncio.Queue[Item] = field(default_factory=asyncio.Queue)
     cancel: threading.Event = field(default_factory=threading.Event)
     #: completed (on ``loop``) when the worker thread has let go of the model
@@ -118,6 +135,24 @@ class Job:
             return
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
             self.loop.call_soon_threadsafe(_set_done, done)
+
+
+class _Output:
+    """Released text to the job: plain strings, or pieces with the logprobs of the
+    tokens generated since the last piece when the job asked for them."""
+
+    __slots__ = ("job", "pending")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.pending: list[TokenLogprob] = []
+
+    def emit(self, text: str) -> None:
+        if self.job.logprobs is None:
+            self.job.emit(text)
+            return
+        self.job.emit(Piece(text, tuple(self.pending)))
+        self.pending.clear()
 
 
 def _cancelled() -> UpstreamError:
@@ -255,6 +290,29 @@ class LlamaEngine:
             self._pieces[token] = piece
         return piece
 
+    def _logprob(self, token: int, top: int) -> TokenLogprob:
+        """``token``'s log probability under the logits it was just sampled from (the
+        context's last row: the next evaluation has not run yet), with the ``top`` most
+        likely tokens there. Raw logits, before temperature and the samplers, as
+        llama.cpp's server reports them by default."""
+        n_vocab = self.llm.n_vocab()
+        row = llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        logits = np.ctypeslib.as_array(row, shape=(n_vocab,)).astype(np.float64)
+        peak = logits.max()
+        norm = peak + np.log(np.exp(logits - peak).sum())
+        alternatives: tuple[TokenLogprob, ...] = ()
+        if top > 0:
+            best = np.argpartition(-logits, min(top, n_vocab) - 1)[:top]
+            best = best[np.argsort(-logits[best], kind="stable")]
+            alternatives = tuple(self._token_logprob(int(t), logits[t] - norm) for t in best)
+        return self._token_logprob(token, logits[token] - norm, alternatives)
+
+    def _token_logprob(
+        self, token: int, logprob: float, top: tuple[TokenLogprob, ...] = ()
+    ) -> TokenLogprob:
+        piece = self._piece(token)
+        return TokenLogprob(piece.decode("utf-8", "replace"), float(logprob), tuple(piece), top)
+
     def _prefill(self, tokens: list[int], cancel: threading.Event) -> bool:
         """Evaluate the prompt batch by batch, reusing the cached common prefix.
 
@@ -326,6 +384,7 @@ class LlamaEngine:
             presence_penalty=s.presence_penalty,
             grammar=s.grammar,
         )
+        out = _Output(job)
         try:
             for token in tokens:
                 if job.cancel.is_set():
@@ -333,11 +392,13 @@ class LlamaEngine:
                 if llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     break
                 count += 1
+                if job.logprobs is not None:
+                    out.pending.append(self._logprob(token, job.logprobs))
                 text = decoder.decode(self._piece(token))
                 if text:
                     released, matched = matcher.feed(text)
                     if released:
-                        job.emit(released)
+                        out.emit(released)
                     if matched is not None:
                         return Finish(StopReason.STOP_SEQUENCE, matched, count)
                 if count >= job.max_tokens:
@@ -348,7 +409,7 @@ class LlamaEngine:
         released, matched = matcher.feed(decoder.decode(b"", final=True))
         rest = "" if matched is not None else matcher.flush()
         if released or rest:
-            job.emit(released + rest)
+            out.emit(released + rest)
         if matcher.matched is not None:
             return Finish(StopReason.STOP_SEQUENCE, matcher.matched, count)
         return Finish(reason, None, count)

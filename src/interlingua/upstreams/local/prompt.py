@@ -3,7 +3,7 @@
 The model sees plain chat turns (``{"role", "content"}`` strings) rendered by its own
 chat template. What a small text-only model cannot take is refused with a 400 rather
 than silently dropped (the drop policy of ``core/request.py``: dropping it would change
-the answer): images and binary documents. Tool calls and results in the history become
+the answer): images, audio and binary documents, and audio output. Tool calls and results in the history become
 text in the Hermes ``<tool_call>`` / ``<tool_response>`` format of
 :mod:`interlingua.text.tool_prompt`, the format the tools prompt teaches.
 """
@@ -19,6 +19,7 @@ import orjson
 from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
 from ...core import (
+    AudioPart,
     DocumentPart,
     ImagePart,
     Message,
@@ -41,9 +42,10 @@ from .engine import Sampling
 __all__ = ["chat_messages", "check_supported", "for_text_model", "grammar_for", "sampling_for"]
 
 # Settings the neutral request has no field for: OpenAI-dialect clients send them in the
-# body and they arrive in ``Request.extra`` (min_p and repeat_penalty are llama.cpp's own
-# extensions, accepted by its server and by vLLM).
+# body and they arrive in ``Request.extra`` (``min_p`` has a neutral field too, and
+# ``repeat_penalty`` is llama.cpp's name of the neutral ``repetition_penalty``).
 _EXTRA_FLOATS = ("min_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
+_MAX_TOP_LOGPROBS = 20  # OpenAI's bound; llama.cpp's server takes any n_probs
 
 
 def for_text_model(request: Request, text_tool_calls: bool) -> Request:
@@ -88,6 +90,8 @@ def _message_text(message: Message, index: int) -> str:
             pieces.append(part.text)
         elif isinstance(part, ImagePart):
             raise InvalidRequestError("this model does not accept images", param=where)
+        elif isinstance(part, AudioPart):
+            raise InvalidRequestError(f"{where}: this model does not accept audio", param=where)
         elif isinstance(part, DocumentPart):
             pieces.append(_document_text(part, where))
         elif isinstance(part, ToolCallPart):
@@ -131,6 +135,16 @@ def check_supported(request: Request) -> None:
         raise InvalidRequestError(
             "this model generates one choice per request: 'n' must be 1", param="n"
         )
+    if request.output_audio is not None:
+        raise InvalidRequestError(
+            "audio output is not supported by this model (it writes text only)",
+            param="modalities",
+        )
+    top = request.top_logprobs
+    if top is not None and not 0 <= top <= _MAX_TOP_LOGPROBS:
+        raise InvalidRequestError(
+            f"'top_logprobs' must be between 0 and {_MAX_TOP_LOGPROBS}", param="top_logprobs"
+        )
 
 
 def sampling_for(request: Request, grammar: Any = None) -> Sampling:
@@ -141,8 +155,10 @@ def sampling_for(request: Request, grammar: Any = None) -> Sampling:
         temperature=_or(request.temperature, defaults.temperature),
         top_p=_or(request.top_p, defaults.top_p),
         top_k=_or(request.top_k, defaults.top_k),
-        min_p=extra.get("min_p", defaults.min_p),
-        repeat_penalty=extra.get("repeat_penalty", defaults.repeat_penalty),
+        min_p=_or(request.min_p, extra.get("min_p", defaults.min_p)),
+        repeat_penalty=_or(
+            request.repetition_penalty, extra.get("repeat_penalty", defaults.repeat_penalty)
+        ),
         frequency_penalty=extra.get("frequency_penalty", defaults.frequency_penalty),
         presence_penalty=extra.get("presence_penalty", defaults.presence_penalty),
         seed=request.seed,

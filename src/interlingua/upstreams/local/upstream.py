@@ -10,7 +10,8 @@ the normal translation path. A request goes:
    (:mod:`.slot`);
 3. a worker thread generates token by token (:class:`.engine.LlamaEngine`) while this
    async generator turns its text into ``StreamStart``, ``BlockStart(TextPart(""))``,
-   ``TextDelta``..., ``BlockStop``, ``StreamEnd`` with the true token counts. With tools
+   ``TextDelta``..., ``BlockStop``, ``StreamEnd`` with the true token counts (and, when
+   the request asks for ``logprobs``, each delta's tokens' log probabilities). With tools
    (or ``think_tags``) the events pass through the stream-safe text processors of
    :mod:`interlingua.text`, so tool calls written as text become tool-call blocks.
 
@@ -49,7 +50,7 @@ from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ...text import TextProcessing, TextProcessingStream, parsed_tool_calls
 from ..base import Upstream
 from ..shaping import neutral_request
-from .engine import Finish, Job, LlamaEngine, Sampling
+from .engine import Finish, Job, LlamaEngine, Piece, Sampling
 from .kind import bundled_model_path
 from .prompt import chat_messages, check_supported, for_text_model, grammar_for, sampling_for
 from .slot import Slot
@@ -205,6 +206,7 @@ class LocalUpstream(Upstream):
             stops=request.stop,
             loop=loop,
             done=loop.create_future(),
+            logprobs=(request.top_logprobs or 0) if request.logprobs else None,
         )
         try:
             self._launch(job)
@@ -263,6 +265,9 @@ async def _events(job: Job, model: str, prepared: _Prepared) -> AsyncIterator[St
         item = await job.queue.get()
         if isinstance(item, str):
             for event in process((TextDelta(0, item),)):
+                yield event
+        elif isinstance(item, Piece):
+            for event in process((TextDelta(0, item.text, item.logprobs),)):
                 yield event
         elif isinstance(item, Finish):
             usage = Usage(input_tokens=n_input, output_tokens=item.output_tokens)
