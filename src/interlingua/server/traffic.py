@@ -1,13 +1,15 @@
 """The last hour of traffic, minute by minute, and the last failed requests: what the status
 page (server/status_page.py) charts and lists.
 
-:class:`Traffic` is a ``RecordSink``. Each finished request is added to three *series*:
+:class:`Traffic` is a ``RecordSink``. Each finished request counts in three *series*:
 its model's (the name the client asked for), its key's (the key's name; none when no
 named keys are configured) and its deployment's (``upstream/upstream-model``, as
 :class:`~interlingua.routing.Deployment` names it). A series is a ring of
 :data:`MINUTES` one-minute slots of counts (requests, failures, input and output tokens,
-latency and time to first token sums): adding a request touches one slot, and memory does
-not grow with traffic. A request counts in the minute it *arrived* (``Record.at``), as
+latency and time to first token sums): memory does not grow with traffic. A request is
+added once, to the ring of its (model, key, deployment) combination, and the three
+series are summed from those rings when a snapshot is taken (rare: the page polls);
+combinations past :data:`MAX_COMBOS` are added to the three series one by one. A request counts in the minute it *arrived* (``Record.at``), as
 the usage log dates it. Failed requests (an error kind, or a status of 400 and more) also
 go into a ring of the last :data:`RECENT_ERRORS`.
 
@@ -82,10 +84,10 @@ class _Series:
 
     __slots__ = ("counts", "stamps")
 
-    def __init__(self) -> None:
+    def __init__(self, width: int = len(FIELDS)) -> None:
         #: the minute each slot holds (_EMPTY: none yet)
         self.stamps = [_EMPTY] * MINUTES
-        self.counts = [[0, 0, 0, 0, 0.0, 0.0, 0] for _ in range(MINUTES)]
+        self.counts = [[0, 0, 0, 0, 0.0, 0.0, 0, 0][:width] for _ in range(MINUTES)]
 
     def add(self, minute: int, row: Record, failed: bool) -> None:
         i = minute % MINUTES
@@ -115,30 +117,72 @@ class _Series:
         }
 
 
+class _Combo:
+    """One (model, key, deployment) combination's ring, and the series names it adds up
+    under: a request touches one ring, not three (what the page shows per model, per key
+    and per deployment is summed from the rings when a snapshot is taken)."""
+
+    __slots__ = ("deployment", "key", "model", "ring")
+
+    def __init__(self, model: str, key: str | None, deployment: str | None) -> None:
+        self.model = model
+        self.key = key
+        self.deployment = deployment
+        #: FIELDS, then the requests that failed at the upstream (the deployment's failures)
+        self.ring = _Series(len(FIELDS) + 1)
+
+    def add(self, minute: int, row: Record, failed: bool) -> None:
+        ring = self.ring
+        i = minute % MINUTES
+        counts = ring.counts[i]
+        stamp = ring.stamps[i]
+        if stamp != minute:
+            if stamp > minute:  # older than the whole ring (a very long request)
+                return
+            ring.stamps[i] = minute
+            counts[:] = _ZERO_COMBO
+        counts[0] += 1
+        if failed:
+            counts[1] += 1
+            if self.deployment is not None and upstream_failure(row):
+                counts[7] += 1
+        counts[2] += row.input_tokens
+        counts[3] += row.output_tokens
+        counts[4] += row.latency
+        ttft = row.ttft
+        if ttft is not None:
+            counts[5] += ttft
+            counts[6] += 1
+
+
+#: combinations kept with a ring of their own; later ones add to the named series directly
+MAX_COMBOS = 400
+_ZERO_COMBO = (0, 0, 0, 0, 0.0, 0.0, 0, 0)
+
+
 class Traffic:
     """Minute counts per model, key and deployment, and the recent failures (module doc)."""
 
     def __init__(self) -> None:
+        #: the series of requests past MAX_COMBOS combinations, added to one by one
         self._series: dict[str, dict[str, _Series]] = {kind: {} for kind in KINDS}
-        self._models = self._series["model"]
-        self._keys = self._series["key"]
-        #: (upstream, upstream model) -> its series (no name built per request)
-        self._deployments: dict[tuple[str, str | None], _Series] = {}
+        #: the names admitted per kind (MAX_SERIES at most, then OTHER)
+        self._names: dict[str, set[str]] = {kind: set() for kind in KINDS}
+        #: (model, key, upstream, upstream model) -> its ring
+        self._combos: dict[tuple[str, str | None, str | None, str | None], _Combo] = {}
         self._errors: deque[dict[str, Any]] = deque(maxlen=RECENT_ERRORS)
 
     def record(self, row: Record) -> None:
         """Add one finished request (a ``RecordSink``: never blocks, never raises)."""
         minute = int(row.at // 60)
         failed = row.error is not None or row.status >= 400
-        series = self._models.get(row.model) or _named(self._models, row.model)
-        series.add(minute, row, failed)
-        if row.key is not None:
-            series = self._keys.get(row.key) or _named(self._keys, row.key)
-            series.add(minute, row, failed)
-        if row.upstream is not None:
-            where = (row.upstream, row.upstream_model)
-            series = self._deployments.get(where) or self._deployment(where)
-            series.add(minute, row, upstream_failure(row))
+        combo = self._combos.get((row.model, row.key, row.upstream, row.upstream_model))
+        if combo is None:
+            combo = self._combo(row)
+        if combo is not None:
+            combo.add(minute, row, failed)
+        else:
+            self._add_alone(minute, row, failed)
         if failed:
             self._errors.append(
                 {
@@ -155,11 +199,38 @@ class Traffic:
                 }
             )
 
-    def _deployment(self, where: tuple[str, str | None]) -> _Series:
-        series = _named(self._series["deployment"], f"{where[0]}/{where[1]}")
-        if len(self._deployments) < MAX_SERIES:
-            self._deployments[where] = series
-        return series
+    def _combo(self, row: Record) -> _Combo | None:
+        if len(self._combos) >= MAX_COMBOS:
+            return None
+        combo = _Combo(*self._names_of(row))
+        self._combos[(row.model, row.key, row.upstream, row.upstream_model)] = combo
+        return combo
+
+    def _names_of(self, row: Record) -> tuple[str, str | None, str | None]:
+        """The series names ``row`` adds up under (OTHER past MAX_SERIES names a kind)."""
+        deployment = None
+        if row.upstream is not None:
+            deployment = self._admit("deployment", f"{row.upstream}/{row.upstream_model}")
+        key = None if row.key is None else self._admit("key", row.key)
+        return self._admit("model", row.model), key, deployment
+
+    def _admit(self, kind: str, name: str) -> str:
+        names = self._names[kind]
+        if name in names:
+            return name
+        if len(names) >= MAX_SERIES:
+            return OTHER
+        names.add(name)
+        return name
+
+    def _add_alone(self, minute: int, row: Record, failed: bool) -> None:
+        model, key, deployment = self._names_of(row)
+        named = self._series
+        _series(named["model"], model).add(minute, row, failed)
+        if key is not None:
+            _series(named["key"], key).add(minute, row, failed)
+        if deployment is not None:
+            _series(named["deployment"], deployment).add(minute, row, upstream_failure(row))
 
     def snapshot(self, now: float) -> dict[str, Any]:
         """The last MINUTES minutes before ``now`` as plain data::
@@ -170,26 +241,37 @@ class Traffic:
         Minutes are Unix minutes (``int(at // 60)``); minutes with no traffic are left out.
         """
         first = int(now // 60) - MINUTES + 1
-        series: dict[str, dict[str, dict[str, list[float]]]] = {}
+        series: dict[str, dict[str, dict[str, list[float]]]] = {kind: {} for kind in KINDS}
         for kind, named in self._series.items():
-            series[kind] = {}
             for name, ring in named.items():
-                minutes = ring.snapshot(first)
-                if minutes:
-                    series[kind][name] = minutes
+                for minute, counts in ring.snapshot(first).items():
+                    _add_into(series[kind].setdefault(name, {}), minute, counts)
+        for combo in self._combos.values():
+            for minute, counts in combo.ring.snapshot(first).items():
+                fields = counts[: len(FIELDS)]
+                _add_into(series["model"].setdefault(combo.model, {}), minute, fields)
+                if combo.key is not None:
+                    _add_into(series["key"].setdefault(combo.key, {}), minute, fields)
+                if combo.deployment is not None:
+                    fields = [fields[0], counts[7], *fields[2:]]  # its failures: upstream ones
+                    target = series["deployment"].setdefault(combo.deployment, {})
+                    _add_into(target, minute, fields)
         return {"series": series, "errors": list(self._errors)}
 
 
-def _named(named: dict[str, _Series], name: str) -> _Series:
-    """The series of ``name`` in ``named``, new if need be; OTHER's once MAX_SERIES
-    names are kept."""
+def _add_into(target: dict[str, list[float]], minute: str, counts: list[float]) -> None:
+    have = target.get(minute)
+    if have is None:
+        target[minute] = list(counts)
+    else:
+        for i, value in enumerate(counts):
+            have[i] += value
+
+
+def _series(named: dict[str, _Series], name: str) -> _Series:
     series = named.get(name)
     if series is None:
-        if len(named) >= MAX_SERIES:
-            name = OTHER
-            series = named.get(name)
-        if series is None:
-            series = named[name] = _Series()
+        series = named[name] = _Series()
     return series
 
 

@@ -116,19 +116,26 @@ def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
     ...               "completion_tokens_details": {"reasoning_tokens": 2}})
     (7, 3, 0, 2)
     """
+    # (inline, not helper calls: this runs for every request the gateway counts)
+    get = usage.get
     if "prompt_tokens" in usage or "completion_tokens" in usage:
+        prompt, completion = get("prompt_tokens"), get("completion_tokens")
+        details = get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if type(details) is dict else 0
+        details = get("completion_tokens_details")
+        reasoning = details.get("reasoning_tokens") if type(details) is dict else 0
         return (
-            _int(usage.get("prompt_tokens")),
-            _int(usage.get("completion_tokens")),
-            _int(_detail(usage, "prompt_tokens_details", "cached_tokens")),
-            _int(_detail(usage, "completion_tokens_details", "reasoning_tokens")),
+            prompt if type(prompt) is int and prompt > 0 else 0,
+            completion if type(completion) is int and completion > 0 else 0,
+            cached if type(cached) is int and cached > 0 else 0,
+            reasoning if type(reasoning) is int and reasoning > 0 else 0,
         )
-    cache_read = _int(usage.get("cache_read_input_tokens"))
-    cache_write = _int(usage.get("cache_creation_input_tokens"))
+    cache_read = _int(get("cache_read_input_tokens"))
+    cache_write = _int(get("cache_creation_input_tokens"))
     cached = cache_read or _int(_detail(usage, "input_tokens_details", "cached_tokens"))
     return (
-        _int(usage.get("input_tokens")) + cache_read + cache_write,
-        _int(usage.get("output_tokens")),
+        _int(get("input_tokens")) + cache_read + cache_write,
+        _int(get("output_tokens")),
         cached,
         _int(_detail(usage, "output_tokens_details", "reasoning_tokens")),
     )
