@@ -10,16 +10,22 @@
         result = await client.chat(["What is in this picture?", Path("cat.jpg")])
         print(result.text, result.usage)
 
+Many prompts at once (in input order; failures as :class:`Failure` values)::
+
+    results = await client.generate(["Hi", {"prompt": "Hello", "temperature": 0}])
+
 Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
-``_transport`` (the HTTP seam: aiohttp session, endpoint, failure mapping), ``_policy``
-(retries and rate limits), ``_inputs`` (prompt forms, images), ``_outputs`` (ChatResult,
-usage, JSON), ``_tools`` (the agent loop), ``_errors`` (typed exceptions), ``_build``
-(argument forms).
+``_generate`` (in-process batches, Failure), ``_transport`` (the HTTP seam: aiohttp
+session, endpoint, failure mapping), ``_policy`` (retries and rate limits), ``_inputs``
+(prompt forms, images), ``_outputs`` (ChatResult, usage, JSON, reasoning folding),
+``_settings`` (client-wide defaults), ``_tools`` (the agent loop), ``_errors`` (typed
+exceptions), ``_build`` (argument forms).
 """
 
 from ..limits import RateLimit, RateLimiter
 from ._async import AsyncClient, RawReply
 from ._errors import (
+    AnswerError,
     APIConnectionError,
     APIError,
     APIStatusError,
@@ -27,13 +33,16 @@ from ._errors import (
     AuthenticationError,
     BadRequestError,
     ConflictError,
+    EmptyAnswerError,
     InternalServerError,
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
     RateLimitError,
     UnprocessableEntityError,
+    UnreadableAnswerError,
 )
+from ._generate import Failure
 from ._inputs import InputError, detect_image_type
 from ._outputs import (
     CallOptions,
@@ -44,6 +53,8 @@ from ._outputs import (
     ToolCall,
     better_usage,
     extract_json,
+    fold_reasoning,
+    is_empty_answer,
     normalize_usage,
 )
 from ._stream import ChatStream
@@ -55,6 +66,7 @@ __all__ = [
     "APIError",
     "APIStatusError",
     "APITimeoutError",
+    "AnswerError",
     "AsyncClient",
     "AuthenticationError",
     "BadRequestError",
@@ -63,6 +75,8 @@ __all__ = [
     "ChatStream",
     "Client",
     "ConflictError",
+    "EmptyAnswerError",
+    "Failure",
     "InputError",
     "InternalServerError",
     "JSONExtractionError",
@@ -79,9 +93,12 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "UnprocessableEntityError",
+    "UnreadableAnswerError",
     "better_usage",
     "detect_image_type",
     "extract_json",
+    "fold_reasoning",
+    "is_empty_answer",
     "normalize_usage",
     "tool_spec",
 ]
