@@ -17,6 +17,7 @@ from interlingua.client import (
     fold_reasoning,
     is_empty_answer,
 )
+from interlingua.client._answers import plainly_answered
 from interlingua.core import ReasoningPart, Response, StopReason, TextPart, ToolCallPart, Usage
 
 from .conftest import FakeServer, Gateway, Reply, Seen, Stream, call, openai_body
@@ -58,6 +59,20 @@ def test_what_is_an_empty_answer() -> None:
     assert not is_empty_answer(answer(ToolCallPart("c", "f", "{}"), stop=StopReason.TOOL_USE))
     assert not is_empty_answer(answer(TextPart("no", meta={"refusal": True})))
     assert not is_empty_answer(answer(stop=StopReason.REFUSAL))  # refused without words
+
+
+def test_plainly_answered_looks_only_where_each_dialect_puts_text() -> None:
+    chat = openai_body("hi")
+    assert plainly_answered("openai", chat)
+    assert not plainly_answered("openai", openai_body(""))
+    assert not plainly_answered("openai", {**chat, "error": {"message": "x"}})
+    assert plainly_answered("anthropic", {"content": [{"type": "text", "text": "hi"}]})
+    assert not plainly_answered("anthropic", {"content": [{"type": "thinking", "thinking": "t"}]})
+    message = {"type": "message", "content": [{"type": "output_text", "text": "hi"}]}
+    assert plainly_answered("responses", {"output": [{"type": "reasoning"}, message]})
+    for odd in (None, [], {"choices": []}, {"content": "text"}, {"output": [1]}):
+        for dialect in ("openai", "anthropic", "responses"):
+            assert not plainly_answered(dialect, odd)
 
 
 def test_fold_reasoning_is_basapis_format() -> None:
@@ -144,13 +159,17 @@ async def test_an_unreadable_body_then_an_answer(server: FakeServer) -> None:
 
 
 async def test_send_raw_judges_the_answer_when_asked(server: FakeServer) -> None:
-    server.push(Reply(openai_body("")), Reply(openai_body("ok")))
+    server.push(Reply(openai_body("")), Reply(openai_body("ok")), Reply(refusal_body("no")))
     body = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
     async with client(server) as c:
         reply = await c.send_raw(body, retry_on_empty=True)
         assert c.empty_retries == 1
-    assert reply.response is not None and reply.response.text == "ok"
-    assert reply.json() == orjson.loads(reply.body)
+        refused = await c.send_raw(body, retry_on_empty=True)
+    # text where the dialect puts it: judged without the codec, the body decoded once
+    assert reply.response is None and reply.json() == orjson.loads(reply.body)
+    assert reply.json()["choices"][0]["message"]["content"] == "ok"
+    # anything else is read by the codec to judge it, and the reading comes along
+    assert refused.response is not None and refused.response.parts[0].meta["refusal"]
 
 
 def test_the_sync_client_counts_the_same(server: FakeServer) -> None:

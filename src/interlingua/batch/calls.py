@@ -243,10 +243,8 @@ async def _call_simple_line(client: AsyncClient, item: BatchItem, defaults: Defa
 def reply_outcome(cid: str, reply: RawReply, dialect: str, fold: bool) -> Outcome:
     """The line for a 2xx reply in ``dialect`` (its reasoning folded into its text when
     ``fold``); the body read once, by the client when it judged the answer."""
-    if reply.response is None and not fold:
-        return ok_outcome(cid, reply.status, reply.request_id, reply.body)
     try:
-        parsed = reply.json()
+        parsed = reply.json()  # (decoded already when the client judged the answer)
     except orjson.JSONDecodeError as exc:
         return _unreadable(cid, reply.status, reply.request_id, reply.body, f"not JSON ({exc})")
     folded = fold and fold_body(dialect, parsed, reasoning_of(dialect, parsed, reply.response))

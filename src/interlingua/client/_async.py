@@ -23,7 +23,7 @@ import inspect
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar, cast
 
 import aiohttp
@@ -34,7 +34,7 @@ from ..dialects import Dialect, get_dialect
 from ..dialects.openai_chat import MAX_TOKENS_FIELDS, place_max_tokens
 from ..limits import RateLimit, RateLimiter
 from ..retry import DEFAULT_MAX_RETRIES
-from ._answers import empty_error, read_answer
+from ._answers import empty_error, plainly_answered, read_answer
 from ._build import to_reasoning, to_response_format, to_stop, to_tool_choice, to_tools
 from ._generate import Failure, generate_iter
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
@@ -68,12 +68,16 @@ _DEFAULT_BASE = {
 }
 
 
+_UNREAD: Any = object()  # RawReply.decoded: not decoded yet
+
+
 @dataclass(frozen=True, slots=True)
 class RawReply:
     """A 2xx answer as bytes (:meth:`AsyncClient.send_raw`), for relays and batch output.
 
-    With ``retry_on_empty`` the answer was read to judge it: ``response`` holds the
-    neutral answer and :meth:`json` the decoded body without decoding it again.
+    With ``retry_on_empty`` the answer was read to judge it: :meth:`json` returns the
+    body decoded then, and ``response`` holds the neutral answer when judging needed the
+    codec (None when the text was plainly where the dialect puts it).
     """
 
     status: int
@@ -81,11 +85,11 @@ class RawReply:
     body: bytes
     request_id: str | None
     response: Response | None = None
-    decoded: Any = None
+    decoded: Any = field(default=_UNREAD, repr=False)
 
     def json(self) -> Any:
         """The body decoded."""
-        if self.response is not None:
+        if self.decoded is not _UNREAD:
             return self.decoded
         return orjson.loads(self.body)
 
@@ -449,12 +453,22 @@ class AsyncClient:
             rid = request_id(headers)
             if not retry_on_empty:
                 return RawReply(200, headers, raw, rid)
-            decoded, response = read_answer(self._codec, self.url, raw, rid, True)
-            if is_empty_answer(response):
-                raise empty_error(self.url, ChatResult(response, decoded, rid), raw)
-            return RawReply(200, headers, raw, rid, response, decoded)
+            return self._judge(raw, headers, rid)
 
         return await policy.retrying(attempt, "request")
+
+    def _judge(self, raw: bytes, headers: dict[str, str], rid: str | None) -> RawReply:
+        """``send_raw``'s reply once judged an answer (else the retryable error)."""
+        try:
+            decoded = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            decoded = _UNREAD  # read_answer says why, in its words
+        if decoded is not _UNREAD and plainly_answered(self.dialect, decoded):
+            return RawReply(200, headers, raw, rid, None, decoded)  # no full reading needed
+        decoded, response = read_answer(self._codec, self.url, raw, rid, True)
+        if is_empty_answer(response):
+            raise empty_error(self.url, ChatResult(response, decoded, rid), raw)
+        return RawReply(200, headers, raw, rid, response, decoded)
 
     # --- batches -----------------------------------------------------------------------
 
