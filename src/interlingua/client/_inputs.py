@@ -374,8 +374,13 @@ class Inputs:
         ``paths_as_images``: plain strings naming an existing image file are images.
         """
         reader = _Reader(self, paths_as_images)
-        if _is_message_list(prompt):
-            out = [await reader.message(m, f"messages[{i}]") for i, m in enumerate(prompt)]
+        if type(prompt) is str and not paths_as_images:  # the common case, without a coroutine
+            out = [Message("user", (TextPart(prompt),))]
+        elif _is_message_list(prompt):
+            out = []
+            for i, m in enumerate(prompt):
+                plain = None if paths_as_images else _plain_message(m)
+                out.append(plain or await reader.message(m, f"messages[{i}]"))
         elif isinstance(prompt, Message | dict) and _is_message(prompt):
             out = [await reader.message(prompt, "messages[0]")]
         else:
@@ -479,6 +484,22 @@ class _Reader:
         if role == "developer":
             return Message("system", tuple(parts), name, meta={"role": "developer"})
         return Message(role, tuple(parts), name)
+
+
+_PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+
+
+def _plain_message(m: Any) -> Message | None:
+    """A message dict of only a role and string content, read at once (what a batch of
+    chat prompts is mostly made of); None: it needs :meth:`_Reader.message`."""
+    if isinstance(m, Message):
+        return m
+    if len(m) != 2:
+        return None
+    role, content = m.get("role"), m.get("content")
+    if role not in _PLAIN_ROLES or type(content) is not str:
+        return None
+    return Message(role, (TextPart(content),))
 
 
 def _system_item(item: dict[str, Any], where: str, top: bool) -> TextPart:
