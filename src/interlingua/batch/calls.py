@@ -44,11 +44,11 @@ from ..client import (
     better_usage,
     normalize_usage,
 )
-from ..core import Request
+from ..core import Request, Response
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, get_dialect
 from ..errors import InterlinguaError
-from .fold import fold_body, reasoning_of
+from .fold import fold_body
 from .records import BatchItem, LineError, error_record, success_record
 
 __all__ = ["Defaults", "Outcome", "call_item", "failure_kind"]
@@ -247,8 +247,19 @@ def reply_outcome(cid: str, reply: RawReply, dialect: str, fold: bool) -> Outcom
         parsed = reply.json()  # (decoded already when the client judged the answer)
     except orjson.JSONDecodeError as exc:
         return _unreadable(cid, reply.status, reply.request_id, reply.body, f"not JSON ({exc})")
-    folded = fold and fold_body(dialect, parsed, reasoning_of(dialect, parsed, reply.response))
+    folded = fold and fold_body(dialect, parsed, _reasoning(dialect, parsed, reply.response))
     return ok_outcome(cid, reply.status, reply.request_id, reply.body, parsed, folded)
+
+
+def _reasoning(dialect: str, body: Any, response: Response | None) -> str:
+    """The reasoning of a body, from its neutral reading (made here when the client's
+    judging of the answer did not need one); "" when the codec cannot read the body."""
+    if response is None:
+        try:
+            response = _codec(dialect).parse_response(body)
+        except Exception:  # an answer the codec cannot read has nothing to fold
+            return ""
+    return response.reasoning
 
 
 def ok_outcome(

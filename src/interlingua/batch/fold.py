@@ -18,27 +18,11 @@ Where the text is, per dialect:
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from ..client import fold_reasoning
-from ..core import Response
-from ..dialects import Dialect, get_dialect
 
-__all__ = ["fold_body", "reasoning_of"]
-
-_codec: functools._lru_cache_wrapper[Dialect] = functools.cache(get_dialect)
-
-
-def reasoning_of(dialect: str, body: Any, response: Response | None = None) -> str:
-    """The reasoning text of ``body`` (read by the dialect's codec unless ``response``,
-    its neutral reading, is at hand); "" when the body cannot be read."""
-    if response is None:
-        try:
-            response = _codec(dialect).parse_response(body)
-        except Exception:  # an answer the codec cannot read has nothing to fold
-            return ""
-    return response.reasoning
+__all__ = ["fold_body"]
 
 
 def fold_body(dialect: str, body: Any, reasoning: str) -> bool:

@@ -19,9 +19,11 @@ from ..dialects import Dialect
 from ._errors import EmptyAnswerError, UnreadableAnswerError
 from ._outputs import ChatResult, better_usage
 
-__all__ = ["empty_error", "plainly_answered", "read_answer"]
+__all__ = ["UNREAD", "empty_error", "plainly_answered", "read_answer"]
 
 _QUOTE = 2000  # characters of a body kept in the error
+UNREAD: Any = object()
+"""A body not decoded (yet): ``None`` is a JSON value."""
 
 
 def read_answer(
@@ -31,11 +33,13 @@ def read_answer(
     request_id: str | None,
     retry: bool,
     request: Request | None = None,
+    decoded: Any = UNREAD,
 ) -> tuple[Any, Response]:
     """(decoded body, neutral answer) of a 2xx body, or :class:`UnreadableAnswerError`
-    (``retry``: whether the retry loop may repeat the call)."""
+    (``retry``: whether the retry loop may repeat the call; ``decoded``: ``data``
+    already decoded)."""
     try:
-        raw = orjson.loads(data)
+        raw = orjson.loads(data) if decoded is UNREAD else decoded
         response: Response = codec.parse_response(raw, request)
     except Exception as exc:  # the codec's errors, orjson's, a malformed shape
         detail = getattr(exc, "message", None) or str(exc)

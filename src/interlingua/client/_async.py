@@ -34,7 +34,7 @@ from ..dialects import Dialect, get_dialect
 from ..dialects.openai_chat import MAX_TOKENS_FIELDS, place_max_tokens
 from ..limits import RateLimit, RateLimiter
 from ..retry import DEFAULT_MAX_RETRIES
-from ._answers import empty_error, plainly_answered, read_answer
+from ._answers import UNREAD, empty_error, plainly_answered, read_answer
 from ._build import to_reasoning, to_response_format, to_stop, to_tool_choice, to_tools
 from ._generate import Failure, generate_iter
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
@@ -68,9 +68,6 @@ _DEFAULT_BASE = {
 }
 
 
-_UNREAD: Any = object()  # RawReply.decoded: not decoded yet
-
-
 @dataclass(frozen=True, slots=True)
 class RawReply:
     """A 2xx answer as bytes (:meth:`AsyncClient.send_raw`), for relays and batch output.
@@ -85,11 +82,11 @@ class RawReply:
     body: bytes
     request_id: str | None
     response: Response | None = None
-    decoded: Any = field(default=_UNREAD, repr=False)
+    decoded: Any = field(default=UNREAD, repr=False)
 
     def json(self) -> Any:
         """The body decoded."""
-        if self.decoded is not _UNREAD:
+        if self.decoded is not UNREAD:
             return self.decoded
         return orjson.loads(self.body)
 
@@ -442,7 +439,8 @@ class AsyncClient:
         For relays and batch runners that must keep the server's exact answer. Errors are
         raised as typed exceptions like every other call. ``retry_on_empty=True`` reads
         the answer to judge it as :meth:`chat` does (an empty answer and an unreadable
-        body are retried); the reply then carries the neutral ``response``.
+        body are retried); the reply then carries the decoded body (:meth:`RawReply.json`)
+        and, when judging it took the codec's full reading, the neutral ``response``.
         """
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         policy, transport = self._policy, self._transport
@@ -462,10 +460,10 @@ class AsyncClient:
         try:
             decoded = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            decoded = _UNREAD  # read_answer says why, in its words
-        if decoded is not _UNREAD and plainly_answered(self.dialect, decoded):
+            decoded = UNREAD  # read_answer says why, in its words
+        if decoded is not UNREAD and plainly_answered(self.dialect, decoded):
             return RawReply(200, headers, raw, rid, None, decoded)  # no full reading needed
-        decoded, response = read_answer(self._codec, self.url, raw, rid, True)
+        decoded, response = read_answer(self._codec, self.url, raw, rid, True, decoded=decoded)
         if is_empty_answer(response):
             raise empty_error(self.url, ChatResult(response, decoded, rid), raw)
         return RawReply(200, headers, raw, rid, response, decoded)
@@ -529,11 +527,8 @@ class AsyncClient:
             settings.setdefault("retry_on_empty", True)
         return generate_iter(
             self.chat, items, settings, width, keys=CHAT_KEYS, progress=progress,
-            raise_first=on_error == "raise", retries=self._policy_retries,
+            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
         )  # fmt: skip
-
-    def _policy_retries(self) -> int:
-        return self._policy.retries
 
     # --- answers -----------------------------------------------------------------------
 
