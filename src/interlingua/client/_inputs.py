@@ -4,23 +4,19 @@ Accepted prompts (:meth:`Inputs.messages`):
 
 * ``"text"`` -- one user message;
 * a list of content items -- one user message: strings are text; ``pathlib.Path``,
-  ``bytes``, PIL images are images; datastudio BaseAPI's ``{"type": "text"|"image"|
-  "system", "value": ...}`` items, where an image ``value`` may be one image or a list of
-  them and ``system`` items (their text, in order) make the system message, after the
-  ``system=`` argument's; OpenAI parts (``{"type": "image_url", "image_url": {"url":
-  ...}}``) and Anthropic image blocks (``{"type": "image", "source": {...}}``) too;
+  ``bytes``, PIL images are images; BaseAPI's ``{"type": "text"|"image"|"system",
+  "value": ...}`` items (an image ``value`` may be a list; ``system`` items' text, after
+  ``system=``, makes the system message); OpenAI ``image_url`` parts and Anthropic image
+  blocks too;
 * full messages -- a list of :class:`~interlingua.core.Message` values and/or dicts
   ``{"role", "content", ...}`` (OpenAI shape, including ``tool_calls`` and ``role: tool``),
-  whose ``content`` may use every item form above but ``system`` (a system message is a
-  ``{"role": "system"}`` message there).
+  whose ``content`` may use every item form above but ``system``.
 
 A plain string inside a prompt is *text*, never a file name: a prompt that happens to
 equal a path must not read the disk. Give images as ``Path(...)``, as ``{"type": "image",
-"value": "photo.jpg"}`` or through ``images=[...]``, where strings are paths, ``data:`` URIs
-or ``http(s)://`` URLs -- or opt in with ``paths_as_images=True`` (BaseAPI's
-``parse_file``): then every plain string item (a string prompt, a string in a prompt list
-or in a message's content) that names an existing file whose first bytes are an image is
-that image; other strings stay text.
+"value": "photo.jpg"}`` or through ``images=[...]`` (paths, ``data:`` URIs, URLs), or opt
+in with ``paths_as_images=True`` (BaseAPI's ``parse_file``): every plain string item that
+names an existing file whose first bytes are an image is that image.
 
 Images become base64 ``data:`` URIs whose MIME type is read from the content's magic
 bytes (a PNG named ``x.jpg`` is sent as ``image/png``; servers reject a mismatch). URLs
@@ -369,10 +365,7 @@ class Inputs:
         images: Iterable[Any] | None = None,
         paths_as_images: bool = False,
     ) -> tuple[Message, ...]:
-        """Any accepted prompt form (+ ``system`` and extra ``images``) -> messages.
-
-        ``paths_as_images``: plain strings naming an existing image file are images.
-        """
+        """Any accepted prompt form (+ ``system``, extra ``images``) -> messages."""
         reader = _Reader(self, paths_as_images)
         if type(prompt) is str and not paths_as_images:  # the common case, without a coroutine
             out = [Message("user", (TextPart(prompt),))]
@@ -408,8 +401,7 @@ class _Reader:
     def __init__(self, inputs: Inputs, paths_as_images: bool) -> None:
         self.inputs = inputs
         self.paths_as_images = paths_as_images
-        #: ``{"type": "system"}`` items of the prompt list, in order
-        self.system: list[TextPart] = []
+        self.system: list[TextPart] = []  # the prompt list's system items, in order
 
     async def parts(self, items: Iterable[Any], where: str, *, top: bool = False) -> list[Part]:
         """Content items -> parts; ``top``: the prompt list itself (system items allowed)."""
@@ -487,11 +479,12 @@ class _Reader:
 
 
 _PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+_PATH_MAX = 4096
 
 
 def _plain_message(m: Any) -> Message | None:
-    """A message dict of only a role and string content, read at once (what a batch of
-    chat prompts is mostly made of); None: it needs :meth:`_Reader.message`."""
+    """A ``{role, content: str}`` dict read at once (most of a batch's prompts); None:
+    it needs :meth:`_Reader.message`."""
     if isinstance(m, Message):
         return m
     if len(m) != 2:
@@ -512,9 +505,6 @@ def _system_item(item: dict[str, Any], where: str, top: bool) -> TextPart:
     if not isinstance(value, str):
         raise InputError(f"{where}: a system item needs a string 'value'")
     return TextPart(value)
-
-
-_PATH_MAX = 4096
 
 
 def _names_image_file(text: str) -> bool:
