@@ -31,6 +31,7 @@ import orjson
 
 from ..core import (
     ArgumentsDelta,
+    AudioDelta,
     BlockStart,
     ReasoningDelta,
     Request,
@@ -257,9 +258,11 @@ _THINK_END = "\n</think>\n\n"
 
 
 def _is_token(event: StreamEvent) -> bool:
-    """Whether ``event`` is the model's first output: text, reasoning, a tool call."""
+    """Whether ``event`` is the model's first output: text, reasoning, a tool call, audio."""
     if isinstance(event, TextDelta | ReasoningDelta):
         return bool(event.text)
+    if isinstance(event, AudioDelta):
+        return bool(event.data or event.transcript)
     if isinstance(event, BlockStart):
         return isinstance(event.part, ToolCallPart)
     return isinstance(event, ArgumentsDelta)
