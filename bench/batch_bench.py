@@ -1,8 +1,8 @@
 """Batch runner benchmark: wall time vs the ideal, and peak RSS vs the input size.
 
-    python -m bench.batch_bench                 # 10,000 and 100,000 lines, Ray and the SDK beside
+    python -m bench.batch_bench                 # 10,000 and 100,000 lines, all runs beside
     python -m bench.batch_bench --no-big        # skip the 100,000-line run (~40 s)
-    python -m bench.batch_bench --no-big --no-sdk   # the single-process runner and Ray only
+    python -m bench.batch_bench --no-big --no-sdk   # interlingua's runs only (CLI, Ray, generate)
 
 What it does:
 
@@ -18,13 +18,17 @@ What it does:
    (all the machine's CPUs) with ``--ray-actors`` actors (2) of ``concurrency / actors``
    requests in flight each, so as many requests are in flight as in one process; needs
    ``pip install 'interlingua[ray]'`` (``--no-ray`` skips it);
-5. runs the plain alternative on the same mock: ``asyncio.gather`` over the ``openai``
+5. runs the same 10,000 requests in process through ``AsyncClient.generate()`` (the
+   client's in-process batch: the messages of each line as an item, concurrency 256, the
+   answers parsed into ``ChatResult`` values, ``retry_on_empty`` on as by default) in a
+   child process measured the same way (``--no-generate`` skips it);
+6. runs the plain alternative on the same mock: ``asyncio.gather`` over the ``openai``
    SDK's ``AsyncOpenAI`` with a semaphore of 256, in a child process measured the same way.
 
 The ideal wall time is ``lines / concurrency * delay`` (10,000 / 256 x 0.1 s = 3.9 s): the
-time a runner with zero overhead needs. Goals (issue 4): wall <= 1.2x ideal; peak RSS for
-100,000 lines within 20 % of that for 10,000. A markdown table goes to stdout; progress
-to stderr.
+time a runner with zero overhead needs. Goals (issues 4 and 13): wall <= 1.2x ideal for
+the CLI runner and for ``generate()``; peak RSS for 100,000 lines within 20 % of that for
+10,000. A markdown table goes to stdout; progress to stderr.
 
 "CPU (s)" is the child's user + system time: on a machine shared with other work the
 wall time is noisy, while a CPU time below the ideal wall time shows the runner itself
@@ -163,6 +167,27 @@ def run_sdk(inp: Path, out: Path, base_url: str, concurrency: int) -> None:
     _run_loop(main())
 
 
+# --- the client's generate() (child process) ---------------------------------------------
+
+
+def run_generate(inp: Path, out: Path, base_url: str, concurrency: int) -> None:
+    """``AsyncClient.generate`` over the input's messages: the in-process batch API."""
+    from interlingua.client import AsyncClient, ChatResult
+
+    async def main() -> None:
+        rows = [orjson.loads(line)["body"] for line in inp.read_bytes().splitlines()]
+        items = [row["messages"] for row in rows]
+        async with AsyncClient(base_url, "bench", model="gpt-4o-mini", max_retries=0) as c:
+            started = time.monotonic()
+            results = await c.generate(items, concurrency=concurrency, max_tokens=64)
+            wall = time.monotonic() - started
+        ok = [r for r in results if isinstance(r, ChatResult)]
+        out.write_bytes(b"".join(orjson.dumps({"text": r.text}) + b"\n" for r in ok))
+        print(f"generate: {len(results)} lines in {wall:.2f} s ({len(ok)} ok)", file=sys.stderr)
+
+    _run_loop(main())
+
+
 # --- the parent ---------------------------------------------------------------------------
 
 
@@ -264,16 +289,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sdk", action="store_true", help="skip the openai SDK run")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
     parser.add_argument("--ray-actors", type=int, default=2, help="actors of the Ray run")
+    parser.add_argument(
+        "--no-generate", action="store_true", help="skip the client's generate() run"
+    )
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--delay", type=float, default=0.1, help="mock answer delay (s)")
     parser.add_argument("--mock", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sdk", nargs=3, metavar=("IN", "OUT", "URL"), help=argparse.SUPPRESS)
+    parser.add_argument("--generate", nargs=3, metavar=("IN", "OUT", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mock:
         serve_mock(args.delay)
         return 0
     if args.sdk:
         run_sdk(Path(args.sdk[0]), Path(args.sdk[1]), args.sdk[2], args.concurrency)
+        return 0
+    if args.generate:
+        inp, out, url = args.generate
+        run_generate(Path(inp), Path(out), url, args.concurrency)
         return 0
     return _bench(args)
 
@@ -330,6 +363,13 @@ def _runs(args: argparse.Namespace, work: Path, base: str) -> list[Measured]:
         results.append(run_one("interlingua batch", cmd, lines, out, work, base))
     if not args.no_ray:
         results.append(_ray_run(args, work, base))
+    if not args.no_generate:
+        inp, out = work / f"in-{args.lines}.jsonl", work / "out-generate.jsonl"
+        cmd = [
+            sys.executable, "-m", "bench.batch_bench", "--concurrency", str(args.concurrency),
+            "--generate", str(inp), str(out), f"{base}/v1",
+        ]  # fmt: skip
+        results.append(run_one("client generate()", cmd, args.lines, out, work, base))
     if not args.no_sdk:
         inp, out = work / f"in-{args.lines}.jsonl", work / "out-sdk.jsonl"
         cmd = [

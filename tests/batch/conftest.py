@@ -4,8 +4,11 @@
 subprocess can use it) that answers ``/v1/chat/completions``, ``/v1/responses`` and
 ``/v1/messages`` after a random delay in ``[delay_min, delay_max]``. What it answers depends on the last
 user text: containing ``bad`` -> 400, ``boom`` -> 500 every time, ``flaky`` -> 500 the
-first time that text is seen and 200 after; anything else -> 200 echoing the text. It
-records every text it answered or began answering, and the peak number in flight.
+first time that text is seen and 200 after; answers that are not answers: ``hollow`` ->
+an empty answer the first time, ``void`` -> always, ``garbled`` -> a body that is not
+JSON the first time, ``mangled`` -> always; ``thinker`` -> an answer with reasoning
+(``thought about <text>``); anything else -> 200 echoing the text. It records every text
+it answered or began answering, and the peak number in flight.
 """
 
 from __future__ import annotations
@@ -59,30 +62,41 @@ def responses_answer(text: str) -> dict[str, Any]:
     }
 
 
-def openai_answer(text: str) -> dict[str, Any]:
+def openai_answer(text: str, reasoning: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     return {
         "id": "chatcmpl-x",
         "object": "chat.completion",
         "created": 1,
         "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
     }
 
 
-def anthropic_answer(text: str) -> dict[str, Any]:
+def anthropic_answer(text: str, reasoning: str | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    if reasoning is not None:
+        content.insert(0, {"type": "thinking", "thinking": reasoning, "signature": "sig"})
     return {
         "id": "msg_x",
         "type": "message",
         "role": "assistant",
         "model": "claude",
-        "content": [{"type": "text", "text": text}],
+        "content": content,
         "stop_reason": "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 4, "output_tokens": 3},
     }
+
+
+def responses_reasoning(text: str, reasoning: str) -> dict[str, Any]:
+    body = responses_answer(text)
+    summary = [{"type": "summary_text", "text": reasoning}]
+    body["output"].insert(0, {"id": "rs_x", "type": "reasoning", "summary": summary})
+    return body
 
 
 class FakeChatServer(ThreadedAiohttpServer):
@@ -138,12 +152,25 @@ class FakeChatServer(ThreadedAiohttpServer):
         if "boom" in text or ("flaky" in text and attempt == 1):
             error = {"error": {"message": "server fell over", "type": "server_error"}}
             return web.json_response(error, status=500, headers=headers)
+        if "mangled" in text or ("garbled" in text and attempt == 1):
+            return web.Response(
+                body=b"<html>oops</html>", content_type="text/html", headers=headers
+            )
         answer = openai_answer
         if path.endswith("/messages"):
             answer = anthropic_answer
         elif path.endswith("/responses"):
             answer = responses_answer
-        payload = answer(f"echo: {text}")
+        if "void" in text or ("hollow" in text and attempt == 1):
+            payload = answer("")
+        elif "thinker" in text:
+            thought = f"thought about {text}"
+            if path.endswith("/responses"):
+                payload = responses_reasoning(f"echo: {text}", thought)
+            else:
+                payload = answer(f"echo: {text}", thought)  # type: ignore[call-arg]
+        else:
+            payload = answer(f"echo: {text}")
         data = orjson.dumps(payload, option=orjson.OPT_INDENT_2 if self.pretty else 0)
         return web.Response(body=data, content_type="application/json", headers=headers)
 

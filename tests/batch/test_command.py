@@ -154,7 +154,7 @@ def test_help_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     for flag in (
         "--output", "--base-url", "--model", "--dialect", "--api-key-env", "--concurrency",
         "--rpm", "--tpm", "--retries", "--ordered", "--shard", "--retry-failed",
-        "--max-tokens", "--system", "--timeout",
+        "--max-tokens", "--system", "--timeout", "--fold-reasoning", "--no-retry-empty",
     ):  # fmt: skip
         assert flag in text
     args = parser.parse_args(["batch", "run", "in.jsonl", "-o", "out.jsonl"])

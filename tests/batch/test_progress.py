@@ -62,14 +62,14 @@ def test_summary() -> None:
     for _ in range(9):
         stats.record(None, 0.1, 10, 4)
     stats.record("upstream_error (HTTP 500)", 0.3)
-    stats.retries = 2
+    stats.retries, stats.empty_retries, stats.unreadable_retries = 4, 1, 1
     stats.finished = stats.started + 2.0
     text = format_summary(stats, "out.jsonl")
     assert text.splitlines()[0] == (
         "batch: 10 lines in 2.00 s (5.0/s): 9 ok, 1 failed, 3 skipped (already in the output)"
     )
     assert "failures: upstream_error (HTTP 500) 1" in text
-    assert "retries: 2; tokens: in 90, out 36" in text
+    assert "retries: 4 (empty answers 1, unreadable bodies 1); tokens: in 90, out 36" in text
     p50, p95 = (int(x) for x in re.findall(r"p\d\d (\d+) ms", text))
     assert 98 <= p50 <= 102 and 294 <= p95 <= 306  # the histogram is 2 % wide
     assert "output: out.jsonl" in text

@@ -138,6 +138,41 @@ async def test_a_shard_takes_its_ids_and_the_first_reports_unreadable_rows(
     assert sorted(seen, key=str) == sorted([f"r{i}" for i in range(40)] + [None], key=str)
 
 
+async def test_empty_and_unreadable_answers_are_retried_and_counted(
+    server: FakeChatServer, tmp_path: Path
+) -> None:
+    """retry_on_empty on the actors as in one process: the same lines, the same counts
+    (the actor's client counts them; the driver adds them up)."""
+    rows = [{"custom_id": t, "prompt": t} for t in ("hollow", "void", "garbled", "mangled", "ok")]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    one = await run_single(server, inp, tmp_path / "one.jsonl", retries=1)
+    server.attempts.clear()
+    options = options_for(server, inp, tmp_path / "ray.jsonl", retries=1)
+    _, result = await through_the_actor(options, lines(inp, 2), text_rows=True)
+    a, b = one.stats, result.stats
+    assert (b.empty_retries, b.unreadable_retries, b.retries) == (2, 2, 4)
+    assert (a.empty_retries, a.unreadable_retries, a.retries) == (2, 2, 4)
+    assert b.failures == a.failures
+    assert b.failures == {"empty_response (HTTP 200)": 1, "invalid_response (HTTP 200)": 1}
+    assert comparable(read_output(tmp_path / "ray.jsonl")) == comparable(
+        read_output(tmp_path / "one.jsonl")
+    )
+    server.attempts.clear()
+    off = options_for(server, inp, tmp_path / "off.jsonl", retries=1, retry_on_empty=False)
+    _, result = await through_the_actor(off, lines(inp, 2), text_rows=True)
+    assert (result.stats.empty_retries, result.stats.unreadable_retries) == (0, 0)
+    assert server.attempts["void"] == 1
+
+
+async def test_fold_reasoning_reaches_the_actors(server: FakeChatServer, tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"custom_id": "thinker", "prompt": "thinker"}])
+    options = options_for(server, inp, tmp_path / "out.jsonl", fold_reasoning=True)
+    await through_the_actor(options, lines(inp, 1), text_rows=True)
+    (row,) = read_output(tmp_path / "out.jsonl")
+    text = row["response"]["body"]["choices"][0]["message"]["content"]
+    assert text == "<think>\nthought about thinker\n</think>\n\necho: thinker"
+
+
 async def test_a_reported_duplicate_is_not_reported_again(
     server: FakeChatServer, tmp_path: Path
 ) -> None:
@@ -152,7 +187,8 @@ async def test_a_reported_duplicate_is_not_reported_again(
     batch.open()
     record = success_record("r0", 200, None, b'{"text": "again"}')
     row = {"custom_id": "r0", "record": record, "failure": None, "tokens_in": 0,
-           "tokens_out": 0, "latency": None, "retries": 0, "skipped": 0}  # fmt: skip
+           "tokens_out": 0, "latency": None, "retries": 0, "empty_retries": 0,
+           "unreadable_retries": 0, "skipped": 0}  # fmt: skip
     batch.consume([pa.Table.from_pylist([row, row])])
     batch.finish()
     assert len(read_output(out)) == 5  # the first r0 once more, no second duplicate line

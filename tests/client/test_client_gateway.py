@@ -4,6 +4,7 @@ in both dialects: the same neutral answers come back whichever way the client sp
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,27 @@ async def test_tool_loop_through_the_gateway(gateway: Gateway, dialect: str) -> 
     results = [p for m in last.messages for p in m.parts if hasattr(p, "tool_call_id")]
     assert [(r.tool_call_id, r.text) for r in results] == [("call_1", "5"), ("call_2", "11")]
     assert [t.name for t in last.tools] == ["add"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_baseapi_items_reach_the_upstream(
+    gateway: Gateway, dialect: str, tmp_path: Path
+) -> None:
+    png = png_bytes()
+    path = tmp_path / "p.png"
+    path.write_bytes(png)
+    prompt = [
+        {"type": "system", "value": "be brief"},
+        {"type": "image", "value": [str(path), GIF_1PX]},
+        str(path),
+        "what are these?",
+    ]
+    async with client_for(gateway, dialect) as c:
+        result = await c.chat(prompt, paths_as_images=True)
+    assert result.text == "echo: what are these?"
+    request = gateway.fake.requests[-1]
+    assert request.system_text == "be brief"
+    parts = request.messages[-1].parts
+    images = [base64.b64decode(p.data or "") for p in parts if isinstance(p, ImagePart)]
+    assert images == [png, GIF_1PX, png]
+    assert [p for p in parts if isinstance(p, TextPart)] == [TextPart("what are these?")]

@@ -158,7 +158,9 @@ async def test_reasoning_and_think_tags(client: AsyncClient, server: FakeServer)
     server.push(Reply(openai_body("4", reasoning="2+2")), Reply(openai_body("4", reasoning="2+2")))
     plain = await client.chat("2+2?")
     assert (plain.text, plain.reasoning) == ("4", "2+2")
-    assert (await client.chat("2+2?", think_tags=True)).text == "<think>2+2</think>4"
+    assert (
+        await client.chat("2+2?", think_tags=True)
+    ).text == "<think>\n2+2\n</think>\n\n4"  # BaseAPI's format
 
 
 async def test_tool_calls_parsed(client: AsyncClient, server: FakeServer) -> None:

@@ -158,6 +158,72 @@ async def test_bad_prompts() -> None:
         await Inputs().messages("x", images=["nope.png"])
 
 
+# --- datastudio BaseAPI's forms ---
+
+
+async def test_system_items_become_the_system_message(tmp_path: Path) -> None:
+    messages = await Inputs().messages(
+        [
+            {"type": "system", "value": "You are terse."},
+            {"type": "text", "value": "hi"},
+            {"type": "system", "value": "Answer in French."},
+        ],
+        system="first",
+    )
+    assert messages == (
+        Message(
+            "system",
+            (TextPart("first"), TextPart("You are terse."), TextPart("Answer in French.")),
+        ),
+        Message("user", (TextPart("hi"),)),
+    )
+    (only,) = [m for m in await Inputs().messages([{"type": "system", "value": "s"}, "q"])
+               if m.role == "system"]  # fmt: skip
+    assert only.parts == (TextPart("s"),)
+
+
+async def test_system_item_misuse() -> None:
+    with pytest.raises(InputError, match="only system items"):
+        await Inputs().messages([{"type": "system", "value": "s"}])
+    with pytest.raises(InputError, match=r"messages\[0\]\.content\[0\]: a system item belongs"):
+        await Inputs().messages([{"role": "user", "content": [{"type": "system", "value": "s"}]}])
+    with pytest.raises(InputError, match="a system item needs a string 'value'"):
+        await Inputs().messages([{"type": "system", "value": ["a"]}, "q"])
+
+
+async def test_an_image_item_may_hold_a_list(tmp_path: Path, encodes: list[str]) -> None:
+    path = tmp_path / "a.png"
+    path.write_bytes(png_bytes())
+    (m,) = await Inputs().messages(
+        [{"type": "image", "value": [str(path), GIF_1PX, path]}, {"type": "text", "value": "q"}]
+    )
+    kinds = [p.media_type if isinstance(p, ImagePart) else p for p in m.parts]
+    assert kinds == ["image/png", "image/gif", "image/png", TextPart("q")]
+    assert len(encodes) == 2  # the same file twice: encoded once
+    with pytest.raises(InputError, match=r"prompt\[0\]\.value\[1\]: cannot read image file"):
+        await Inputs().messages([{"type": "image", "value": [str(path), "missing.png"]}])
+
+
+async def test_paths_as_images(tmp_path: Path) -> None:
+    image = tmp_path / "photo.jpg"
+    image.write_bytes(png_bytes())  # the bytes decide, not the name
+    notes = tmp_path / "notes.png"
+    notes.write_text("not an image at all")
+    prompt = [str(image), "describe it", str(notes), str(tmp_path), str(tmp_path / "gone.png")]
+    (m,) = await Inputs().messages(prompt, paths_as_images=True)
+    first, *rest = m.parts
+    assert isinstance(first, ImagePart) and first.media_type == "image/png"
+    assert rest == [TextPart(t) for t in prompt[1:]]  # text, a text file, a directory, none
+    (plain,) = await Inputs().messages(prompt)  # not asked: every string is text
+    assert plain.parts == tuple(TextPart(t) for t in prompt)
+    (alone,) = await Inputs().messages(str(image), paths_as_images=True)
+    assert isinstance(alone.parts[0], ImagePart)
+    (message,) = await Inputs().messages(
+        [{"role": "user", "content": str(image)}], paths_as_images=True
+    )
+    assert isinstance(message.parts[0], ImagePart)
+
+
 # --- image sources ---
 
 

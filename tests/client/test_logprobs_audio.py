@@ -284,6 +284,28 @@ async def test_audio_answer_streamed_in_pieces(client: AsyncClient, server: Fake
     assert audio.format == "pcm16"
 
 
+async def test_a_spoken_answers_first_piece_is_its_first_token(
+    client: AsyncClient, server: FakeServer
+) -> None:
+    """ttft of a stream that answers in audio only: its first audio piece, not its end."""
+    data = base64.b64encode(b"\x00\x01" * 8).decode()
+    chunks = [
+        _chunk({"role": "assistant", "content": None}),
+        _chunk({"audio": {"id": "audio_t", "transcript": "Hi"}}),
+        _chunk({"audio": {"data": data}}),
+        _chunk({"audio": {"data": data}}),
+        _chunk({}, None, "stop"),
+        b"data: [DONE]\n\n",
+    ]
+    server.push(Stream(chunks, delay=0.1))
+    async with client.stream("say hi", audio={"voice": "alloy", "format": "pcm16"}) as s:
+        result = await s.final()
+    assert result.audio is not None and result.text == ""
+    assert result.ttft is not None and result.latency is not None
+    # three pauses of 0.1 s at least came after the first piece
+    assert result.latency - result.ttft >= 0.25
+
+
 def test_pcm16_saves_as_a_playable_wav(tmp_path: Path) -> None:
     samples = b"\x01\x00\xff\x7f" * 10
     Audio(samples, format="pcm16").save(tmp_path / "x.wav")

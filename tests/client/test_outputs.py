@@ -130,7 +130,7 @@ def test_result_basics_and_think_tags() -> None:
     assert (plain.text, plain.reasoning, plain.model, plain.id) == ("42", "let me think", "m", "r1")
     assert plain.usage.total_tokens == 7 and plain.raw == {"x": 1}
     assert str(plain) == "42"
-    assert ChatResult(r, think_tags=True).text == "<think>let me think</think>42"
+    assert ChatResult(r, think_tags=True).text == "<think>\nlet me think\n</think>\n\n42"
     assert ChatResult(response(TextPart("x")), think_tags=True).text == "x"
 
 

@@ -114,7 +114,7 @@ async def test_same_results(server: FakeServer) -> None:
     got = await asyncio.to_thread(run_sync, server)
     assert got == expected
     assert server.bodies == bodies_async  # and the same requests went out
-    assert expected[0] == "<think>think</think>hi"
+    assert expected[0] == "<think>\nthink\n</think>\n\nhi"
     assert [e.text for e in expected[4] if isinstance(e, TextDelta)] == ["a", "b", "c"]
     assert expected[5] == "42"
 

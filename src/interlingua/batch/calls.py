@@ -14,6 +14,13 @@ Which call depends on the line and the client's dialect:
   encoded off the event loop, deduplicated by the client's bounded cache), rendered in the
   client's dialect and sent raw, so the output holds the server's own body.
 
+Answers that are not answers (``retry_on_empty``, on by default): a 2xx with no text, no
+tool call and no refusal is retried like a 5xx, an unreadable body once, both within
+``--retries`` (the client judges them, :meth:`~interlingua.client.AsyncClient.send_raw`);
+when they persist the line is an error line (``empty_response`` / ``invalid_response``)
+keeping the server's status and body. ``fold_reasoning`` rewrites each successful body's
+text with its reasoning in front (:mod:`.fold`).
+
 The encoded request (images included) lives only in this call's frame: once the call
 returns it is garbage, so memory follows the number of calls in flight, not the file.
 Every failure becomes an error line; nothing here raises except cancellation.
@@ -33,13 +40,15 @@ from ..client import (
     APITimeoutError,
     AsyncClient,
     InputError,
+    RawReply,
     better_usage,
     normalize_usage,
 )
-from ..core import Request
+from ..core import Request, Response
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, get_dialect
 from ..errors import InterlinguaError
+from .fold import fold_body
 from .records import BatchItem, LineError, error_record, success_record
 
 __all__ = ["Defaults", "Outcome", "call_item", "failure_kind"]
@@ -55,11 +64,14 @@ class Defaults:
 
     ``model`` and ``max_tokens`` also fill OpenAI Batch bodies that lack them; ``system``
     applies to simple lines only (a batch body's messages are taken as written).
+    ``retry_on_empty`` and ``fold_reasoning`` apply to every line (module doc).
     """
 
     model: str | None = None
     max_tokens: int | None = None
     system: str | None = None
+    retry_on_empty: bool = True
+    fold_reasoning: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,24 +171,30 @@ async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defau
         estimate = 0
         if client.limiter.limits.tokens_per_minute is not None:
             estimate = _estimate(client, codec.parse_request(body))
-        reply = await client.send_raw(body, estimated_tokens=estimate)
-        return ok_outcome(item.custom_id, reply.status, reply.request_id, reply.body)
+        reply = await client.send_raw(
+            body, estimated_tokens=estimate, retry_on_empty=defaults.retry_on_empty
+        )
+        return reply_outcome(item.custom_id, reply, client.dialect, defaults.fold_reasoning)
     # Across dialects: through the neutral core and back into the line's dialect. Sent
     # raw and parsed here rather than with ``client.send``, which would also validate
     # structured output -- a batch records the answer, it does not judge it.
     request = codec.parse_request(body)
     reply = await client.send_raw(
-        _render(client, request), estimated_tokens=_estimate(client, request)
+        _render(client, request),
+        estimated_tokens=_estimate(client, request),
+        retry_on_empty=defaults.retry_on_empty,
     )
     try:
-        raw = orjson.loads(reply.body)
+        raw = reply.json()
         response = better_usage(_codec(client.dialect).parse_response(raw, request), raw)
     except Exception as exc:  # orjson's or the codec's: the body is not a chat answer
         detail = getattr(exc, "message", None) or str(exc)
         return _unreadable(item.custom_id, reply.status, reply.request_id, reply.body, detail)
-    rendered = orjson.dumps(codec.render_response(response, request))
+    out = codec.render_response(response, request)
+    if defaults.fold_reasoning:
+        fold_body(item.dialect, out, response.reasoning)
     usage = response.usage
-    line = success_record(item.custom_id, reply.status, reply.request_id, rendered)
+    line = success_record(item.custom_id, reply.status, reply.request_id, orjson.dumps(out))
     return Outcome(line, None, usage.input_tokens, usage.output_tokens)
 
 
@@ -215,20 +233,57 @@ async def _call_simple_line(client: AsyncClient, item: BatchItem, defaults: Defa
     settings.setdefault("max_tokens", defaults.max_tokens)
     request = await client.prepare(item.prompt, images=item.images, **settings)
     reply = await client.send_raw(
-        _render(client, request), estimated_tokens=_estimate(client, request)
+        _render(client, request),
+        estimated_tokens=_estimate(client, request),
+        retry_on_empty=defaults.retry_on_empty,
     )
-    return ok_outcome(item.custom_id, reply.status, reply.request_id, reply.body)
+    return reply_outcome(item.custom_id, reply, client.dialect, defaults.fold_reasoning)
 
 
-def ok_outcome(cid: str, status: int, request_id: str | None, raw: bytes) -> Outcome:
-    """The line for a 2xx answer: the body spliced in as is when it is one-line JSON."""
+def reply_outcome(cid: str, reply: RawReply, dialect: str, fold: bool) -> Outcome:
+    """The line for a 2xx reply in ``dialect`` (its reasoning folded into its text when
+    ``fold``); the body read once, by the client when it judged the answer."""
     try:
-        parsed = orjson.loads(raw)
+        parsed = reply.json()  # (decoded already when the client judged the answer)
     except orjson.JSONDecodeError as exc:
-        return _unreadable(cid, status, request_id, raw, f"not JSON ({exc})")
+        return _unreadable(cid, reply.status, reply.request_id, reply.body, f"not JSON ({exc})")
+    folded = fold and fold_body(dialect, parsed, _reasoning(dialect, parsed, reply.response))
+    return ok_outcome(cid, reply.status, reply.request_id, reply.body, parsed, folded)
+
+
+def _reasoning(dialect: str, body: Any, response: Response | None) -> str:
+    """The reasoning of a body, from its neutral reading (made here when the client's
+    judging of the answer did not need one); "" when the codec cannot read the body."""
+    if response is None:
+        try:
+            response = _codec(dialect).parse_response(body)
+        except Exception:  # an answer the codec cannot read has nothing to fold
+            return ""
+    return response.reasoning
+
+
+def ok_outcome(
+    cid: str,
+    status: int,
+    request_id: str | None,
+    raw: bytes,
+    parsed: Any = None,
+    changed: bool = False,
+) -> Outcome:
+    """The line for a 2xx answer: the body spliced in as is when it is one-line JSON.
+
+    ``parsed``: the body already decoded (None: decode ``raw``); ``changed``: it was
+    edited since, so it is encoded again.
+    """
+    if parsed is None:
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return _unreadable(cid, status, request_id, raw, f"not JSON ({exc})")
     tokens_in, tokens_out = _tokens(parsed)
     # A pretty-printed body would break the one-record-per-line format: re-encode it.
-    body = orjson.dumps(parsed) if b"\n" in raw or b"\r" in raw else raw.strip()
+    pretty = b"\n" in raw or b"\r" in raw
+    body = orjson.dumps(parsed) if changed or pretty else raw.strip()
     line = success_record(cid, status, request_id, body)
     return Outcome(line, None, tokens_in, tokens_out)
 

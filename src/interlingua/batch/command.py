@@ -43,6 +43,13 @@ Parquet: an input or output path ending in .parquet is Parquet. Input: a file or
   part files with the output lines' fields (response.body as JSON text) and a journal, so
   a crash loses no finished result.
 
+answers that are not answers: a 2xx with no text, no tool call and no refusal is retried
+(within --retries), a body that cannot be read once; if that persists the line fails with
+"empty_response" or "invalid_response". The summary counts both kinds of retry.
+--fold-reasoning writes each answer's reasoning into its text, datastudio BaseAPI's way:
+  "<think>\\n{reasoning}\\n</think>\\n\\n{text}" (message.content, the first text block,
+  the first output_text); the reasoning fields stay as they came.
+
 resuming: run the exact same command again after a crash, Ctrl-C or kill -9: ids already
 in the output are skipped and a torn last line is repaired. First Ctrl-C: stop reading and
 finish the requests in flight; second Ctrl-C: abort at once.
@@ -142,6 +149,16 @@ def _add_run_args(run: argparse.ArgumentParser) -> None:
     run.add_argument("--max-tokens", type=int, metavar="N", help="max_tokens for lines without one")
     run.add_argument("--system", help="system prompt for simple lines")
     run.add_argument(
+        "--fold-reasoning", action="store_true",
+        help='put each answer\'s reasoning in its text as "<think>\\n...\\n</think>\\n\\n" '
+        "(BaseAPI's format; see below)",
+    )  # fmt: skip
+    run.add_argument(
+        "--no-retry-empty", dest="retry_on_empty", action="store_false",
+        help="record answers with no text, tool call or refusal as they are, unretried "
+        "(and unreadable bodies as errors at once)",
+    )  # fmt: skip
+    run.add_argument(
         "--progress", choices=["auto", "bar", "log", "off"], default="auto",
         help="progress display: a bar on a terminal, log lines otherwise (default auto)",
     )  # fmt: skip
@@ -214,7 +231,11 @@ def _command_line(args: argparse.Namespace) -> str:
     for flag, value, default in flags + _engine_flags(args):
         if value != default:
             words += [flag, str(value)]
-    for flag, on in (("--ordered", args.ordered), ("--retry-failed", args.retry_failed)):
+    switches = (
+        ("--ordered", args.ordered), ("--fold-reasoning", args.fold_reasoning),
+        ("--no-retry-empty", not args.retry_on_empty), ("--retry-failed", args.retry_failed),
+    )  # fmt: skip
+    for flag, on in switches:
         if on:
             words.append(flag)
     return shlex.join(words)
@@ -257,6 +278,7 @@ def batch_command(args: argparse.Namespace) -> int:
         progress=args.progress, log_every=args.log_every,
         command=command.removesuffix(" --retry-failed"),
         columns=Columns(args.id_column, args.prompt_column, args.image_column),
+        retry_on_empty=args.retry_on_empty, fold_reasoning=args.fold_reasoning,
     )  # fmt: skip
     if args.engine == "ray":
         from .ray import RaySettings, run_ray_batch  # Ray is imported only for Ray runs

@@ -74,6 +74,8 @@ class BatchStats:
     tokens_in: int = 0
     tokens_out: int = 0
     retries: int = 0
+    empty_retries: int = 0  # of the retries: 2xx answers with nothing in them
+    unreadable_retries: int = 0  # ... and 2xx bodies that could not be read
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
@@ -236,7 +238,8 @@ def format_summary(stats: BatchStats, output: str | None = None) -> str:
         kinds = ", ".join(f"{kind} {n}" for kind, n in s.failures.most_common())
         lines.append(f"  failures: {kinds}")
     lines.append(
-        f"  retries: {s.retries}; tokens: in {s.tokens_in}, out {s.tokens_out}; "
+        f"  retries: {s.retries} (empty answers {s.empty_retries}, unreadable bodies "
+        f"{s.unreadable_retries}); tokens: in {s.tokens_in}, out {s.tokens_out}; "
         f"latency: p50 {_ms(s.latency.quantile(0.5))}, p95 {_ms(s.latency.quantile(0.95))}"
     )
     if output:

@@ -163,6 +163,8 @@ def _schema() -> pa.Schema:
             ("tokens_out", pa.int64()),
             ("latency", pa.float64()),
             ("retries", pa.int64()),
+            ("empty_retries", pa.int64()),
+            ("unreadable_retries", pa.int64()),
             ("skipped", pa.int64()),
         ]
     )
@@ -187,13 +189,19 @@ class RequestActor:
         self.skip = skip if skip is not None else IdSet()
         self.text_rows = text_rows
         self.state_url = state_url
-        self.defaults = Defaults(options.model, options.max_tokens, options.system)
+        self.defaults = Defaults(
+            options.model,
+            options.max_tokens,
+            options.system,
+            retry_on_empty=options.retry_on_empty,
+            fold_reasoning=options.fold_reasoning,
+        )
         self._client: AsyncClient | None = None
         self._counters: Any = None
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
-        self._retries_reported = 0
+        self._reported = dict.fromkeys(_RETRY_COUNTS, 0)  # the client's counts sent so far
 
     async def _start(self) -> AsyncClient:
         """The actor's client, built on first use inside the loop that will drive it."""
@@ -236,12 +244,14 @@ class RequestActor:
         client = await self._start()
         done = await asyncio.gather(*(self._row(client, row) for row in batch.to_pylist()))
         rows = [row for row in done if row is not None and row is not _SKIPPED]
-        retries, self._retries_reported = client.retries - self._retries_reported, client.retries
-        skipped = sum(row is _SKIPPED for row in done)
-        if (retries or skipped) and not rows:
+        counts = {"skipped": sum(row is _SKIPPED for row in done)}
+        for name, before in self._reported.items():
+            now = getattr(client, name)
+            counts[name], self._reported[name] = now - before, now
+        if any(counts.values()) and not rows:
             rows.append(_result(None, None))  # a row of counts only (its record is null)
         if rows:
-            rows[0]["retries"], rows[0]["skipped"] = retries, skipped
+            rows[0].update(counts)
         yield pa.Table.from_pylist(rows, schema=_schema())
 
     async def _row(self, client: AsyncClient, raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -321,6 +331,7 @@ def shared_limit_name(url: str) -> str:
 
 
 _SKIPPED: dict[str, Any] = {}  # a row whose id is already done: counted, not sent
+_RETRY_COUNTS = ("retries", "empty_retries", "unreadable_retries")  # client = BatchStats names
 
 
 def _result(
@@ -335,6 +346,8 @@ def _result(
         "tokens_out": outcome.tokens_out if outcome else 0,
         "latency": latency,
         "retries": 0,
+        "empty_retries": 0,
+        "unreadable_retries": 0,
         "skipped": 0,
     }
 
@@ -351,8 +364,9 @@ def map_requests(
     """``dataset`` mapped through the client actors: a lazy Dataset of results, one row
     per request (``custom_id``, ``record``: the output line's bytes, ``failure``,
     ``tokens_in``, ``tokens_out``, ``latency``). Rows whose id is in ``skip`` are left
-    out. ``retries`` and ``skipped`` count per batch, on its first row (a batch with
-    nothing to write has a row of counts only: ``record`` null). With ``--rpm``/``--tpm`` pass ``keeper``
+    out. ``retries`` (of which ``empty_retries``, ``unreadable_retries``) and ``skipped``
+    count per batch, on its first row (a batch with nothing to write has a row of counts
+    only: ``record`` null). With ``--rpm``/``--tpm`` pass ``keeper``
     (:func:`~.ray_limits.start_keeper`) unless ``settings.state_url`` is set."""
     ray = _ray()
     settings = settings or RaySettings()
@@ -512,6 +526,8 @@ class RayBatch:
         stats, writer, progress = self.stats, self._writer, self._progress
         for row in rows:
             stats.retries += row["retries"]
+            stats.empty_retries += row["empty_retries"]
+            stats.unreadable_retries += row["unreadable_retries"]
             stats.skipped += row["skipped"]
             if row["record"] is None:
                 continue  # a row of counts only

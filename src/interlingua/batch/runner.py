@@ -103,6 +103,10 @@ class BatchOptions:
     """The command line to print in the resume hint."""
     columns: Columns = DEFAULT_COLUMNS
     """Where simple rows keep their id, prompt and images (``--id-column`` ...)."""
+    retry_on_empty: bool = True
+    """Retry 2xx answers with no text, tool call or refusal (and unreadable bodies, once)."""
+    fold_reasoning: bool = False
+    """Write each answer's reasoning into its text as ``<think>…</think>`` (see .fold)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +184,13 @@ class BatchRunner:
         self._owns_client = client is None
         self.client = client if client is not None else make_client(options)
         self.stream = stream if stream is not None else sys.stderr
-        self.defaults = Defaults(options.model, options.max_tokens, options.system)
+        self.defaults = Defaults(
+            options.model,
+            options.max_tokens,
+            options.system,
+            retry_on_empty=options.retry_on_empty,
+            fold_reasoning=options.fold_reasoning,
+        )
         self.stats = BatchStats()
         self.peak_in_flight = 0
         self.peak_read_ahead = 0
@@ -254,7 +264,7 @@ class BatchRunner:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(ticker, *self._tasks, return_exceptions=True)
-            self.stats.retries = self.client.retries
+            self._count_retries()
             self.stats.finished = _now()
             self._writer.close()
             progress.close()
@@ -285,9 +295,15 @@ class BatchRunner:
         while True:
             await asyncio.sleep(TICK)
             self._writer.maybe_sync()
-            self.stats.retries = self.client.retries
+            self._count_retries()
             if self._progress is not None:
                 self._progress.tick()
+
+    def _count_retries(self) -> None:
+        client = self.client
+        self.stats.retries = client.retries
+        self.stats.empty_retries = client.empty_retries
+        self.stats.unreadable_retries = client.unreadable_retries
 
     async def _produce(self, scan: OutputScan) -> None:
         """Read lines one at a time; each waits for a slot before the next is read."""

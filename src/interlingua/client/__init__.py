@@ -10,12 +10,17 @@
         result = await client.chat(["What is in this picture?", Path("cat.jpg")])
         print(result.text, result.usage)
 
+Many prompts at once (in input order; failures as :class:`Failure` values)::
+
+    results = await client.generate(["Hi", {"prompt": "Hello", "temperature": 0}])
+
 Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
-``_transport`` (the HTTP seam: aiohttp session, endpoint, failure mapping), ``_policy``
-(retries and rate limits), ``_inputs`` (prompt forms, images), ``_audio`` (audio in,
-spoken answers out), ``_outputs`` (ChatResult, usage, JSON), ``_tools`` (the agent
-loop), ``_errors`` (typed exceptions), ``_build`` (argument forms, settings a dialect
-lacks).
+``_generate`` (in-process batches, Failure), ``_transport`` (the HTTP seam: aiohttp
+session, endpoint, failure mapping), ``_policy`` (retries and rate limits), ``_inputs``
+(prompt forms, images), ``_audio`` (audio in, spoken answers out), ``_outputs``
+(ChatResult, usage, JSON, reasoning folding), ``_answers`` (reading and judging a 2xx
+body), ``_settings`` (client-wide defaults), ``_tools`` (the agent loop), ``_errors``
+(typed exceptions), ``_build`` (argument forms, settings a dialect lacks).
 """
 
 from ..limits import RateLimit, RateLimiter
@@ -23,6 +28,7 @@ from ._async import AsyncClient, RawReply
 from ._audio import Audio
 from ._build import UnsupportedParameterError
 from ._errors import (
+    AnswerError,
     APIConnectionError,
     APIError,
     APIStatusError,
@@ -30,13 +36,16 @@ from ._errors import (
     AuthenticationError,
     BadRequestError,
     ConflictError,
+    EmptyAnswerError,
     InternalServerError,
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
     RateLimitError,
     UnprocessableEntityError,
+    UnreadableAnswerError,
 )
+from ._generate import Failure
 from ._inputs import InputError, detect_image_type
 from ._outputs import (
     CallOptions,
@@ -47,6 +56,8 @@ from ._outputs import (
     ToolCall,
     better_usage,
     extract_json,
+    fold_reasoning,
+    is_empty_answer,
     normalize_usage,
 )
 from ._stream import ChatStream
@@ -58,6 +69,7 @@ __all__ = [
     "APIError",
     "APIStatusError",
     "APITimeoutError",
+    "AnswerError",
     "AsyncClient",
     "Audio",
     "AuthenticationError",
@@ -67,6 +79,8 @@ __all__ = [
     "ChatStream",
     "Client",
     "ConflictError",
+    "EmptyAnswerError",
+    "Failure",
     "InputError",
     "InternalServerError",
     "JSONExtractionError",
@@ -83,10 +97,13 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "UnprocessableEntityError",
+    "UnreadableAnswerError",
     "UnsupportedParameterError",
     "better_usage",
     "detect_image_type",
     "extract_json",
+    "fold_reasoning",
+    "is_empty_answer",
     "normalize_usage",
     "tool_spec",
 ]

@@ -18,9 +18,12 @@ rate limits; :class:`~._stream.ChatStream` runs a streaming call with both.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar, cast
 
 import aiohttp
@@ -31,7 +34,7 @@ from ..dialects import Dialect, get_dialect
 from ..dialects.openai_chat import MAX_TOKENS_FIELDS, place_max_tokens
 from ..limits import RateLimit, RateLimiter
 from ..retry import DEFAULT_MAX_RETRIES
-from ._audio import with_audio_format
+from ._answers import UNREAD, empty_error, plainly_answered, read_answer
 from ._build import (
     render_supported,
     to_output_audio,
@@ -41,10 +44,16 @@ from ._build import (
     to_tool_choice,
     to_tools,
 )
-from ._errors import APIError
+from ._generate import Failure, generate_iter
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
-from ._outputs import CallOptions, ChatResult, better_usage, validate_structured
+from ._outputs import (
+    CallOptions,
+    ChatResult,
+    is_empty_answer,
+    validate_structured,
+)
 from ._policy import Policy, limiter_for
+from ._settings import RESULT_KEYS, check_keys, merge, request_defaults, with_defaults
 from ._stream import ChatStream
 from ._tools import DEFAULT_MAX_TURNS
 from ._tools import run_tools as _run_tools
@@ -56,7 +65,7 @@ from ._transport import (
     request_id,
 )
 
-__all__ = ["DEFAULT_TIMEOUT", "AsyncClient", "CallOptions", "RawReply"]
+__all__ = ["CHAT_KEYS", "DEFAULT_TIMEOUT", "AsyncClient", "CallOptions", "RawReply"]
 
 V = TypeVar("V")
 
@@ -69,15 +78,24 @@ _DEFAULT_BASE = {
 
 @dataclass(frozen=True, slots=True)
 class RawReply:
-    """A 2xx answer as bytes (:meth:`AsyncClient.send_raw`), for relays and batch output."""
+    """A 2xx answer as bytes (:meth:`AsyncClient.send_raw`), for relays and batch output.
+
+    With ``retry_on_empty`` the answer was read to judge it: :meth:`json` returns the
+    body decoded then, and ``response`` holds the neutral answer when judging needed the
+    codec (None when the text was plainly where the dialect puts it).
+    """
 
     status: int
     headers: dict[str, str]
     body: bytes
     request_id: str | None
+    response: Response | None = None
+    decoded: Any = field(default=UNREAD, repr=False)
 
     def json(self) -> Any:
         """The body decoded."""
+        if self.decoded is not UNREAD:
+            return self.decoded
         return orjson.loads(self.body)
 
 
@@ -123,6 +141,10 @@ class AsyncClient:
     field for (``logprobs``, ``min_p``, ``repetition_penalty``, audio output toward
     ``anthropic``; ``top_k`` and those toward ``responses``) instead of raising
     :class:`~interlingua.client.UnsupportedParameterError`; a call may override it.
+
+    ``defaults`` are settings merged into every call, the call's own winning
+    (``defaults={"temperature": 0.2, "max_tokens": 512}``; see
+    :mod:`interlingua.client._settings`).
     """
 
     max_retries: _PolicyField[int] = _PolicyField("max_retries")
@@ -130,6 +152,9 @@ class AsyncClient:
     retry_cap: _PolicyField[float] = _PolicyField("retry_cap")
     #: retries made so far by this client (all calls), for progress displays
     retries: _PolicyField[int] = _PolicyField("retries")
+    #: of which: empty answers and unreadable 2xx bodies retried (``retry_on_empty``)
+    empty_retries: _PolicyField[int] = _PolicyField("empty_retries")
+    unreadable_retries: _PolicyField[int] = _PolicyField("unreadable_retries")
     limiter: _PolicyField[RateLimiter] = _PolicyField("limiter")
     _sleep: _PolicyField[Callable[[float], Awaitable[Any]]] = _PolicyField("sleep")
     _rand: _PolicyField[Callable[[], float]] = _PolicyField("rand")
@@ -153,9 +178,13 @@ class AsyncClient:
         transport: Transport | None = None,
         max_tokens_field: str | None = None,
         drop_unsupported: bool = False,
+        defaults: Mapping[str, Any] | None = None,
     ) -> None:
         if max_tokens_field is not None and max_tokens_field not in MAX_TOKENS_FIELDS:
             raise ValueError(f"max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}")
+        check_keys(defaults or (), CHAT_KEYS, "defaults")
+        #: settings merged into every call (the call's own win)
+        self.defaults: dict[str, Any] = dict(defaults or {})
         #: (OpenAI Chat only) the field the output limit is sent in; None: by model name,
         #: ``max_completion_tokens`` for the o-series and gpt-5 models, else ``max_tokens``
         self.max_tokens_field = max_tokens_field
@@ -168,9 +197,11 @@ class AsyncClient:
         if transport is not None and session is not None:
             raise ValueError("pass either transport= or session=, not both")
         self._owns_transport = transport is None
+        connections = connections or limiter.limits.max_concurrency or DEFAULT_CONNECTIONS
+        #: calls ``generate`` keeps in flight by default (the connection pool's size)
+        self.concurrency = connections
         if transport is None:
             base = base_url or os.environ.get("INTERLINGUA_BASE_URL") or _DEFAULT_BASE[dialect]
-            connections = connections or limiter.limits.max_concurrency or DEFAULT_CONNECTIONS
             transport = AiohttpTransport(
                 self._codec, base, api_key, headers=headers, timeout=timeout,
                 connections=connections, session=session,
@@ -200,6 +231,20 @@ class AsyncClient:
 
     # --- building ----------------------------------------------------------------------
 
+    def _settings(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """A call's request settings over the client's defaults (the result options of
+        the defaults are read by :meth:`_flag`)."""
+        if not self.defaults:
+            return dict(kwargs)
+        return merge(request_defaults(self.defaults), kwargs)
+
+    def _flag(self, value: bool | None, name: str, default: bool = False) -> bool:
+        """A result option: the call's, else the client's default, else ``default``."""
+        if value is not None:
+            return value
+        return bool(self.defaults.get(name, default))
+
+    @with_defaults
     async def prepare(
         self,
         prompt: Any,
@@ -226,15 +271,19 @@ class AsyncClient:
         modalities: Sequence[str] | None = None,
         audio: Mapping[str, Any] | None = None,
         drop_unsupported: bool | None = None,
+        paths_as_images: bool = False,
     ) -> Request:
         """The neutral request ``chat`` would send (images encoded). See :meth:`chat`."""
         name = model or self.model
         if not name:
             raise ValueError("model is required: pass model=... to the call or to the client")
         fmt, _ = to_response_format(response_format)
+        messages = await self.inputs.messages(
+            prompt, system=system, images=images, paths_as_images=paths_as_images
+        )
         request = Request(
             model=name,
-            messages=await self.inputs.messages(prompt, system=system, images=images),
+            messages=messages,
             max_tokens=max_tokens,
             temperature=temperature,
             top_p=top_p,
@@ -284,8 +333,9 @@ class AsyncClient:
         self,
         prompt: Any,
         *,
-        parse_json: bool = False,
-        think_tags: bool = False,
+        parse_json: bool | None = None,
+        think_tags: bool | None = None,
+        retry_on_empty: bool | None = None,
         **kwargs: Any,
     ) -> ChatResult:
         """One model answer.
@@ -297,63 +347,89 @@ class AsyncClient:
         response_format`` (JSON schema dict or pydantic class; ``.parsed`` holds the
         result), ``reasoning`` (effort or budget), ``logprobs`` / ``top_logprobs``
         (``.logprobs`` holds them), ``modalities`` + ``audio`` (spoken answer in
-        ``.audio``), ``drop_unsupported``, ``extra_body``; ``parse_json=True`` extracts
-        JSON from the text into ``.parsed``; ``think_tags=True`` folds reasoning into
-        ``.text`` as ``<think>…</think>``.
+        ``.audio``), ``drop_unsupported``, ``extra_body``, ``paths_as_images`` (strings
+        naming image files are images); ``parse_json=True`` extracts JSON from the text
+        into ``.parsed``; ``think_tags=True`` folds reasoning into ``.text`` as
+        ``<think>\\n…\\n</think>\\n\\n``; ``retry_on_empty=True`` retries an answer with
+        no text, tool call or refusal (within ``max_retries``) and an unreadable 2xx body
+        (once), raising :class:`~interlingua.client.EmptyAnswerError` /
+        :class:`~interlingua.client.UnreadableAnswerError` when they persist. Unset
+        options come from the client's ``defaults``.
         """
-        request = await self.prepare(prompt, **kwargs)
+        settings = self._settings(kwargs)
+        request = await self.prepare(prompt, **settings)
         return await self.send(
             request,
             parse_json=parse_json,
             think_tags=think_tags,
-            response_format=kwargs.get("response_format"),
+            response_format=settings.get("response_format"),
+            retry_on_empty=retry_on_empty,
         )
 
     async def send(
         self,
         request: Request,
         *,
-        parse_json: bool = False,
-        think_tags: bool = False,
+        parse_json: bool | None = None,
+        think_tags: bool | None = None,
         response_format: Any = None,
+        retry_on_empty: bool | None = None,
     ) -> ChatResult:
-        """Send a prepared neutral request (``stream`` is ignored: use :meth:`stream`)."""
+        """Send a prepared neutral request (``stream`` is ignored: use :meth:`stream`).
+
+        The result options default to the client's ``defaults``; the request is sent as
+        it is (its settings were fixed when it was prepared).
+        """
         if request.stream:
             request = replace(request, stream=False)
-        options = _options(request, parse_json, think_tags, response_format)
+        options = self._options(request, parse_json, think_tags, response_format, retry_on_empty)
         body = orjson.dumps(self._render(request))
         policy, transport = self._policy, self._transport
         estimate = policy.estimate(request)
+        started = time.perf_counter()
 
         async def attempt() -> ChatResult:
             async with policy.slot(estimate) as slot:
                 data, headers = await transport.post(body)
+                arrived = time.perf_counter()
                 result = self._parse(data, headers, options, request)
                 slot.settle(result.usage.total_tokens)
-                return result
+            result.ttft = arrived - started
+            result.latency = time.perf_counter() - started
+            if options.retry_on_empty and is_empty_answer(result.response):
+                raise empty_error(self.url, result, data)
+            return result
 
         return await policy.retrying(attempt, "chat")
 
     def stream(
-        self, prompt: Any, *, think_tags: bool = False, parse_json: bool = False, **kwargs: Any
+        self,
+        prompt: Any,
+        *,
+        think_tags: bool | None = None,
+        parse_json: bool | None = None,
+        **kwargs: Any,
     ) -> ChatStream:
         """A streaming call: ``async with client.stream(...) as s: async for event in s``.
 
-        Takes the same arguments as :meth:`chat`; see :class:`ChatStream`.
+        Takes the same arguments as :meth:`chat` but ``retry_on_empty`` (a stream is
+        never retried once its first byte has arrived); see :class:`ChatStream`.
         """
 
         async def prepare() -> tuple[Request, CallOptions]:
-            request = await self.prepare(prompt, **kwargs)
-            fmt = kwargs.get("response_format")
-            return request, _options(request, parse_json, think_tags, fmt)
+            settings = self._settings(kwargs)
+            settings.pop("retry_on_empty", None)
+            request = await self.prepare(prompt, **settings)
+            fmt = settings.get("response_format")
+            return request, self._options(request, parse_json, think_tags, fmt, False)
 
         return ChatStream(self._transport, self._codec, self._policy, prepare, self.render)
 
-    def stream_request(self, request: Request, *, think_tags: bool = False) -> ChatStream:
+    def stream_request(self, request: Request, *, think_tags: bool | None = None) -> ChatStream:
         """Stream a prepared neutral request."""
 
         async def prepare() -> tuple[Request, CallOptions]:
-            return request, CallOptions(think_tags=think_tags)
+            return request, CallOptions(think_tags=self._flag(think_tags, "think_tags"))
 
         return ChatStream(self._transport, self._codec, self._policy, prepare, self.render)
 
@@ -371,9 +447,13 @@ class AsyncClient:
         Returns the final answer; ``result.messages`` is the transcript. See
         :mod:`interlingua.client._tools`.
         """
+        kwargs = self._settings(kwargs)
         system = kwargs.pop("system", None)
         images = kwargs.pop("images", None)
-        messages = await self.inputs.messages(prompt, system=system, images=images)
+        paths = bool(kwargs.pop("paths_as_images", False))
+        messages = await self.inputs.messages(
+            prompt, system=system, images=images, paths_as_images=paths
+        )
         return await _run_tools(
             self.chat,
             messages,
@@ -384,12 +464,19 @@ class AsyncClient:
         )
 
     async def send_raw(
-        self, body: Mapping[str, Any] | bytes, *, estimated_tokens: int = 0
+        self,
+        body: Mapping[str, Any] | bytes,
+        *,
+        estimated_tokens: int = 0,
+        retry_on_empty: bool = False,
     ) -> RawReply:
         """POST a ready body (this dialect's JSON) with retries and rate limits; no parsing.
 
         For relays and batch runners that must keep the server's exact answer. Errors are
-        raised as typed exceptions like every other call.
+        raised as typed exceptions like every other call. ``retry_on_empty=True`` reads
+        the answer to judge it as :meth:`chat` does (an empty answer and an unreadable
+        body are retried); the reply then carries the decoded body (:meth:`RawReply.json`)
+        and, when judging it took the codec's full reading, the neutral ``response``.
         """
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         policy, transport = self._policy, self._transport
@@ -397,9 +484,87 @@ class AsyncClient:
         async def attempt() -> RawReply:
             async with policy.slot(estimated_tokens):
                 raw, headers = await transport.post(data)
-                return RawReply(200, headers, raw, request_id(headers))
+            rid = request_id(headers)
+            if not retry_on_empty:
+                return RawReply(200, headers, raw, rid)
+            return self._judge(raw, headers, rid)
 
         return await policy.retrying(attempt, "request")
+
+    def _judge(self, raw: bytes, headers: dict[str, str], rid: str | None) -> RawReply:
+        """``send_raw``'s reply once judged an answer (else the retryable error)."""
+        try:
+            decoded = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            decoded = UNREAD  # read_answer says why, in its words
+        if decoded is not UNREAD and plainly_answered(self.dialect, decoded):
+            return RawReply(200, headers, raw, rid, None, decoded)  # no full reading needed
+        decoded, response = read_answer(self._codec, self.url, raw, rid, True, decoded=decoded)
+        if is_empty_answer(response):
+            raise empty_error(self.url, ChatResult(response, decoded, rid), raw)
+        return RawReply(200, headers, raw, rid, response, decoded)
+
+    # --- batches -----------------------------------------------------------------------
+
+    async def generate(
+        self,
+        items: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+        progress: bool = False,
+        on_error: str = "return",
+        **defaults: Any,
+    ) -> list[ChatResult | Failure]:
+        """One answer per item, in input order, with up to ``concurrency`` calls in flight.
+
+        An item is what :meth:`chat` takes as its prompt (a string, a list of content
+        items, messages) or a dict of :meth:`chat` keyword arguments holding ``prompt``
+        (or ``messages``): see :mod:`interlingua.client._generate`. ``defaults`` are chat
+        settings for every item (an item's own win; the client's ``defaults`` under
+        both); ``retry_on_empty`` is on unless they say otherwise. ``concurrency``
+        defaults to the client's (its ``rate_limit`` max_concurrency, else its
+        connection pool); rate limits apply as to every call. ``progress=True`` shows a
+        tqdm bar. A failed item is a :class:`~interlingua.client.Failure` (the typed
+        error, attempts, request id) with ``on_error="return"``; ``on_error="raise"``
+        cancels the rest and raises the first failure's error.
+        """
+        pairs = self.generate_iter(
+            items, concurrency=concurrency, progress=progress, on_error=on_error, **defaults
+        )
+        # aclosing: a cancelled or failed batch cancels its calls now, not when collected
+        async with contextlib.aclosing(pairs):
+            done = [pair async for pair in pairs]
+        done.sort(key=_first)
+        return [result for _, result in done]
+
+    def generate_iter(
+        self,
+        items: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+        progress: bool = False,
+        on_error: str = "return",
+        **defaults: Any,
+    ) -> AsyncGenerator[tuple[int, ChatResult | Failure], None]:
+        """:meth:`generate` as ``(index, result)`` pairs in completion order.
+
+        ``items`` may be any iterable, a generator too: it is read as calls free up, so
+        a huge input is never all in memory. Leaving the loop early cancels the calls in
+        flight.
+        """
+        check_keys(defaults, CHAT_KEYS, "generate")
+        if on_error not in ("return", "raise"):
+            raise ValueError(f'on_error must be "return" or "raise", got {on_error!r}')
+        width = self.concurrency if concurrency is None else concurrency
+        if width < 1:
+            raise ValueError("concurrency must be at least 1")
+        settings = dict(defaults)
+        if "retry_on_empty" not in self.defaults:
+            settings.setdefault("retry_on_empty", True)
+        return generate_iter(
+            self.chat, items, settings, width, keys=CHAT_KEYS, progress=progress,
+            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
+        )  # fmt: skip
 
     # --- answers -----------------------------------------------------------------------
 
@@ -407,26 +572,43 @@ class AsyncClient:
         self, data: bytes, headers: dict[str, str], options: CallOptions, request: Request
     ) -> ChatResult:
         rid = request_id(headers)
-        try:
-            raw = orjson.loads(data)
-            response: Response = self._codec.parse_response(raw, request)
-        except Exception as exc:  # the codec's errors, orjson's, a malformed shape
-            detail = getattr(exc, "message", None) or str(exc)
-            raise APIError(
-                f"{self.url} answered 2xx with a body that could not be read: {detail}",
-                status=200,
-                body=data[:2000].decode("utf-8", "replace"),
-                request_id=rid,
-            ) from exc
-        response = with_audio_format(better_usage(response, raw), request)
+        raw, response = read_answer(
+            self._codec, self.url, data, rid, options.retry_on_empty, request
+        )
         result = ChatResult(response, raw, rid, options.think_tags)
         if options.structured:
             result.parsed = validate_structured(response.text, options.model_class)
         return result
 
+    def _options(
+        self,
+        request: Request,
+        parse_json: bool | None,
+        think_tags: bool | None,
+        fmt: Any,
+        retry_on_empty: bool | None,
+    ) -> CallOptions:
+        _, model_class = to_response_format(fmt) if fmt is not None else (None, None)
+        fmt_type = request.response_format.type if request.response_format else "text"
+        structured = self._flag(parse_json, "parse_json") or fmt_type in (
+            "json_object",
+            "json_schema",
+        )
+        return CallOptions(
+            think_tags=self._flag(think_tags, "think_tags"),
+            structured=structured,
+            model_class=model_class,
+            retry_on_empty=self._flag(retry_on_empty, "retry_on_empty"),
+        )
 
-def _options(request: Request, parse_json: bool, think_tags: bool, fmt: Any) -> CallOptions:
-    _, model_class = to_response_format(fmt) if fmt is not None else (None, None)
-    fmt_type = request.response_format.type if request.response_format else "text"
-    structured = parse_json or fmt_type in ("json_object", "json_schema")
-    return CallOptions(think_tags=think_tags, structured=structured, model_class=model_class)
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
+#: the keyword arguments ``chat`` takes: ``prepare``'s and the result options
+CHAT_KEYS = RESULT_KEYS | frozenset(
+    name
+    for name, p in inspect.signature(AsyncClient.prepare).parameters.items()
+    if p.kind is p.KEYWORD_ONLY
+)

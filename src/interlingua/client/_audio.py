@@ -37,6 +37,7 @@ __all__ = [
     "detect_audio_format",
     "input_audio_dict",
     "is_audio_bytes",
+    "looks_like_audio",
     "with_audio_format",
 ]
 
@@ -69,6 +70,13 @@ def detect_audio_format(data: bytes) -> str | None:
 def is_audio_bytes(data: bytes) -> bool:
     """Whether ``data`` starts like a WAV or MP3 file (the formats OpenAI takes as input)."""
     return detect_audio_format(data) in ("wav", "mp3")
+
+
+def looks_like_audio(item: Any) -> bool:
+    """A ``Path`` named ``.wav``/``.mp3`` or bytes that start like WAV/MP3, in a prompt list."""
+    if isinstance(item, os.PathLike):
+        return os.path.splitext(os.fspath(item))[1].lower() in AUDIO_SUFFIXES
+    return isinstance(item, bytes | bytearray | memoryview) and is_audio_bytes(bytes(item[:12]))
 
 
 def _read(path: str) -> bytes:

@@ -11,8 +11,13 @@
     │   ├── RateLimitError           429
     │   └── InternalServerError      >= 500
     │       └── OverloadedError      503, 529
+    ├── AnswerError                  a 2xx answer that is not an answer (status 200)
+    │   ├── EmptyAnswerError         no text, no tool call, no refusal
+    │   └── UnreadableAnswerError    a body the dialect cannot read
     └── APIConnectionError           no answer: cannot connect, connection dropped
         └── APITimeoutError          no answer in time
+
+Every error that ends a call carries ``attempts``: the attempts made, retries included.
 
 Messages say what happened *and* what to do about it ("cannot reach
 http://127.0.0.1:9/v1: connection refused — is the server running?"), because these are
@@ -35,15 +40,18 @@ __all__ = [
     "APIError",
     "APIStatusError",
     "APITimeoutError",
+    "AnswerError",
     "AuthenticationError",
     "BadRequestError",
     "ConflictError",
+    "EmptyAnswerError",
     "InternalServerError",
     "NotFoundError",
     "OverloadedError",
     "PermissionDeniedError",
     "RateLimitError",
     "UnprocessableEntityError",
+    "UnreadableAnswerError",
     "error_for_status",
 ]
 
@@ -52,7 +60,8 @@ class APIError(Exception):
     """Base of every error from a call. ``status`` is None when no answer came at all.
 
     ``body`` is the decoded JSON error body (or its text); ``request_id`` the server's
-    ``x-request-id`` / ``request-id``; ``kind`` the neutral error kind when known.
+    ``x-request-id`` / ``request-id``; ``kind`` the neutral error kind when known;
+    ``attempts`` the attempts the call made before giving up (set by the retry loop).
     """
 
     retryable: ClassVar[bool] = False
@@ -77,6 +86,7 @@ class APIError(Exception):
         self.headers = headers or {}
         self.code = code
         self.kind = kind
+        self.attempts = 1
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, status={self.status})"
@@ -150,6 +160,27 @@ class OverloadedError(InternalServerError):
         "the server is overloaded (retried up to max_retries times); lower the "
         "concurrency or try again later"
     )
+
+
+class AnswerError(APIError):
+    """A 2xx answer that is not an answer. ``retry`` says whether the retry loop may
+    repeat the call (``retry_on_empty``); ``result`` is the :class:`ChatResult` when the
+    body could be read."""
+
+    def __init__(self, message: str, *, retry: bool = False, result: Any = None, **kw: Any):
+        super().__init__(message, status=kw.pop("status", 200), **kw)
+        self.retry = retry
+        self.result = result
+
+
+class EmptyAnswerError(AnswerError):
+    """A 2xx answer with no text, no tool call and no refusal (reasoning alone is not an
+    answer); retried within ``max_retries`` when ``retry_on_empty`` is on."""
+
+
+class UnreadableAnswerError(AnswerError):
+    """A 2xx body the dialect cannot read (not JSON, not a chat answer); retried once
+    when ``retry_on_empty`` is on."""
 
 
 class APIConnectionError(APIError):

@@ -4,20 +4,22 @@ Accepted prompts (:meth:`Inputs.messages`):
 
 * ``"text"`` -- one user message;
 * a list of content items -- one user message: strings are text; ``pathlib.Path``,
-  ``bytes``, PIL images are images; ``{"type": "text"|"image", "value": ...}`` items;
-  OpenAI parts (``{"type": "image_url", "image_url": {"url": ...}}``) and Anthropic image
-  blocks (``{"type": "image", "source": {...}}``) too;
+  ``bytes``, PIL images are images; BaseAPI's ``{"type": "text"|"image"|"system",
+  "value": ...}`` items (an image ``value`` may be a list; ``system`` items' text, after
+  ``system=``, makes the system message); OpenAI ``image_url`` parts and Anthropic image
+  blocks too;
 * audio items -- ``{"type": "audio", "value": path | bytes | data: URI, "format"?}``,
   OpenAI ``input_audio`` parts, and in a list a ``Path`` ending in ``.wav``/``.mp3`` or
   WAV/MP3 ``bytes`` (:mod:`._audio`);
 * full messages -- a list of :class:`~interlingua.core.Message` values and/or dicts
   ``{"role", "content", ...}`` (OpenAI shape, including ``tool_calls`` and ``role: tool``),
-  whose ``content`` may use every item form above.
+  whose ``content`` may use every item form above but ``system``.
 
-A plain string inside a prompt list is always *text*, never a file name: a prompt that
-happens to equal a path must not read the disk. Give images as ``Path(...)``, as
-``{"type": "image", "value": "photo.jpg"}`` or through ``images=[...]``, where strings are
-paths, ``data:`` URIs or ``http(s)://`` URLs.
+A plain string inside a prompt is *text*, never a file name: a prompt that happens to
+equal a path must not read the disk. Give images as ``Path(...)``, as ``{"type": "image",
+"value": "photo.jpg"}`` or through ``images=[...]`` (paths, ``data:`` URIs, URLs), or opt
+in with ``paths_as_images=True`` (BaseAPI's ``parse_file``): every plain string item that
+names an existing file whose first bytes are an image is that image.
 
 Images become base64 ``data:`` URIs whose MIME type is read from the content's magic
 bytes (a PNG named ``x.jpg`` is sent as ``image/png``; servers reject a mismatch). URLs
@@ -48,7 +50,7 @@ import orjson
 
 from ..core import AudioPart, ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ..dialects import parse_data_uri
-from ._audio import AUDIO_SUFFIXES, audio_part, input_audio_dict, is_audio_bytes
+from ._audio import audio_part, input_audio_dict, looks_like_audio
 
 __all__ = [
     "DEFAULT_IMAGE_CACHE_BYTES",
@@ -360,75 +362,114 @@ class Inputs:
     # --- prompts ---
 
     async def messages(
-        self, prompt: Any, *, system: str | None = None, images: Iterable[Any] | None = None
+        self,
+        prompt: Any,
+        *,
+        system: str | None = None,
+        images: Iterable[Any] | None = None,
+        paths_as_images: bool = False,
     ) -> tuple[Message, ...]:
-        """Any accepted prompt form (+ ``system`` and extra ``images``) -> messages."""
-        if _is_message_list(prompt):
-            out = [await self._message(m, f"messages[{i}]") for i, m in enumerate(prompt)]
+        """Any accepted prompt form (+ ``system``, extra ``images``) -> messages."""
+        reader = _Reader(self, paths_as_images)
+        if type(prompt) is str and not paths_as_images:  # the common case, without a coroutine
+            out = [Message("user", (TextPart(prompt),))]
+        elif _is_message_list(prompt):
+            out = []
+            for i, m in enumerate(prompt):
+                plain = None if paths_as_images else _plain_message(m)
+                out.append(plain or await reader.message(m, f"messages[{i}]"))
         elif isinstance(prompt, Message | dict) and _is_message(prompt):
-            out = [await self._message(prompt, "messages[0]")]
+            out = [await reader.message(prompt, "messages[0]")]
         else:
             items = prompt if isinstance(prompt, list | tuple) else [prompt]
-            out = [Message("user", tuple(await self._parts(items, "prompt")))]
+            parts = await reader.parts(items, "prompt", top=True)
+            if not parts:
+                raise InputError("the prompt holds no text or image, only system items")
+            out = [Message("user", tuple(parts))]
         if images is not None:
             extra = [await self.image(img) for img in images]
             out = _with_images(out, extra)
-        if system is not None:
-            out.insert(0, Message("system", (TextPart(system),)))
+        if system is not None or reader.system:
+            head = [TextPart(system)] if system is not None else []
+            out.insert(0, Message("system", (*head, *reader.system)))
         if not out:
             raise InputError("the prompt is empty: give a string, content items or messages")
         return tuple(out)
 
-    async def _parts(self, items: Iterable[Any], where: str) -> list[Part]:
+
+class _Reader:
+    """One prompt's conversion: its options and the system items it collected."""
+
+    __slots__ = ("inputs", "paths_as_images", "system")
+
+    def __init__(self, inputs: Inputs, paths_as_images: bool) -> None:
+        self.inputs = inputs
+        self.paths_as_images = paths_as_images
+        self.system: list[TextPart] = []  # the prompt list's system items, in order
+
+    async def parts(self, items: Iterable[Any], where: str, *, top: bool = False) -> list[Part]:
+        """Content items -> parts; ``top``: the prompt list itself (system items allowed)."""
         parts: list[Part] = []
         for i, item in enumerate(items):
-            parts.append(await self._part(item, f"{where}[{i}]"))
+            at = f"{where}[{i}]"
+            if isinstance(item, dict) and item.get("type") == "system":
+                self.system.append(_system_item(item, at, top))
+            elif isinstance(item, dict):
+                parts.extend(await self._dict_parts(item, at))
+            else:
+                parts.append(await self._part(item, at))
         return parts
 
     async def _part(self, item: Any, where: str) -> Part:
         if isinstance(item, str):
+            if self.paths_as_images and _names_image_file(item):
+                return await self.inputs.image(item)
             return TextPart(item)
         if isinstance(item, TextPart | ImagePart | AudioPart | ToolCallPart | ToolResultPart):
             return item
-        if isinstance(item, dict):
-            return await self._dict_part(item, where)
-        if _looks_like_audio(item):
+        if looks_like_audio(item):
             return await _audio(item, None, where)
         try:
-            return await self.image(item)
+            return await self.inputs.image(item)
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
 
-    async def _dict_part(self, item: dict[str, Any], where: str) -> Part:
+    async def _dict_parts(self, item: dict[str, Any], where: str) -> list[Part]:
         kind = item.get("type")
         if kind in ("text", "input_text"):
             text = item.get("text", item.get("value"))
             if not isinstance(text, str):
                 raise InputError(f"{where}: a text item needs a string 'text' or 'value'")
-            return TextPart(text)
+            return [TextPart(text)]
         if kind in _IMAGE_DICT_TYPES:
             value, detail = _image_value(item)
             if value is None:
                 raise InputError(f"{where}: an image item needs 'value', 'image_url' or 'source'")
-            try:
-                return await self.image(value, detail)
-            except InputError as exc:
-                raise InputError(f"{where}: {exc}") from None
+            # BaseAPI's form: one image item may hold a list of images.
+            values = value if isinstance(value, list | tuple) else [value]
+            out: list[Part] = []
+            for j, one in enumerate(values):
+                try:
+                    out.append(await self.inputs.image(one, detail))
+                except InputError as exc:
+                    at = f"{where}.value[{j}]" if values is value else where
+                    raise InputError(f"{at}: {exc}") from None
+            return out
         if kind == "audio":
             value = item.get("value", item.get("path", item.get("data")))
             fmt = item.get("format")
-            return await _audio(value, fmt if isinstance(fmt, str) else None, where)
+            return [await _audio(value, fmt if isinstance(fmt, str) else None, where)]
         if kind == "input_audio":
             try:
-                return input_audio_dict(item)
+                return [input_audio_dict(item)]
             except ValueError as exc:
                 raise InputError(f"{where}: {exc}") from None
         raise InputError(
-            f"{where}: unknown content item type {kind!r}; use 'text', 'image' or 'audio' "
-            "(or OpenAI 'image_url' / 'input_audio' parts, Anthropic 'image' blocks)"
+            f"{where}: unknown content item type {kind!r}; use 'text', 'image', 'audio' or "
+            "'system' (or OpenAI 'image_url' / 'input_audio' parts, Anthropic 'image' blocks)"
         )
 
-    async def _message(self, m: Any, where: str) -> Message:
+    async def message(self, m: Any, where: str) -> Message:
         if isinstance(m, Message):
             return m
         role = m.get("role")
@@ -444,19 +485,12 @@ class Inputs:
         if role not in ("system", "developer", "user", "assistant"):
             raise InputError(f"{where}.role: unknown role {role!r}")
         items = [] if content is None else [content] if isinstance(content, str) else content
-        parts = await self._parts(items, f"{where}.content")
+        parts = await self.parts(items, f"{where}.content")
         if role == "assistant":
             parts.extend(_tool_calls(m.get("tool_calls"), where))
         if role == "developer":
             return Message("system", tuple(parts), name, meta={"role": "developer"})
         return Message(role, tuple(parts), name)
-
-
-def _looks_like_audio(item: Any) -> bool:
-    """A ``Path`` named ``.wav``/``.mp3`` or bytes that start like WAV/MP3, in a prompt list."""
-    if isinstance(item, os.PathLike):
-        return os.path.splitext(os.fspath(item))[1].lower() in AUDIO_SUFFIXES
-    return isinstance(item, bytes | bytearray | memoryview) and is_audio_bytes(bytes(item[:12]))
 
 
 async def _audio(value: Any, fmt: str | None, where: str) -> AudioPart:
@@ -466,6 +500,49 @@ async def _audio(value: Any, fmt: str | None, where: str) -> AudioPart:
         return await audio_part(value, fmt)
     except ValueError as exc:
         raise InputError(f"{where}: {exc}") from None
+
+
+_PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+_PATH_MAX = 4096
+
+
+def _plain_message(m: Any) -> Message | None:
+    """A ``{role, content: str}`` dict read at once (most of a batch's prompts); None:
+    it needs :meth:`_Reader.message`."""
+    if isinstance(m, Message):
+        return m
+    if len(m) != 2:
+        return None
+    role, content = m.get("role"), m.get("content")
+    if role not in _PLAIN_ROLES or type(content) is not str:
+        return None
+    return Message(role, (TextPart(content),))
+
+
+def _system_item(item: dict[str, Any], where: str, top: bool) -> TextPart:
+    if not top:
+        raise InputError(
+            f"{where}: a system item belongs in a prompt list, not in a message's content "
+            '(use a {"role": "system"} message)'
+        )
+    value = item.get("value", item.get("text"))
+    if not isinstance(value, str):
+        raise InputError(f"{where}: a system item needs a string 'value'")
+    return TextPart(value)
+
+
+def _names_image_file(text: str) -> bool:
+    """Whether ``text`` is the name of an existing file holding an image (by its bytes)."""
+    if not text or len(text) > _PATH_MAX or "\n" in text or "\x00" in text:
+        return False
+    if not os.path.isfile(text):  # (a FIFO or a device would block the read below)
+        return False
+    try:
+        with open(text, "rb") as f:
+            head = f.read(64)
+    except OSError:  # not a file, a directory, unreadable: text it is
+        return False
+    return detect_image_type(head) is not None
 
 
 def _digest(data: bytes) -> bytes:

@@ -1,10 +1,12 @@
 """What a call returns: :class:`ChatResult`, usage normalization, JSON extraction.
 
 ``ChatResult`` wraps the neutral :class:`~interlingua.core.Response` with conveniences:
-``.text`` (optionally with the reasoning folded in as ``<think>…</think>``),
-``.reasoning``, ``.tool_calls`` whose ``.arguments`` are parsed JSON (a
-:class:`ToolArgumentsError` naming the tool when the model wrote invalid JSON), ``.usage``,
-``.stop_reason``, ``.raw`` (the decoded body), and ``.parsed`` for structured output.
+``.text`` (optionally with the reasoning folded in as ``<think>…</think>``, see
+:func:`fold_reasoning`), ``.refusal`` (apart from the text), ``.reasoning``,
+``.tool_calls`` whose ``.arguments`` are parsed JSON (a :class:`ToolArgumentsError` naming
+the tool when the model wrote invalid JSON), ``.usage``, ``.stop_reason``, ``.raw`` (the
+decoded body), ``.parsed`` for structured output, and the call's timings ``.ttft`` and
+``.latency``.
 
 :func:`normalize_usage` reads token counts from any backend's shape -- OpenAI
 (``prompt_tokens``…), Anthropic (``input_tokens`` + cache counts), Ollama
@@ -24,6 +26,7 @@ import orjson
 from ..core import (
     AudioPart,
     Message,
+    ReasoningPart,
     Response,
     StopReason,
     TextPart,
@@ -41,6 +44,8 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "extract_json",
+    "fold_reasoning",
+    "is_empty_answer",
     "normalize_usage",
 ]
 
@@ -68,11 +73,13 @@ class StructuredOutputError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class CallOptions:
-    """Per-call result handling: ``think_tags``, and structured parsing (+ pydantic class)."""
+    """Per-call result handling: ``think_tags``, structured parsing (+ pydantic class),
+    ``retry_on_empty``."""
 
     think_tags: bool = False
     structured: bool = False
     model_class: Any = None
+    retry_on_empty: bool = False
 
 
 # --- usage -------------------------------------------------------------------------------
@@ -206,6 +213,37 @@ def extract_json(text: str) -> Any:
 # --- results -----------------------------------------------------------------------------
 
 
+def fold_reasoning(reasoning: str, text: str) -> str:
+    """``text`` with ``reasoning`` in front as a ``<think>`` block (datastudio BaseAPI's
+    exact format, which data pipelines parse); ``text`` alone when there is no reasoning.
+
+    >>> fold_reasoning("2 + 2 is 4", "4")
+    '<think>\\n2 + 2 is 4\\n</think>\\n\\n4'
+    >>> fold_reasoning("", "4")
+    '4'
+    """
+    if not reasoning:
+        return text
+    return f"<think>\n{reasoning}\n</think>\n\n{text}"
+
+
+def is_empty_answer(response: Response) -> bool:
+    """Whether a 2xx answer is not an answer: no text, no tool call, no refusal.
+
+    Reasoning alone does not count (a model that spent its ``max_tokens`` thinking said
+    nothing); any other part (audio, a hosted tool's output) does.
+    """
+    if response.stop_reason is StopReason.REFUSAL:
+        return False
+    for part in response.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                return False
+        elif not isinstance(part, ReasoningPart):
+            return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call from the model; ``arguments`` parses ``raw_arguments`` on access."""
@@ -246,10 +284,17 @@ class ToolCall:
 class ChatResult:
     """One model answer. ``response`` is the neutral value; the rest are conveniences.
 
-    ``think_tags=True`` makes ``.text`` start with ``<think>{reasoning}</think>`` when there
-    is reasoning. ``parsed`` holds the structured output (a dict/list, or the pydantic
-    model instance) when ``parse_json`` or ``response_format`` was requested.
-    ``messages`` is the whole transcript for results of ``run_tools``.
+    ``think_tags=True`` makes ``.text`` start with ``<think>\\n{reasoning}\\n</think>\\n\\n``
+    when there is reasoning (:func:`fold_reasoning`). ``parsed`` holds the structured
+    output (a dict/list, or the pydantic model instance) when ``parse_json`` or
+    ``response_format`` was requested. ``messages`` is the whole transcript for results
+    of ``run_tools``.
+
+    ``ttft`` and ``latency`` are seconds from the moment the call began sending (the
+    request built, images encoded; rate-limit waits and retries count) to the first token
+    and to the whole answer. A stream's first token is its first text, reasoning or tool
+    call; a plain call's answer arrives all at once, so its ``ttft`` is when the body had
+    arrived, and ``latency`` adds the parsing.
     """
 
     response: Response
@@ -258,15 +303,36 @@ class ChatResult:
     think_tags: bool = False
     parsed: Any = None
     messages: tuple[Message, ...] = field(default=())
+    ttft: float | None = None
+    latency: float | None = None
 
     @property
     def text(self) -> str:
-        """The answer text (with reasoning folded in as ``<think>`` when asked)."""
-        text = self.response.text
-        reasoning = self.response.reasoning
-        if self.think_tags and reasoning:
-            return f"<think>{reasoning}</think>{text}"
+        """The answer text, refusals apart (reasoning folded in as ``<think>`` when asked)."""
+        text = "".join(
+            p.text
+            for p in self.response.parts
+            if isinstance(p, TextPart) and not p.meta.get("refusal")
+        )
+        if self.think_tags:
+            return fold_reasoning(self.response.reasoning, text)
         return text
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the model refused, or None when it did not.
+
+        OpenAI's ``message.refusal`` (and the Responses API's ``refusal`` parts) hold the
+        model's words, kept out of ``.text``. A refusal without words -- Anthropic's
+        ``stop_reason: "refusal"``, OpenAI's ``content_filter`` -- is ``""``: refused,
+        nothing said (whatever text came before the cut stays in ``.text``).
+        """
+        words = [
+            p.text for p in self.response.parts if isinstance(p, TextPart) and p.meta.get("refusal")
+        ]
+        if words:
+            return "".join(words)
+        return "" if self.response.stop_reason is StopReason.REFUSAL else None
 
     @property
     def reasoning(self) -> str:

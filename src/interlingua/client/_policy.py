@@ -9,11 +9,18 @@ waiting retry does not hold back other calls.
 
 The delay comes from :func:`interlingua.retry.retry_delay` (``retry-after`` first, then
 capped exponential backoff with full jitter). ``sleep`` and ``rand`` are seams for tests.
+
+Answers that are not answers (:class:`~._errors.AnswerError`, raised by a call with
+``retry_on_empty``) are judged here too: an empty answer is retried like a 5xx, within
+the same ``max_retries``; an unreadable body once per call (a server that answers
+garbage twice will not mend on the third try). Both are counted apart
+(``empty_retries``, ``unreadable_retries``) for the batch summary.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import random
@@ -25,7 +32,7 @@ from ..core import Request
 from ..core.tokens import estimate_request_tokens
 from ..limits import RateLimit, RateLimiter, Slot
 from ..retry import INITIAL_DELAY, MAX_DELAY, retry_delay, should_retry
-from ._errors import APIError
+from ._errors import AnswerError, APIError, UnreadableAnswerError
 
 __all__ = ["Policy", "limiter_for"]
 
@@ -39,6 +46,7 @@ class Policy:
 
     __slots__ = (
         "_no_slot",
+        "empty_retries",
         "limiter",
         "max_retries",
         "rand",
@@ -46,6 +54,7 @@ class Policy:
         "retry_base",
         "retry_cap",
         "sleep",
+        "unreadable_retries",
         "where",
     )
 
@@ -56,6 +65,8 @@ class Policy:
         self.where = where
         #: retries made so far (all calls), for progress displays
         self.retries = 0
+        #: of which: empty answers and unreadable 2xx bodies (``retry_on_empty``)
+        self.empty_retries = self.unreadable_retries = 0
         self._no_slot = Slot(limiter, None)
         # Seams for tests: patch these instead of the wall clock or the RNG.
         self.sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
@@ -78,20 +89,39 @@ class Policy:
             yield slot
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]], what: str) -> T:
-        """Run ``attempt`` until it succeeds or fails for good; log each retry at debug."""
+        """Run ``attempt`` until it succeeds or fails for good; log each retry at debug.
+
+        The error that ends the call carries ``attempts`` (how many were made)."""
+        unreadable = 0
         for n in itertools.count():
             try:
                 return await attempt()
             except APIError as exc:
-                if n >= self.max_retries or not should_retry(exc):
+                exc.attempts = n + 1
+                if isinstance(exc, AnswerError):
+                    again = exc.retry and not (
+                        unreadable and isinstance(exc, UnreadableAnswerError)
+                    )
+                else:
+                    again = should_retry(exc)
+                if n >= self.max_retries or not again:
                     raise
                 delay = retry_delay(n, exc.headers, self.retry_base, self.retry_cap, rand=self.rand)
                 self.retries += 1
+                if isinstance(exc, UnreadableAnswerError):
+                    unreadable += 1
+                    self.unreadable_retries += 1
+                elif isinstance(exc, AnswerError):
+                    self.empty_retries += 1
                 log.debug(
                     "retrying %s to %s in %.2fs (retry %d of %d): %s",
                     what, self.where, delay, n + 1, self.max_retries, exc.message,
                 )  # fmt: skip
                 await self.sleep(delay)
+            except Exception as exc:  # not retried (an answer that fails validation...)
+                with contextlib.suppress(AttributeError):  # ...still says how many were sent
+                    exc.attempts = n + 1  # type: ignore[attr-defined]
+                raise
         raise AssertionError("unreachable")
 
 

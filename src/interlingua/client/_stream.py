@@ -22,6 +22,7 @@ the token reservation is settled with the final usage.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -29,12 +30,17 @@ from typing import Any
 import orjson
 
 from ..core import (
+    ArgumentsDelta,
+    AudioDelta,
+    BlockStart,
     ReasoningDelta,
     Request,
     StreamEnd,
     StreamError,
     StreamEvent,
     TextDelta,
+    TextPart,
+    ToolCallPart,
 )
 from ..core.fold import Folder
 from ..dialects import Dialect, EventDecoder
@@ -80,6 +86,8 @@ class ChatStream:
         self._events: AsyncGenerator[StreamEvent, None] | None = None
         self._count = 0
         self._closed = False
+        self._started = 0.0  # perf_counter() when sending began
+        self._first_token: float | None = None  # ... and when the first token arrived
         #: the folded answer, once the stream has ended
         self.result: ChatResult | None = None
         #: the server's request id (``x-request-id`` / ``request-id``)
@@ -93,6 +101,7 @@ class ChatStream:
         self._options = options
         body = orjson.dumps(self._render(self._request))
         estimate = self._policy.estimate(self._request)
+        self._started = time.perf_counter()
         try:
             await self._policy.retrying(lambda: self._open(body, estimate), "stream")
         except BaseException:
@@ -177,6 +186,8 @@ class ChatStream:
                 event.error, url=self._transport.base_url, request_id=self.request_id
             )
         self._count += 1
+        if self._first_token is None and _is_token(event):
+            self._first_token = time.perf_counter()
         self._folder.feed(event)
         if isinstance(event, StreamEnd):
             self.result = self._finish_result()
@@ -190,6 +201,10 @@ class ChatStream:
         assert self._request is not None
         response = with_audio_format(self._folder.result(), self._request)
         result = ChatResult(response, None, self.request_id, options.think_tags)
+        now = time.perf_counter()
+        result.latency = now - self._started
+        first = self._first_token
+        result.ttft = (first if first is not None else now) - self._started
         if options.structured:
             result.parsed = validate_structured(response.text, options.model_class)
         return result
@@ -204,22 +219,31 @@ class ChatStream:
         )
 
     async def text_stream(self) -> AsyncIterator[str]:
-        """Just the answer text, piece by piece (reasoning in ``<think>`` with think_tags)."""
+        """Just the answer text, piece by piece, refusals apart (with think_tags, the
+        reasoning first in the ``<think>\\n…\\n</think>\\n\\n`` of
+        :func:`~interlingua.client.fold_reasoning`, so the pieces join to ``result.text``)."""
         think = self._options is not None and self._options.think_tags
         thinking = False
+        refusals: set[int] = set()
         async for event in self:
             if isinstance(event, ReasoningDelta) and think:
                 if not thinking:
                     thinking = True
-                    yield "<think>"
+                    yield "<think>\n"
                 yield event.text
-            elif isinstance(event, TextDelta):
+            elif (
+                isinstance(event, BlockStart)
+                and isinstance(event.part, TextPart)
+                and event.part.meta.get("refusal")
+            ):
+                refusals.add(event.index)
+            elif isinstance(event, TextDelta) and event.index not in refusals:
                 if thinking:
                     thinking = False
-                    yield "</think>"
+                    yield _THINK_END
                 yield event.text
         if thinking:
-            yield "</think>"
+            yield _THINK_END
 
     async def final(self) -> ChatResult:
         """Read whatever is left and return the folded answer."""
@@ -228,6 +252,20 @@ class ChatStream:
         if self.result is None:
             raise RuntimeError("the stream has already been closed before it ended")
         return self.result
+
+
+_THINK_END = "\n</think>\n\n"
+
+
+def _is_token(event: StreamEvent) -> bool:
+    """Whether ``event`` is the model's first output: text, reasoning, a tool call, audio."""
+    if isinstance(event, TextDelta | ReasoningDelta):
+        return bool(event.text)
+    if isinstance(event, AudioDelta):
+        return bool(event.data or event.transcript)
+    if isinstance(event, BlockStart):
+        return isinstance(event.part, ToolCallPart)
+    return isinstance(event, ArgumentsDelta)
 
 
 async def _no_events() -> AsyncIterator[StreamEvent]:

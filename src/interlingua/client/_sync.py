@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ..core import Request, StreamEvent, ToolSpec
 from ..limits import RateLimiter
 from ._async import AsyncClient, RawReply
+from ._generate import Failure
 from ._outputs import ChatResult
 from ._stream import ChatStream
 from ._tools import DEFAULT_MAX_TURNS
@@ -67,6 +76,27 @@ class _LoopThread:
             self._thread.join()
 
 
+def _drive(runner: _LoopThread, make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    """Iterate an async iterator made (on the loop) by ``make``, one item per loop trip;
+    leaving early closes it there."""
+
+    async def start() -> AsyncIterator[T]:
+        return make()
+
+    agen = runner.run(start())
+    finished = False
+    try:
+        while True:
+            try:
+                yield runner.run(agen.__anext__())  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                finished = True
+                return
+    finally:
+        if not finished and hasattr(agen, "aclose"):
+            runner.run(agen.aclose())
+
+
 class SyncChatStream:
     """The sync twin of :class:`~interlingua.client.ChatStream` (a context manager)."""
 
@@ -85,29 +115,12 @@ class SyncChatStream:
         """Close the HTTP response and release the rate-limit slot."""
         self._runner.run(self._stream.aclose())
 
-    def _iterate(self, make: Callable[[], Any]) -> Iterator[Any]:
-        async def start() -> Any:
-            return make()
-
-        agen = self._runner.run(start())
-        finished = False
-        try:
-            while True:
-                try:
-                    yield self._runner.run(agen.__anext__())
-                except StopAsyncIteration:
-                    finished = True
-                    return
-        finally:
-            if not finished and hasattr(agen, "aclose"):
-                self._runner.run(agen.aclose())
-
     def __iter__(self) -> Iterator[StreamEvent]:
-        return self._iterate(self._stream.__aiter__)
+        return _drive(self._runner, self._stream.__aiter__)
 
     def text_stream(self) -> Iterator[str]:
         """Just the answer text, piece by piece."""
-        return self._iterate(self._stream.text_stream)
+        return _drive(self._runner, self._stream.text_stream)
 
     def final(self) -> ChatResult:
         """Read whatever is left and return the folded answer."""
@@ -176,6 +189,26 @@ class Client:
         """Retries made so far by this client."""
         return self._async.retries
 
+    @property
+    def empty_retries(self) -> int:
+        """Of the retries: empty answers retried (``retry_on_empty``)."""
+        return self._async.empty_retries
+
+    @property
+    def unreadable_retries(self) -> int:
+        """Of the retries: unreadable 2xx bodies retried (``retry_on_empty``)."""
+        return self._async.unreadable_retries
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Settings merged into every call (the call's own win)."""
+        return self._async.defaults
+
+    @property
+    def concurrency(self) -> int:
+        """Calls ``generate`` keeps in flight by default."""
+        return self._async.concurrency
+
     # --- lifecycle ---
 
     def __enter__(self) -> Client:
@@ -204,20 +237,33 @@ class Client:
         return self._runner.run(self._async.prepare(prompt, **kwargs))
 
     def chat(
-        self, prompt: Any, *, parse_json: bool = False, think_tags: bool = False, **kwargs: Any
+        self,
+        prompt: Any,
+        *,
+        parse_json: bool | None = None,
+        think_tags: bool | None = None,
+        retry_on_empty: bool | None = None,
+        **kwargs: Any,
     ) -> ChatResult:
         """One model answer; see :meth:`AsyncClient.chat`."""
         return self._runner.run(
-            self._async.chat(prompt, parse_json=parse_json, think_tags=think_tags, **kwargs)
+            self._async.chat(
+                prompt,
+                parse_json=parse_json,
+                think_tags=think_tags,
+                retry_on_empty=retry_on_empty,
+                **kwargs,
+            )
         )
 
     def send(
         self,
         request: Request,
         *,
-        parse_json: bool = False,
-        think_tags: bool = False,
+        parse_json: bool | None = None,
+        think_tags: bool | None = None,
         response_format: Any = None,
+        retry_on_empty: bool | None = None,
     ) -> ChatResult:
         """Send a prepared neutral request; see :meth:`AsyncClient.send`."""
         return self._runner.run(
@@ -226,17 +272,23 @@ class Client:
                 parse_json=parse_json,
                 think_tags=think_tags,
                 response_format=response_format,
+                retry_on_empty=retry_on_empty,
             )
         )
 
     def stream(
-        self, prompt: Any, *, think_tags: bool = False, parse_json: bool = False, **kwargs: Any
+        self,
+        prompt: Any,
+        *,
+        think_tags: bool | None = None,
+        parse_json: bool | None = None,
+        **kwargs: Any,
     ) -> SyncChatStream:
         """A streaming call: ``with client.stream(...) as s: for event in s: ...``."""
         stream = self._async.stream(prompt, think_tags=think_tags, parse_json=parse_json, **kwargs)
         return SyncChatStream(self._runner, stream)
 
-    def stream_request(self, request: Request, *, think_tags: bool = False) -> SyncChatStream:
+    def stream_request(self, request: Request, *, think_tags: bool | None = None) -> SyncChatStream:
         """Stream a prepared neutral request."""
         return SyncChatStream(
             self._runner, self._async.stream_request(request, think_tags=think_tags)
@@ -256,6 +308,55 @@ class Client:
             self._async.run_tools(prompt, tools, max_turns=max_turns, specs=specs, **kwargs)
         )
 
-    def send_raw(self, body: Mapping[str, Any] | bytes, *, estimated_tokens: int = 0) -> RawReply:
+    def send_raw(
+        self,
+        body: Mapping[str, Any] | bytes,
+        *,
+        estimated_tokens: int = 0,
+        retry_on_empty: bool = False,
+    ) -> RawReply:
         """POST a ready body with retries and rate limits; see :meth:`AsyncClient.send_raw`."""
-        return self._runner.run(self._async.send_raw(body, estimated_tokens=estimated_tokens))
+        return self._runner.run(
+            self._async.send_raw(
+                body, estimated_tokens=estimated_tokens, retry_on_empty=retry_on_empty
+            )
+        )
+
+    def generate(
+        self,
+        items: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+        progress: bool = False,
+        on_error: str = "return",
+        **defaults: Any,
+    ) -> list[ChatResult | Failure]:
+        """One answer per item, in input order; see :meth:`AsyncClient.generate`.
+
+        Ctrl-C cancels the calls in flight and raises KeyboardInterrupt.
+        """
+        return self._runner.run(
+            self._async.generate(
+                items, concurrency=concurrency, progress=progress, on_error=on_error, **defaults
+            )
+        )
+
+    def generate_iter(
+        self,
+        items: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+        progress: bool = False,
+        on_error: str = "return",
+        **defaults: Any,
+    ) -> Iterator[tuple[int, ChatResult | Failure]]:
+        """``(index, result)`` pairs in completion order; see :meth:`AsyncClient.generate_iter`.
+
+        The items are read on the client's loop thread; leaving the loop early cancels
+        the calls in flight.
+        """
+        # Checked here, at the call, rather than at the first next().
+        made = self._async.generate_iter(
+            items, concurrency=concurrency, progress=progress, on_error=on_error, **defaults
+        )
+        return _drive(self._runner, lambda: made)

@@ -1,0 +1,98 @@
+"""Reading a 2xx body, and judging it: an answer, or an answer that is not one.
+
+A server can answer 200 with nothing to show: no text, no tool call, no refusal (a model
+that spent ``max_tokens`` thinking, a proxy that lost the body, a batch backend's glitch);
+or with a body the dialect cannot read at all. With ``retry_on_empty`` these are
+retryable failures (:class:`~._errors.EmptyAnswerError`,
+:class:`~._errors.UnreadableAnswerError`; :mod:`._policy` says how often); without it an
+empty answer is returned as it is and an unreadable body raised at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..core import Request, Response
+from ..dialects import Dialect
+from ._audio import with_audio_format
+from ._errors import EmptyAnswerError, UnreadableAnswerError
+from ._outputs import ChatResult, better_usage
+
+__all__ = ["UNREAD", "empty_error", "plainly_answered", "read_answer"]
+
+_QUOTE = 2000  # characters of a body kept in the error
+UNREAD: Any = object()
+"""A body not decoded (yet): ``None`` is a JSON value."""
+
+
+def read_answer(
+    codec: Dialect,
+    url: str,
+    data: bytes,
+    request_id: str | None,
+    retry: bool,
+    request: Request | None = None,
+    decoded: Any = UNREAD,
+) -> tuple[Any, Response]:
+    """(decoded body, neutral answer) of a 2xx body, or :class:`UnreadableAnswerError`
+    (``retry``: whether the retry loop may repeat the call; ``decoded``: ``data``
+    already decoded). With ``request``, audio parts get the format it asked for."""
+    try:
+        raw = orjson.loads(data) if decoded is UNREAD else decoded
+        response: Response = codec.parse_response(raw, request)
+    except Exception as exc:  # the codec's errors, orjson's, a malformed shape
+        detail = getattr(exc, "message", None) or str(exc)
+        raise UnreadableAnswerError(
+            f"{url} answered 2xx with a body that could not be read: {detail}",
+            retry=retry,
+            body=data[:_QUOTE].decode("utf-8", "replace"),
+            request_id=request_id,
+            kind="invalid_response",
+        ) from exc
+    response = better_usage(response, raw)
+    if request is not None:
+        response = with_audio_format(response, request)
+    return raw, response
+
+
+def plainly_answered(dialect: str, body: Any) -> bool:
+    """Whether a decoded body holds answer text where its dialect puts it (the common
+    case, checked without the codec's full reading; False means: read it to judge).
+
+    >>> plainly_answered("openai", {"choices": [{"message": {"content": "hi"}}]})
+    True
+    """
+    try:
+        if dialect == "openai":
+            if "error" in body:
+                return False
+            content = body["choices"][0]["message"]["content"]
+            return type(content) is str and content != ""
+        if dialect == "anthropic":
+            return any(b["type"] == "text" and b["text"] for b in body["content"])
+        return any(
+            c["type"] == "output_text" and c["text"]
+            for item in body["output"]
+            if item["type"] == "message"
+            for c in item["content"]
+        )
+    except (KeyError, IndexError, TypeError):  # another shape: the codec judges it
+        return False
+
+
+def empty_error(url: str, result: ChatResult, data: bytes) -> EmptyAnswerError:
+    """The retryable error for an empty answer (``result`` rides along)."""
+    response = result.response
+    thinking = ", reasoning only" if response.reasoning else ""
+    return EmptyAnswerError(
+        f"{url} answered 2xx with no text, no tool call and no refusal (stop reason "
+        f"{response.stop_reason}{thinking}) — retried with retry_on_empty; raise "
+        "max_tokens if the model spends them all thinking",
+        retry=True,
+        result=result,
+        body=data[:_QUOTE].decode("utf-8", "replace"),
+        request_id=result.request_id,
+        kind="empty_response",
+    )
