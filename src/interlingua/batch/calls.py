@@ -73,6 +73,17 @@ class Defaults:
     retry_on_empty: bool = True
     fold_reasoning: bool = False
 
+    @classmethod
+    def of(cls, options: Any) -> Defaults:
+        """The defaults a run's ``BatchOptions`` give its lines (either engine)."""
+        return cls(
+            options.model,
+            options.max_tokens,
+            options.system,
+            retry_on_empty=options.retry_on_empty,
+            fold_reasoning=options.fold_reasoning,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .output import OutputScan, OutputWriter, _note
-from .records import DUPLICATE, OutputState
+from .records import DUPLICATE, OutputState, output_record
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,11 +150,8 @@ def count_input(path: Path) -> int:
 
 def record_row(line: bytes) -> dict[str, Any] | None:
     """One JSONL output record as a row of :func:`schema` (None: not a record)."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict) or "custom_id" not in obj:
+    obj = output_record(line)
+    if obj is None:
         return None
     response = obj.get("response")
     if isinstance(response, dict):

@@ -189,13 +189,7 @@ class RequestActor:
         self.skip = skip if skip is not None else IdSet()
         self.text_rows = text_rows
         self.state_url = state_url
-        self.defaults = Defaults(
-            options.model,
-            options.max_tokens,
-            options.system,
-            retry_on_empty=options.retry_on_empty,
-            fold_reasoning=options.fold_reasoning,
-        )
+        self.defaults = Defaults.of(options)
         self._client: AsyncClient | None = None
         self._counters: Any = None
         self._slots: asyncio.Semaphore | None = None

@@ -294,13 +294,20 @@ class OutputState:
     counts: bool = True
 
 
-def read_output_line(line: bytes) -> OutputState | None:
-    """The state of one complete output line, or None if it is not a record we can read."""
+def output_record(line: bytes) -> dict[str, Any] | None:
+    """One output line as its JSON object, or None if it is not a record (no JSON object
+    with a ``custom_id``)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(obj, dict) or "custom_id" not in obj:
+    return obj if isinstance(obj, dict) and "custom_id" in obj else None
+
+
+def read_output_line(line: bytes) -> OutputState | None:
+    """The state of one complete output line, or None if it is not a record we can read."""
+    obj = output_record(line)
+    if obj is None:
         return None
     cid = obj["custom_id"]
     error = obj.get("error")

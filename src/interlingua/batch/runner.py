@@ -184,13 +184,7 @@ class BatchRunner:
         self._owns_client = client is None
         self.client = client if client is not None else make_client(options)
         self.stream = stream if stream is not None else sys.stderr
-        self.defaults = Defaults(
-            options.model,
-            options.max_tokens,
-            options.system,
-            retry_on_empty=options.retry_on_empty,
-            fold_reasoning=options.fold_reasoning,
-        )
+        self.defaults = Defaults.of(options)
         self.stats = BatchStats()
         self.peak_in_flight = 0
         self.peak_read_ahead = 0

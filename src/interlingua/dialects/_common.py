@@ -161,3 +161,28 @@ def top_level_ok(
         if check is not None and not check(value):
             return False
     return True
+
+
+#: a neutral Request's settings that some APIs have no field for, by the parameter name
+#: a refusal names (audio output is asked for with ``modalities``)
+_SETTINGS: dict[str, Callable[[Any], object]] = {
+    "logprobs": lambda r: r.logprobs or None,
+    "top_logprobs": lambda r: r.top_logprobs,
+    "top_k": lambda r: r.top_k,
+    "min_p": lambda r: r.min_p,
+    "repetition_penalty": lambda r: r.repetition_penalty,
+    "modalities": lambda r: r.output_audio,
+}
+
+
+def refuse_unsupported(request: Any, params: tuple[str, ...], api: str) -> None:
+    """InvalidRequestError naming the first of ``params`` that ``request`` sets: settings
+    a caller asked for by name that ``api`` has no field for would not be honoured, so
+    they are refused, not dropped (a model's ``drop_params`` clears them first when they
+    should be dropped instead)."""
+    for param in params:
+        if _SETTINGS[param](request) is not None:
+            what = "audio output" if param == "modalities" else f"'{param}'"
+            raise InvalidRequestError(
+                f"{what} is not supported by the upstream API ({api})", param=param
+            )

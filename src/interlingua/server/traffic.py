@@ -71,6 +71,8 @@ FIELDS = (
 _UPSTREAM_KINDS = frozenset({"upstream_error", "overloaded", "timeout", "rate_limit"})
 #: the stamp of a slot that never held a minute: before any minute
 _EMPTY = -(1 << 62)
+#: a slot's counts before any request (FIELDS, then a combination's upstream failures)
+_ZEROS = (0, 0, 0, 0, 0.0, 0.0, 0, 0)
 
 
 def upstream_failure(row: Record) -> bool:
@@ -87,9 +89,11 @@ class _Series:
     def __init__(self, width: int = len(FIELDS)) -> None:
         #: the minute each slot holds (_EMPTY: none yet)
         self.stamps = [_EMPTY] * MINUTES
-        self.counts = [[0, 0, 0, 0, 0.0, 0.0, 0, 0][:width] for _ in range(MINUTES)]
+        self.counts = [list(_ZEROS[:width]) for _ in range(MINUTES)]
 
-    def add(self, minute: int, row: Record, failed: bool) -> None:
+    def add(self, minute: int, row: Record, failed: bool, upstream_failed: bool = False) -> None:
+        """Count ``row`` in ``minute``'s slot (``upstream_failed``: in the eighth count,
+        which a combination's ring has)."""
         i = minute % MINUTES
         stamp = self.stamps[i]
         counts = self.counts[i]
@@ -97,10 +101,12 @@ class _Series:
             if stamp > minute:  # older than the whole ring (a very long request)
                 return
             self.stamps[i] = minute
-            counts[:] = (0, 0, 0, 0, 0.0, 0.0, 0)
+            counts[:] = _ZEROS[: len(counts)]
         counts[0] += 1
         if failed:
             counts[1] += 1
+            if upstream_failed:
+                counts[7] += 1
         counts[2] += row.input_tokens
         counts[3] += row.output_tokens
         counts[4] += row.latency
@@ -131,33 +137,9 @@ class _Combo:
         #: FIELDS, then the requests that failed at the upstream (the deployment's failures)
         self.ring = _Series(len(FIELDS) + 1)
 
-    def add(self, minute: int, row: Record, failed: bool) -> None:
-        ring = self.ring
-        i = minute % MINUTES
-        counts = ring.counts[i]
-        stamp = ring.stamps[i]
-        if stamp != minute:
-            if stamp > minute:  # older than the whole ring (a very long request)
-                return
-            ring.stamps[i] = minute
-            counts[:] = _ZERO_COMBO
-        counts[0] += 1
-        if failed:
-            counts[1] += 1
-            if self.deployment is not None and upstream_failure(row):
-                counts[7] += 1
-        counts[2] += row.input_tokens
-        counts[3] += row.output_tokens
-        counts[4] += row.latency
-        ttft = row.ttft
-        if ttft is not None:
-            counts[5] += ttft
-            counts[6] += 1
-
 
 #: combinations kept with a ring of their own; later ones add to the named series directly
 MAX_COMBOS = 400
-_ZERO_COMBO = (0, 0, 0, 0, 0.0, 0.0, 0, 0)
 
 
 class Traffic:
@@ -180,7 +162,8 @@ class Traffic:
         if combo is None:
             combo = self._combo(row)
         if combo is not None:
-            combo.add(minute, row, failed)
+            upstream_failed = failed and combo.deployment is not None and upstream_failure(row)
+            combo.ring.add(minute, row, failed, upstream_failed)
         else:
             self._add_alone(minute, row, failed)
         if failed:

@@ -30,7 +30,13 @@ from ...core import (
 )
 from ...core.parts import Meta
 from ...errors import InvalidRequestError
-from .._common import SOURCE_INDEX, SOURCE_PARAM, parse_data_uri, sanitize_tool_id
+from .._common import (
+    SOURCE_INDEX,
+    SOURCE_PARAM,
+    parse_data_uri,
+    refuse_unsupported,
+    sanitize_tool_id,
+)
 from ._custom import custom_schema, wrap
 from .request import EXTRA_META, NAME, effort_to_budget
 
@@ -417,22 +423,7 @@ def _render_settings(request: Request, body: dict[str, Any], same: bool) -> None
         body["stream"] = True
 
 
-def _refuse_unsupported(request: Request) -> None:
-    """Settings a caller asked for by name that the Messages API has no field for: the
-    caller would not get them, so they are refused, not dropped (a model's
-    ``drop_params`` clears them before this when they should be dropped instead)."""
-    for param, value in (
-        ("logprobs", request.logprobs or None),
-        ("top_logprobs", request.top_logprobs),
-        ("min_p", request.min_p),
-        ("repetition_penalty", request.repetition_penalty),
-        ("modalities", request.output_audio),
-    ):
-        if value is not None:
-            what = "audio output" if param == "modalities" else f"'{param}'"
-            raise InvalidRequestError(
-                f"{what} is not supported by the upstream API (Anthropic Messages)", param=param
-            )
+_UNSUPPORTED = ("logprobs", "top_logprobs", "min_p", "repetition_penalty", "modalities")
 
 
 def render_request(request: Request) -> dict[str, Any]:
@@ -446,14 +437,14 @@ def render_request(request: Request) -> dict[str, Any]:
     on both call and result; unsigned reasoning is dropped; ``max_tokens`` defaults to
     4096; temperature is clamped to [0, 1]; ``seed`` and other fields Anthropic lacks are
     dropped, except ``n > 1``, logprobs, ``min_p``, ``repetition_penalty`` and audio
-    output, which are rejected (:func:`_refuse_unsupported`). ``json_object`` response format is
+    output, which are rejected (:func:`~.._common.refuse_unsupported`). ``json_object`` response format is
     dropped (Anthropic has only ``json_schema``). ``Request.extra`` is sent back only
     when the request came from an Anthropic client.
     """
     n = request.extra.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
         raise InvalidRequestError("n > 1 is not supported by the upstream API", param="n")
-    _refuse_unsupported(request)
+    refuse_unsupported(request, _UNSUPPORTED, "Anthropic Messages")
     same = request.source_dialect == NAME
     system, messages = _render_messages(request.messages)
     max_tokens = request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS

@@ -35,7 +35,7 @@ from typing import Any
 
 from ...core import Message, Reasoning, Request, ResponseFormat, TextPart
 from ...errors import InvalidRequestError
-from .._common import expect_type, missing, optional
+from .._common import expect_type, missing, optional, refuse_unsupported
 from ..openai_chat.request import render_effort
 from ._items import DIALECT_NAME, bad_value, parse_input, required_str
 from ._render import render_input
@@ -111,20 +111,7 @@ def _wants_logprobs(include: Any) -> bool:
     return isinstance(include, list) and LOGPROBS_INCLUDE in include
 
 
-def _refuse_unsupported(request: Request) -> None:
-    """The settings a caller asked for by name that the Responses API has no field for
-    (a model's ``drop_params`` clears them first when it should drop them instead)."""
-    for param, value in (
-        ("top_k", request.top_k),
-        ("min_p", request.min_p),
-        ("repetition_penalty", request.repetition_penalty),
-        ("modalities", request.output_audio),
-    ):
-        if value is not None:
-            what = "audio output" if param == "modalities" else f"'{param}'"
-            raise InvalidRequestError(
-                f"{what} is not supported by the upstream API (OpenAI Responses)", param=param
-            )
+_UNSUPPORTED = ("top_k", "min_p", "repetition_penalty", "modalities")
 
 
 def _parse_reasoning(value: Any, extra: dict[str, Any]) -> Reasoning | None:
@@ -186,7 +173,7 @@ def render_request(request: Request) -> dict[str, Any]:
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
         # One answer per request in this API: dropping n would answer one choice of n.
         raise InvalidRequestError("n > 1 is not supported by the upstream API", param="n")
-    _refuse_unsupported(request)
+    refuse_unsupported(request, _UNSUPPORTED, "OpenAI Responses")
     instructions, messages = _split_instructions(request.messages, same)
     body: dict[str, Any] = {"model": request.model}
     if instructions is not None:
