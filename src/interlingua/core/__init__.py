@@ -42,6 +42,7 @@ from .request import (
     ToolChoice,
     ToolSpec,
     drop_settings,
+    replace_request,
 )
 from .response import Response, StopReason, Usage
 from .unfold import unfold
@@ -85,5 +86,6 @@ __all__ = [
     "aclose_iterator",
     "drop_settings",
     "fold",
+    "replace_request",
     "unfold",
 ]

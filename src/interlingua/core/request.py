@@ -23,8 +23,8 @@ tools) -- the response then simply lacks them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeAlias
 
 from .parts import Meta, Part, _no_meta
@@ -171,4 +171,30 @@ def drop_settings(request: Request, params: Iterable[str]) -> Request:
         for name, cleared in REFUSABLE_SETTINGS.get(param, {}).items():
             if getattr(request, name) != cleared:
                 changes[name] = cleared
-    return replace(request, **changes) if changes else request
+    return replace_request(request, **changes) if changes else request
+
+
+_KEEP: Any = object()
+
+
+def _replacer(cls: type) -> Callable[..., Any]:
+    """``dataclasses.replace`` for one frozen, slotted dataclass with no ``__post_init__``,
+    as straight-line code generated once: the generic one loops over the fields in
+    Python on every call (~440 bytecodes for a Request, a few times per translated
+    request), this sets each slot once (~100)."""
+    names = [f.name for f in fields(cls)]
+    params = ", ".join(f"{name}=_KEEP" for name in names)
+    sets = "".join(
+        f"    _set(new, {name!r}, obj.{name} if {name} is _KEEP else {name})\n" for name in names
+    )
+    source = f"def replace(obj, *, {params}):\n    new = _new(_cls)\n{sets}    return new\n"
+    scope: dict[str, Any] = {"_KEEP": _KEEP, "_new": object.__new__, "_set": object.__setattr__}
+    scope["_cls"] = cls
+    exec(source, scope)
+    replace_fn: Callable[..., Any] = scope["replace"]
+    replace_fn.__doc__ = f"``dataclasses.replace`` for {cls.__name__} (see _replacer)."
+    return replace_fn
+
+
+#: ``dataclasses.replace(request, **changes)``, faster (the request path copies requests)
+replace_request: Callable[..., Request] = _replacer(Request)

@@ -18,14 +18,20 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import orjson
 from starlette.types import Receive
 
 from ..config import Config, ModelOptions
-from ..core import Request, StreamEnd, StreamError, StreamEvent, aclose_iterator
+from ..core import (
+    Request,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    aclose_iterator,
+    replace_request,
+)
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, StreamEncoder, encode_body, get_dialect
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
@@ -224,7 +230,7 @@ class Gateway:
             encode_body(body)  # 400, not a 500 later, if it is too deep to be written back
             request = dialect.parse_request(body)
             if extra:
-                request = replace(request, extra={**request.extra, **extra})
+                request = replace_request(request, extra={**request.extra, **extra})
             if parsed is not None:
                 parsed.append(request)
         upstream_request = for_upstream(request, route.upstream_model, route.entry)
@@ -388,7 +394,9 @@ class Gateway:
     async def count_tokens(self, request: Request) -> int:
         """Input tokens: the upstream's own count when it has one, else the estimate."""
         route = self.router.resolve(request.model)
-        counted = await route.upstream.count_tokens(replace(request, model=route.upstream_model))
+        counted = await route.upstream.count_tokens(
+            replace_request(request, model=route.upstream_model)
+        )
         return counted if counted is not None else estimate_request_tokens(request)
 
 

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
-from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from ..config import TimeoutConfig
-from ..core import Request, Response, StreamError, StreamEvent
+from ..core import Request, Response, StreamError, StreamEvent, replace_request
 from ..dialects import Dialect, EventDecoder, get_dialect
 from ..errors import (
     InterlinguaError,
@@ -159,7 +158,7 @@ class HttpUpstream(Upstream):
         route's shaping (:mod:`.shaping`) and this upstream's :meth:`adjust_body`."""
         request, shaping = take_shaping(request)
         if request.stream != stream:
-            request = replace(request, stream=stream)
+            request = replace_request(request, stream=stream)
         wire = self.codec.render_request(drop_refused(request, shaping))
         if shaping is not None:
             merge_params(wire, shaping)
@@ -189,7 +188,7 @@ class HttpUpstream(Upstream):
         try:
             if not 200 <= resp.status < 300:
                 raise await self._status_error(resp)
-            events = EventDecoder(self.codec, replace(request, stream=True))
+            events = EventDecoder(self.codec, replace_request(request, stream=True))
             # aclosing: if our consumer stops early, the inner generator is closed now,
             # not whenever the event loop gets round to finalizing it.
             async with aclosing(self._decode_batches(resp, events)) as batches:

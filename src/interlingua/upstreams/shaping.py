@@ -47,11 +47,10 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import ModelConfig
-from ..core import Request, drop_settings
+from ..core import Request, drop_settings, replace_request
 
 if TYPE_CHECKING:
     from .base import Upstream
@@ -83,8 +82,8 @@ def for_upstream(request: Request, model: str, entry: ModelConfig | None) -> Req
     """``request`` as an upstream gets it: its ``model`` replaced and, when ``entry``
     shapes the body, the marker that says how (module docstring)."""
     if entry is None or not entry.shapes_body:
-        return replace(request, model=model)
-    return replace(request, model=model, extra={**request.extra, SHAPING: entry})
+        return replace_request(request, model=model)
+    return replace_request(request, model=model, extra={**request.extra, SHAPING: entry})
 
 
 def take_shaping(request: Request) -> tuple[Request, ModelConfig | None]:
@@ -93,7 +92,7 @@ def take_shaping(request: Request) -> tuple[Request, ModelConfig | None]:
     if not isinstance(entry, ModelConfig):
         return request, None
     extra = {k: v for k, v in request.extra.items() if k != SHAPING}
-    return replace(request, extra=extra), entry
+    return replace_request(request, extra=extra), entry
 
 
 def merge_params(body: dict[str, Any], entry: ModelConfig) -> None:
@@ -196,7 +195,7 @@ def neutral_request(request: Request) -> Request:
                     value,
                     name,
                 )
-    return replace(request, extra=extra, **changes)
+    return replace_request(request, extra=extra, **changes)
 
 
 def _neutral_value(name: str, value: Any) -> Any:
