@@ -31,7 +31,7 @@ CODECS = {
     "responses": (responses_validate, openai_responses.parse_request),
 }
 DIALECTS = list(CODECS)
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _outcome(fn: Any, body: dict[str, Any]) -> tuple[str, str | None] | None:
