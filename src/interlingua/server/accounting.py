@@ -138,9 +138,10 @@ class Meter:
     counts that repeat along the way, as vLLM's continuous usage, are cumulative, so the
     last is the largest), and an in-band error event (Chat's ``data: {"error"``,
     Messages' ``event: error``, Responses' ``response.failed``) ends its stream. So the
-    first event is read once (Messages only), and the last events once when the stream is over, instead
-    of scanning every byte of every chunk on its way (a stream's bytes are mostly text
-    deltas, and a pattern search over them cost more than the rest of the record).
+    first event is read once (Messages only), and the last events once when the stream is
+    over, instead of scanning every byte of every chunk on its way (a stream's bytes are
+    mostly text deltas, and a pattern search over them cost more than the rest of the
+    record).
     """
 
     __slots__ = (
