@@ -270,11 +270,6 @@ def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
             for name, minutes in named.items():
                 target = into.setdefault(name, {})
                 for minute, counts in minutes.items():
-                    have = target.get(minute)
-                    if have is None:
-                        target[minute] = list(counts)
-                    else:
-                        for i, value in enumerate(counts):
-                            have[i] += value
+                    _add_into(target, minute, counts)
     errors.sort(key=lambda e: e.get("at", 0.0))
     return {"series": series, "errors": errors[-RECENT_ERRORS:]}
