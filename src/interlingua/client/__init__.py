@@ -17,9 +17,9 @@ Many prompts at once (in input order; failures as :class:`Failure` values)::
 Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
 ``_generate`` (in-process batches, Failure), ``_transport`` (the HTTP seam: aiohttp
 session, endpoint, failure mapping), ``_policy`` (retries and rate limits), ``_inputs``
-(prompt forms, images), ``_audio`` (audio in, spoken answers out), ``_outputs``
+(prompt forms), ``_images`` (image encoding, its cache), ``_audio`` (audio in, spoken answers out), ``_outputs``
 (ChatResult, usage, JSON, reasoning folding), ``_answers`` (reading and judging a 2xx
-body), ``_settings`` (client-wide defaults), ``_tools`` (the agent loop), ``_errors``
+body, RawReply), ``_settings`` (client-wide defaults), ``_tools`` (the agent loop), ``_errors``
 (typed exceptions), ``_build`` (argument forms, settings a dialect lacks).
 """
 

@@ -10,6 +10,7 @@ empty answer is returned as it is and an unreadable body raised at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -20,11 +21,34 @@ from ._audio import with_audio_format
 from ._errors import EmptyAnswerError, UnreadableAnswerError
 from ._outputs import ChatResult, better_usage
 
-__all__ = ["UNREAD", "empty_error", "plainly_answered", "read_answer"]
+__all__ = ["UNREAD", "RawReply", "empty_error", "plainly_answered", "read_answer"]
 
 _QUOTE = 2000  # characters of a body kept in the error
 UNREAD: Any = object()
 """A body not decoded (yet): ``None`` is a JSON value."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawReply:
+    """A 2xx answer as bytes (:meth:`AsyncClient.send_raw`), for relays and batch output.
+
+    With ``retry_on_empty`` the answer was read to judge it: :meth:`json` returns the
+    body decoded then, and ``response`` holds the neutral answer when judging needed the
+    codec (None when the text was plainly where the dialect puts it).
+    """
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    request_id: str | None
+    response: Response | None = None
+    decoded: Any = field(default=UNREAD, repr=False)
+
+    def json(self) -> Any:
+        """The body decoded."""
+        if self.decoded is not UNREAD:
+            return self.decoded
+        return orjson.loads(self.body)
 
 
 def read_answer(

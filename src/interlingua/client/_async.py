@@ -23,18 +23,18 @@ import inspect
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar, cast
+from dataclasses import replace
+from typing import Any
 
 import aiohttp
 import orjson
 
-from ..core import Request, Response, ToolSpec
+from ..core import Request, ToolSpec
 from ..dialects import Dialect, get_dialect
 from ..dialects.openai_chat import MAX_TOKENS_FIELDS, place_max_tokens
 from ..limits import RateLimit, RateLimiter
 from ..retry import DEFAULT_MAX_RETRIES
-from ._answers import UNREAD, empty_error, plainly_answered, read_answer
+from ._answers import UNREAD, RawReply, empty_error, plainly_answered, read_answer
 from ._build import (
     render_supported,
     to_output_audio,
@@ -52,7 +52,7 @@ from ._outputs import (
     is_empty_answer,
     validate_structured,
 )
-from ._policy import Policy, limiter_for
+from ._policy import Policy, PolicyField, limiter_for
 from ._settings import RESULT_KEYS, check_keys, merge, request_defaults, with_defaults
 from ._stream import ChatStream
 from ._tools import DEFAULT_MAX_TURNS
@@ -67,56 +67,11 @@ from ._transport import (
 
 __all__ = ["CHAT_KEYS", "DEFAULT_TIMEOUT", "AsyncClient", "CallOptions", "RawReply"]
 
-V = TypeVar("V")
-
 _DEFAULT_BASE = {
     "openai": "http://127.0.0.1:8400/v1",
     "anthropic": "http://127.0.0.1:8400",
     "responses": "http://127.0.0.1:8400/v1",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class RawReply:
-    """A 2xx answer as bytes (:meth:`AsyncClient.send_raw`), for relays and batch output.
-
-    With ``retry_on_empty`` the answer was read to judge it: :meth:`json` returns the
-    body decoded then, and ``response`` holds the neutral answer when judging needed the
-    codec (None when the text was plainly where the dialect puts it).
-    """
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    request_id: str | None
-    response: Response | None = None
-    decoded: Any = field(default=UNREAD, repr=False)
-
-    def json(self) -> Any:
-        """The body decoded."""
-        if self.decoded is not UNREAD:
-            return self.decoded
-        return orjson.loads(self.body)
-
-
-class _PolicyField(Generic[V]):
-    """An attribute of the client that lives on its :class:`Policy` (read and written there).
-
-    ``max_retries``, ``retry_base``, ``retry_cap``, ``retries`` and ``limiter`` have always
-    been client attributes (the batch runner reads ``retries``, tests set ``retry_base``
-    and the ``_sleep``/``_rand`` seams); the policy owns them now, streams included.
-    """
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, client: AsyncClient, owner: type | None = None) -> V:
-        return cast("V", getattr(client._policy, self.name))
-
-    def __set__(self, client: AsyncClient, value: V) -> None:
-        setattr(client._policy, self.name, value)
 
 
 class AsyncClient:
@@ -147,17 +102,17 @@ class AsyncClient:
     :mod:`interlingua.client._settings`).
     """
 
-    max_retries: _PolicyField[int] = _PolicyField("max_retries")
-    retry_base: _PolicyField[float] = _PolicyField("retry_base")
-    retry_cap: _PolicyField[float] = _PolicyField("retry_cap")
+    max_retries: PolicyField[int] = PolicyField("max_retries")
+    retry_base: PolicyField[float] = PolicyField("retry_base")
+    retry_cap: PolicyField[float] = PolicyField("retry_cap")
     #: retries made so far by this client (all calls), for progress displays
-    retries: _PolicyField[int] = _PolicyField("retries")
+    retries: PolicyField[int] = PolicyField("retries")
     #: of which: empty answers and unreadable 2xx bodies retried (``retry_on_empty``)
-    empty_retries: _PolicyField[int] = _PolicyField("empty_retries")
-    unreadable_retries: _PolicyField[int] = _PolicyField("unreadable_retries")
-    limiter: _PolicyField[RateLimiter] = _PolicyField("limiter")
-    _sleep: _PolicyField[Callable[[float], Awaitable[Any]]] = _PolicyField("sleep")
-    _rand: _PolicyField[Callable[[], float]] = _PolicyField("rand")
+    empty_retries: PolicyField[int] = PolicyField("empty_retries")
+    unreadable_retries: PolicyField[int] = PolicyField("unreadable_retries")
+    limiter: PolicyField[RateLimiter] = PolicyField("limiter")
+    _sleep: PolicyField[Callable[[float], Awaitable[Any]]] = PolicyField("sleep")
+    _rand: PolicyField[Callable[[], float]] = PolicyField("rand")
 
     def __init__(
         self,

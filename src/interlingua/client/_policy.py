@@ -26,7 +26,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from ..core import Request
 from ..core.tokens import estimate_request_tokens
@@ -34,7 +34,7 @@ from ..limits import RateLimit, RateLimiter, Slot
 from ..retry import INITIAL_DELAY, MAX_DELAY, retry_delay, should_retry
 from ._errors import AnswerError, APIError, UnreadableAnswerError
 
-__all__ = ["Policy", "limiter_for"]
+__all__ = ["Policy", "PolicyField", "limiter_for"]
 
 log = logging.getLogger("interlingua.client")
 
@@ -134,3 +134,26 @@ def limiter_for(value: RateLimit | Mapping[str, int | None] | RateLimiter | None
     if isinstance(value, RateLimit):
         return RateLimiter.from_limits(value)
     return RateLimiter.from_limits(RateLimit(**dict(value)))
+
+
+V = TypeVar("V")
+
+
+class PolicyField(Generic[V]):
+    """An attribute of the client that lives on its :class:`Policy` (read and written there).
+
+    ``max_retries``, ``retry_base``, ``retry_cap``, ``retries`` and ``limiter`` have always
+    been client attributes (the batch runner reads ``retries``, tests set ``retry_base``
+    and the ``_sleep``/``_rand`` seams); the policy owns them now, streams included.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, client: Any, owner: type | None = None) -> V:
+        return cast("V", getattr(client._policy, self.name))
+
+    def __set__(self, client: Any, value: V) -> None:
+        setattr(client._policy, self.name, value)
