@@ -92,6 +92,35 @@ async def test_a_lazy_input_is_read_as_calls_free_up(server: FakeServer) -> None
     assert all(isinstance(r, ChatResult) for _, r in got)
 
 
+async def test_generate_reads_a_lazy_input_as_calls_free_up_and_raises_its_error(
+    server: FakeServer,
+) -> None:
+    pulled: list[int] = []
+    ahead: list[int] = []  # items read but not yet at the server, as each one arrives
+
+    def items(n: int, then: Exception | None = None) -> Iterator[str]:
+        for i in range(n):
+            pulled.append(i)
+            yield f"q{i}"
+        if then is not None:
+            raise then
+
+    def answer(seen: Seen) -> Reply:
+        ahead.append(len(pulled) - len(server.seen))
+        return Reply(openai_body(f"echo: {seen.body['messages'][-1]['content']}"), delay=0.02)
+
+    server.push(*[answer] * 20)
+    async with AsyncClient(server.url + "/v1", model="m") as c:
+        results = await c.generate(items(8), concurrency=3)
+        assert [r.text for r in results] == [f"echo: q{i}" for i in range(8)]  # type: ignore[union-attr]
+        assert max(ahead) <= 3  # never more read than calls in flight
+        pulled.clear()
+        server.seen.clear()
+        with pytest.raises(ValueError, match="the input broke"):
+            await c.generate(items(4, ValueError("the input broke")), concurrency=2)
+        assert len(server.seen) <= 4  # the calls in flight were cancelled, none sent after
+
+
 async def test_failures_are_returned_per_item(server: FakeServer) -> None:
     def answer(seen: Seen) -> Reply:
         text = seen.body["messages"][-1]["content"]

@@ -18,7 +18,6 @@ rate limits; :class:`~._stream.ChatStream` runs a streaming call with both.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import os
 import time
@@ -44,7 +43,7 @@ from ._build import (
     to_tool_choice,
     to_tools,
 )
-from ._generate import Failure, generate_iter
+from ._generate import Failure, generate_iter, generate_list
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
 from ._outputs import (
     CallOptions,
@@ -483,14 +482,11 @@ class AsyncClient:
         error, attempts, request id) with ``on_error="return"``; ``on_error="raise"``
         cancels the rest and raises the first failure's error.
         """
-        pairs = self.generate_iter(
-            items, concurrency=concurrency, progress=progress, on_error=on_error, **defaults
-        )
-        # aclosing: a cancelled or failed batch cancels its calls now, not when collected
-        async with contextlib.aclosing(pairs):
-            done = [pair async for pair in pairs]
-        done.sort(key=_first)
-        return [result for _, result in done]
+        width, settings = self._batch(concurrency, on_error, defaults)
+        return await generate_list(
+            self.chat, items, settings, width, keys=CHAT_KEYS, progress=progress,
+            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
+        )  # fmt: skip
 
     def generate_iter(
         self,
@@ -507,6 +503,16 @@ class AsyncClient:
         a huge input is never all in memory. Leaving the loop early cancels the calls in
         flight.
         """
+        width, settings = self._batch(concurrency, on_error, defaults)
+        return generate_iter(
+            self.chat, items, settings, width, keys=CHAT_KEYS, progress=progress,
+            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
+        )  # fmt: skip
+
+    def _batch(
+        self, concurrency: int | None, on_error: str, defaults: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """(calls in flight, chat settings) of a batch, its arguments checked."""
         check_keys(defaults, CHAT_KEYS, "generate")
         if on_error not in ("return", "raise"):
             raise ValueError(f'on_error must be "return" or "raise", got {on_error!r}')
@@ -516,10 +522,7 @@ class AsyncClient:
         settings = dict(defaults)
         if "retry_on_empty" not in self.defaults:
             settings.setdefault("retry_on_empty", True)
-        return generate_iter(
-            self.chat, items, settings, width, keys=CHAT_KEYS, progress=progress,
-            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
-        )  # fmt: skip
+        return width, settings
 
     # --- answers -----------------------------------------------------------------------
 
@@ -555,10 +558,6 @@ class AsyncClient:
             model_class=model_class,
             retry_on_empty=self._flag(retry_on_empty, "retry_on_empty"),
         )
-
-
-def _first(pair: tuple[int, Any]) -> int:
-    return pair[0]
 
 
 #: the keyword arguments ``chat`` takes: ``prepare``'s and the result options

@@ -24,8 +24,8 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Generic, TypeVar, cast
 
 from ..core import Request
@@ -67,7 +67,7 @@ class Policy:
         self.retries = 0
         #: of which: empty answers and unreadable 2xx bodies (``retry_on_empty``)
         self.empty_retries = self.unreadable_retries = 0
-        self._no_slot = Slot(limiter, None)
+        self._no_slot = _NoSlot(limiter, None)
         # Seams for tests: patch these instead of the wall clock or the RNG.
         self.sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
         self.rand: Callable[[], float] = random.random
@@ -79,14 +79,11 @@ class Policy:
             return 0
         return estimate_request_tokens(request) + (request.max_tokens or 0)
 
-    @asynccontextmanager
-    async def slot(self, estimate: int) -> AsyncIterator[Slot]:
+    def slot(self, estimate: int) -> AbstractAsyncContextManager[Slot]:
         """Hold a rate-limiter slot for one attempt (a no-op slot when unlimited)."""
         if self.limiter.unlimited:
-            yield self._no_slot  # settling it is a no-op
-            return
-        async with self.limiter.slot(estimate) as slot:
-            yield slot
+            return self._no_slot  # entering it costs nothing, settling it is a no-op
+        return self.limiter.slot(estimate)
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]], what: str) -> T:
         """Run ``attempt`` until it succeeds or fails for good; log each retry at debug.
@@ -123,6 +120,19 @@ class Policy:
                     exc.attempts = n + 1  # type: ignore[attr-defined]
                 raise
         raise AssertionError("unreachable")
+
+
+class _NoSlot(Slot):
+    """The slot of an unlimited client, its own async context: a plain object, not an
+    ``asynccontextmanager`` generator per call (a batch of 10,000 calls made 10,000)."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> Slot:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 def limiter_for(value: RateLimit | Mapping[str, int | None] | RateLimiter | None) -> RateLimiter:
