@@ -552,12 +552,20 @@ class AsyncClient:
             "json_object",
             "json_schema",
         )
-        return CallOptions(
-            think_tags=self._flag(think_tags, "think_tags"),
-            structured=structured,
-            model_class=model_class,
-            retry_on_empty=self._flag(retry_on_empty, "retry_on_empty"),
-        )
+        think = self._flag(think_tags, "think_tags")
+        retry = self._flag(retry_on_empty, "retry_on_empty")
+        if model_class is None:  # one of eight values: shared, not built per call
+            return _PLAIN_OPTIONS[think, structured, retry]
+        return CallOptions(think, structured, model_class, retry)
+
+
+#: CallOptions without a pydantic class, by (think_tags, structured, retry_on_empty)
+_PLAIN_OPTIONS = {
+    (t, s, r): CallOptions(t, s, None, r)
+    for t in (False, True)
+    for s in (False, True)
+    for r in (False, True)
+}
 
 
 #: the keyword arguments ``chat`` takes: ``prepare``'s and the result options

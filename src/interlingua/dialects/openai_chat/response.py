@@ -83,11 +83,16 @@ def stop_reason_for(
     return reason, None
 
 
+_NUMBER = (int, float)
+
+
 def _count(obj: dict[str, Any], *keys: str) -> int:
     """The first of ``keys`` holding a number, as a non-negative int (null -> 0)."""
     for key in keys:
         value = obj.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if type(value) is int:  # the usual case, first: no bool, no float
+            return value if value > 0 else 0
+        if isinstance(value, _NUMBER) and not isinstance(value, bool):
             return max(0, int(value))
     return 0
 
