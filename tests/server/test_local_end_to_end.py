@@ -52,11 +52,17 @@ def url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def tight_url() -> Iterator[str]:
-    """A gateway whose model has a 256-token context and no wait line."""
+    """A gateway whose model has a 256-token context, one place and no wait line."""
     config = parse_config(
         {
             "upstreams": {
-                "local": {"kind": "local", "bundled": "smollm2", "n_ctx": 256, "max_queue": 0}
+                "local": {
+                    "kind": "local",
+                    "bundled": "smollm2",
+                    "n_ctx": 256,
+                    "parallel": 1,
+                    "max_queue": 0,
+                }
             },
             "models": [{"name": "smollm2", "upstream": "local"}],
         }
@@ -378,15 +384,23 @@ def test_health_answers_during_generation(url: str) -> None:
 
 
 def hold_the_model(url: str) -> tuple[threading.Event, threading.Thread]:
-    """Keep a long generation running in a thread until the returned event is set."""
+    """Keep a long generation running in a thread until the returned event is set.
+
+    Forced to a text longer than the context, so that it runs until the context is full
+    (an unforced story may end within a few tokens).
+    """
     started, release = threading.Event(), threading.Event()
+    body = {**long_stream_body(), "response_format": openai_forced(LONG * 5)}
 
     def run() -> None:
         with (
             httpx.Client(base_url=url, timeout=30) as client,
-            client.stream("POST", "/v1/chat/completions", json=long_stream_body()) as response,
+            client.stream("POST", "/v1/chat/completions", json=body) as response,
         ):
-            next(response.iter_bytes())
+            # The iterator is kept: dropping it would close the response, a hang-up
+            # that frees the model as soon as the server sees it.
+            chunks = response.iter_bytes()
+            next(chunks)
             started.set()
             release.wait(30)
 
