@@ -37,7 +37,7 @@ import llama_cpp
 from ...core import StopReason, TokenLogprob
 from ...text.stop import StopMatcher
 from .jobs import N_BATCH, Finish, Item, Job, Piece, Started, cancelled_error
-from .sampler import Chain, build_chain, token_logprob
+from .sampler import Candidates, SequenceSampler, token_logprob
 
 __all__ = ["BatchWorker"]
 
@@ -69,7 +69,6 @@ class _Sequence:
     """One sequence id of the context: its cache, and the job running on it (if any)."""
 
     __slots__ = (
-        "chain",
         "count",
         "decoder",
         "id",
@@ -81,6 +80,7 @@ class _Sequence:
         "pending_logprobs",
         "pending_tokens",
         "prompt_at",
+        "sampler",
         "tokens",
     )
 
@@ -90,10 +90,10 @@ class _Sequence:
         self.tokens: list[int] = []
         self.last_used = 0
         self.job: Job | None = None
-        self.chain: Chain = None
+        self.sampler: SequenceSampler | None = None
 
-    def start(self, job: Job, chain: Chain, cached: int) -> None:
-        self.job, self.chain = job, chain
+    def start(self, job: Job, sampler: SequenceSampler, cached: int) -> None:
+        self.job, self.sampler = job, sampler
         del self.tokens[cached:]
         self.prompt_at = cached  # the next prompt token to read
         self.next_token: int | None = None  # sampled, to be decoded next step
@@ -154,6 +154,7 @@ class BatchWorker:
         self.ctx, self.vocab, self.n_vocab, self.piece = ctx, vocab, n_vocab, piece
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.sequences = [_Sequence(i) for i in range(parallel)]
+        self.candidates = Candidates(n_vocab)
         self.batch = llama_cpp.llama_batch_init(N_BATCH, 0, 1)
         self._inbox: deque[Job] = deque()
         self._cond = threading.Condition()
@@ -248,12 +249,12 @@ class BatchWorker:
             llama_cpp.llama_memory_seq_rm(self.memory, seq.id, -1, -1)
             cached = 0
         try:
-            chain = build_chain(self.vocab, job.sampling)
+            sampler = SequenceSampler(self.vocab, job.sampling, self.candidates)
         except Exception as exc:
             out.add(job, exc)
             ended.append(job)
             return
-        seq.start(job, chain, cached)
+        seq.start(job, sampler, cached)
         self._clock += 1
         seq.last_used = self._clock
         out.add(job, Started(cached))
@@ -315,7 +316,8 @@ class BatchWorker:
     def _sample(self, seq: _Sequence, row: int, out: _Deliveries, ended: list[Job]) -> None:
         job = seq.job
         assert job is not None
-        token = llama_cpp.llama_sampler_sample(seq.chain, self.ctx, row)
+        assert seq.sampler is not None
+        token = seq.sampler.sample(self.ctx, row)
         if llama_cpp.llama_vocab_is_eog(self.vocab, token):
             self._finish(seq, StopReason.END_TURN, out, ended)
             return
@@ -383,9 +385,9 @@ class BatchWorker:
         ended.append(job)
         seq.job = None
         seq.next_token = None
-        if seq.chain is not None:
-            llama_cpp.llama_sampler_free(seq.chain)
-            seq.chain = None
+        if seq.sampler is not None:
+            seq.sampler.free()
+            seq.sampler = None
         if not keep_cache:  # a failed decode: the cache may not hold seq.tokens
             llama_cpp.llama_memory_seq_rm(self.memory, seq.id, -1, -1)
             seq.tokens.clear()
