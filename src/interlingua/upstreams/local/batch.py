@@ -175,8 +175,9 @@ class BatchWorker:
             self._inbox.append(job)
             self._cond.notify()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Cancel every job, end the thread, free the batch."""
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Cancel every job, end the thread, free the batch; False if the thread is still
+        inside llama.cpp after ``timeout`` seconds (then nothing is freed)."""
         with self._cond:
             self._stopping = True
             for job in self._inbox:
@@ -186,8 +187,10 @@ class BatchWorker:
                     seq.job.cancel.set()
             self._cond.notify()
         self.thread.join(timeout)
-        if not self.thread.is_alive():
-            llama_cpp.llama_batch_free(self.batch)
+        if self.thread.is_alive():
+            return False
+        llama_cpp.llama_batch_free(self.batch)
+        return True
 
     # -- the worker thread --------------------------------------------------------------
 

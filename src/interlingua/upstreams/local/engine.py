@@ -178,8 +178,9 @@ class LlamaEngine:
         """Stop the worker (cancelling what runs) and free the model."""
         with self._load_lock:
             worker, self._worker = self._worker, None
-            if worker is not None:
-                worker.stop()
+            if worker is not None and not worker.stop():
+                log.error("the local model's worker did not stop; its memory is not freed")
+                return  # freeing a context a thread still uses would crash the process
             ctx, self._ctx = self._ctx, None
             if ctx is not None:
                 llama_cpp.llama_free(ctx)
