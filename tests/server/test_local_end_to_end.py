@@ -52,11 +52,17 @@ def url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def tight_url() -> Iterator[str]:
-    """A gateway whose model has a 256-token context and no wait line."""
+    """A gateway whose model has a 256-token context, one place and no wait line."""
     config = parse_config(
         {
             "upstreams": {
-                "local": {"kind": "local", "bundled": "smollm2", "n_ctx": 256, "max_queue": 0}
+                "local": {
+                    "kind": "local",
+                    "bundled": "smollm2",
+                    "n_ctx": 256,
+                    "parallel": 1,
+                    "max_queue": 0,
+                }
             },
             "models": [{"name": "smollm2", "upstream": "local"}],
         }
@@ -177,8 +183,49 @@ def test_anthropic_answers(claude: anthropic.Anthropic, tokenizer: LlamaEngine) 
     expected = prompt_tokens(
         tokenizer, [{"role": "system", "content": "You are a geography teacher."}, *user(QUESTION)]
     )
-    assert message.usage.input_tokens == expected
+    # Anthropic's input_tokens leaves out the prompt tokens read from the cache (a
+    # template prefix another request left there, say).
+    usage = message.usage
+    assert usage.input_tokens + (usage.cache_read_input_tokens or 0) == expected
     assert 0 < message.usage.output_tokens <= 30
+
+
+def test_a_second_turn_reports_the_cached_prompt_openai(
+    gpt: openai.OpenAI, tokenizer: LlamaEngine
+) -> None:
+    turn = user("Name three rivers of Europe, briefly.")
+    first = gpt.chat.completions.create(model="smollm2", messages=turn, max_tokens=12, seed=1)
+    answer = first.choices[0].message.content or ""
+    turn += [{"role": "assistant", "content": answer}, *user("And of Asia?")]
+    second = gpt.chat.completions.create(model="smollm2", messages=turn, max_tokens=4)  # type: ignore[arg-type]
+    usage = second.usage
+    assert usage is not None and usage.prompt_tokens_details is not None
+    cached = usage.prompt_tokens_details.cached_tokens or 0
+    assert first.usage is not None
+    # The whole first prompt came from the cache, and the answer as far as it tokenizes
+    # as it was generated; only the new turn was read.
+    assert first.usage.prompt_tokens <= cached < usage.prompt_tokens
+    assert cached <= first.usage.prompt_tokens + first.usage.completion_tokens
+    assert usage.prompt_tokens == prompt_tokens(tokenizer, turn)
+
+
+def test_a_second_turn_reports_the_cached_prompt_anthropic(
+    claude: anthropic.Anthropic, tokenizer: LlamaEngine
+) -> None:
+    turn: list[dict[str, str]] = user("Name three mountains of Africa, briefly.")
+    first = claude.messages.create(model="smollm2", max_tokens=12, messages=turn)  # type: ignore[arg-type]
+    answer = "".join(b.text for b in first.content if b.type == "text")
+    turn += [{"role": "assistant", "content": answer}, *user("And of Asia?")]
+    with claude.messages.stream(model="smollm2", max_tokens=4, messages=turn) as stream:  # type: ignore[arg-type]
+        started = next(e for e in stream if e.type == "message_start")
+        final = stream.get_final_message()
+    first_total = first.usage.input_tokens + (first.usage.cache_read_input_tokens or 0)
+    for usage in (started.message.usage, final.usage):
+        cached = usage.cache_read_input_tokens or 0
+        assert first_total <= cached <= first_total + first.usage.output_tokens
+        # input_tokens counts only what was not read from the cache (Anthropic's meaning)
+        assert usage.input_tokens + cached == prompt_tokens(tokenizer, turn)
+        assert usage.input_tokens > 0
 
 
 def test_anthropic_streams(claude: anthropic.Anthropic) -> None:
@@ -378,15 +425,23 @@ def test_health_answers_during_generation(url: str) -> None:
 
 
 def hold_the_model(url: str) -> tuple[threading.Event, threading.Thread]:
-    """Keep a long generation running in a thread until the returned event is set."""
+    """Keep a long generation running in a thread until the returned event is set.
+
+    Forced to a text longer than the context, so that it runs until the context is full
+    (an unforced story may end within a few tokens).
+    """
     started, release = threading.Event(), threading.Event()
+    body = {**long_stream_body(), "response_format": openai_forced(LONG * 5)}
 
     def run() -> None:
         with (
             httpx.Client(base_url=url, timeout=30) as client,
-            client.stream("POST", "/v1/chat/completions", json=long_stream_body()) as response,
+            client.stream("POST", "/v1/chat/completions", json=body) as response,
         ):
-            next(response.iter_bytes())
+            # The iterator is kept: dropping it would close the response, a hang-up
+            # that frees the model as soon as the server sees it.
+            chunks = response.iter_bytes()
+            next(chunks)
             started.set()
             release.wait(30)
 

@@ -30,6 +30,7 @@ from interlingua.upstreams.local.engine import (
     Job,
     LlamaEngine,
     Sampling,
+    Started,
 )
 from interlingua.upstreams.local.kind import bundled_model_path
 
@@ -67,7 +68,8 @@ async def generate(
     items: list[Item] = []
     while not job.queue.empty():
         items.append(job.queue.get_nowait())
-    *texts, last = items
+    started, *texts, last = items
+    assert isinstance(started, Started)
     assert all(isinstance(t, str) for t in texts)
     assert isinstance(last, Finish), last
     return texts, last  # type: ignore[return-value]
@@ -197,6 +199,7 @@ async def test_cancel_stops_the_worker_within_a_token(engine: LlamaEngine) -> No
         loop=asyncio.get_running_loop(),
     )
     worker = asyncio.create_task(asyncio.to_thread(engine.run, job))
+    assert isinstance(await asyncio.wait_for(job.queue.get(), 10), Started)
     first = await asyncio.wait_for(job.queue.get(), 10)
     assert isinstance(first, str)
     cancelled_at = time.monotonic()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
@@ -43,7 +44,7 @@ from interlingua.core import (
 from interlingua.errors import InvalidRequestError, OverloadedError, UpstreamError
 from interlingua.upstreams import build_upstream
 from interlingua.upstreams.local import LocalUpstream, create_upstream
-from interlingua.upstreams.local.engine import Finish, Job, LlamaEngine
+from interlingua.upstreams.local.engine import Finish, Job, LlamaEngine, Started
 from interlingua.upstreams.local.kind import bundled_model_path
 from interlingua.upstreams.local.prompt import chat_messages
 
@@ -179,10 +180,18 @@ async def test_cancelling_the_consumer_task_frees_the_model(local: LocalUpstream
     assert not local.slot.busy
 
 
+async def hold_every_place(local: LocalUpstream) -> list[AsyncIterator[StreamEvent]]:
+    """Start as many long generations as the model runs side by side."""
+    streams = [local.stream(ask(STORY, max_tokens=2000)) for _ in range(local.engine.parallel)]
+    for stream in streams:
+        await anext(stream)
+    assert local.slot.held == local.engine.parallel
+    return streams
+
+
 async def test_a_full_line_is_refused_with_429(engine: LlamaEngine) -> None:
     local = LocalUpstream("local", engine, max_queue=0)
-    busy = local.stream(ask(STORY, max_tokens=2000))
-    await anext(busy)
+    busy = await hold_every_place(local)
     try:
         with pytest.raises(OverloadedError) as info:
             await anext(local.stream(ask()))
@@ -190,18 +199,20 @@ async def test_a_full_line_is_refused_with_429(engine: LlamaEngine) -> None:
         assert info.value.retry_after == 1.0
         assert info.value.message == "local model is busy: 0 requests waiting"
     finally:
-        await busy.aclose()
+        for stream in busy:
+            await stream.aclose()  # type: ignore[attr-defined]
 
 
-async def test_a_waiting_request_runs_when_the_model_frees(local: LocalUpstream) -> None:
-    first = local.stream(ask(STORY, max_tokens=2000))
-    await anext(first)
+async def test_a_waiting_request_runs_when_a_place_frees(local: LocalUpstream) -> None:
+    first, *others = await hold_every_place(local)
     waiting = asyncio.create_task(local.complete(ask(max_tokens=4, response_format=forced(LONG))))
     await asyncio.sleep(0.05)
     assert local.slot.waiting == 1 and not waiting.done()
-    await first.aclose()
+    await first.aclose()  # type: ignore[attr-defined]
     response = await asyncio.wait_for(waiting, 10)
     assert response.usage.output_tokens == 4
+    for stream in others:
+        await stream.aclose()  # type: ignore[attr-defined]
 
 
 # --- context length -----------------------------------------------------------------------
@@ -260,6 +271,7 @@ def test_from_config_takes_the_local_options() -> None:
             "bundled": "smollm2",
             "n_ctx": 1024,
             "n_threads": 3,
+            "parallel": 2,
             "max_queue": 2,
             "think_tags": True,
             "text_tool_calls": False,
@@ -271,6 +283,7 @@ def test_from_config_takes_the_local_options() -> None:
     assert upstream.dialect is None  # never the passthrough path
     assert (upstream.engine.n_ctx, upstream.engine.n_threads) == (1024, 3)
     assert upstream.slot.max_queue == 2
+    assert upstream.engine.parallel == upstream.slot.capacity == 2
     assert (upstream.think_tags, upstream.text_tool_calls) == (True, False)
     assert upstream.engine._template_override == "{{ messages }}"
     assert not upstream.engine.loaded
@@ -321,12 +334,19 @@ class ScriptedEngine(LlamaEngine):
     def tokenize(self, prompt: str) -> list[int]:
         return list(range(len(prompt.split())))
 
+    def submit(self, job: Job) -> None:
+        threading.Thread(target=self.run, args=(job,), daemon=True).start()
+
     def run(self, job: Job) -> None:
-        for piece in self.pieces:
-            if job.cancel.is_set():
-                return
-            job.emit(piece)
-        job.emit(self.finish)
+        try:
+            job.emit(Started(0))
+            for piece in self.pieces:
+                if job.cancel.is_set():
+                    return
+                job.emit(piece)
+            job.emit(self.finish)
+        finally:
+            job.finished()
 
 
 WEATHER = ToolSpec("get_weather", "Weather", {"type": "object", "properties": {}})

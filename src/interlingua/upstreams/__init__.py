@@ -268,14 +268,16 @@ register_kind("responses", _responses, options=(), check=_check_responses)
 register_kind(
     "local",
     _local,
-    # The model file (bundled or path), context size, CPU threads, how many requests may
-    # wait for the one model instance, a chat template overriding the GGUF's own, and the
-    # text processing of its output (upstreams/local/kind.py checks the values).
+    # The model file (bundled or path), context size, CPU threads, sequences decoded side
+    # by side, how many requests may wait for a place, a chat template overriding the
+    # GGUF's own, and the text processing of its output (upstreams/local/kind.py checks
+    # the values).
     options=(
         "bundled",
         "path",
         "n_ctx",
         "n_threads",
+        "parallel",
         "max_queue",
         "chat_template",
         "think_tags",

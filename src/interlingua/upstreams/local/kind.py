@@ -19,7 +19,10 @@ from ...config import (
     expect_str,
 )
 
-__all__ = ["BUNDLED_MODELS", "bundled_model_path", "check_options"]
+__all__ = ["BUNDLED_MODELS", "MAX_PARALLEL", "bundled_model_path", "check_options"]
+
+#: llama.cpp's LLAMA_MAX_SEQ: sequences one context can hold
+MAX_PARALLEL = 256
 
 # name -> (package that ships the file, file name inside it)
 _BUNDLED: dict[str, tuple[str, str]] = {
@@ -45,9 +48,14 @@ def check_options(cfg: UpstreamConfig, where: str) -> None:
             f"{where}.bundled: unknown bundled model {bundled!r} "
             f"(known: {', '.join(BUNDLED_MODELS)})"
         )
-    for key in ("n_ctx", "n_threads"):
+    for key in ("n_ctx", "n_threads", "parallel"):
         if key in options:
             expect_positive_int(options[key], f"{where}.{key}")
+    if options.get("parallel", 1) > MAX_PARALLEL:
+        raise ConfigError(
+            f"{where}.parallel: at most {MAX_PARALLEL} (llama.cpp's limit), "
+            f"got {options['parallel']}"
+        )
     if "n_ctx" in options and options["n_ctx"] < 16:
         raise ConfigError(f"{where}.n_ctx: must be at least 16, got {options['n_ctx']}")
     if "max_queue" in options:

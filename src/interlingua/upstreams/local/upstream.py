@@ -6,17 +6,18 @@ the normal translation path. A request goes:
 1. prompt -- tools described in the system prompt when present, tool history as text,
    the model's own chat template, tokenized (:mod:`.prompt`); a prompt that does not fit
    the context is the caller's 400 ``context_length_exceeded`` / "prompt is too long";
-2. the slot -- one generation per model, a bounded line of waiters, 429 when it is full
-   (:mod:`.slot`);
-3. a worker thread generates token by token (:class:`.engine.LlamaEngine`) while this
+2. the slot -- ``parallel`` generations side by side, a bounded line of waiters, 429
+   when it is full (:mod:`.slot`);
+3. the engine's batch worker (:mod:`.batch`) generates it beside the others while this
    async generator turns its text into ``StreamStart``, ``BlockStart(TextPart(""))``,
-   ``TextDelta``..., ``BlockStop``, ``StreamEnd`` with the true token counts (and, when
-   the request asks for ``logprobs``, each delta's tokens' log probabilities). With tools
-   (or ``think_tags``) the events pass through the stream-safe text processors of
+   ``TextDelta``..., ``BlockStop``, ``StreamEnd`` with the true token counts (prompt
+   tokens found in the KV cache as ``cache_read_tokens``; and, when the request asks
+   for ``logprobs``, each delta's tokens' log probabilities). With tools (or
+   ``think_tags``) the events pass through the stream-safe text processors of
    :mod:`interlingua.text`, so tool calls written as text become tool-call blocks.
 
 Closing the stream early (client gone, task cancelled) sets the job's cancel flag, which
-the worker checks after every token, and waits until the worker has let go of the model.
+the worker checks at every step, and waits until the worker has let go of the job.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -50,7 +50,7 @@ from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ...text import TextProcessing, TextProcessingStream, parsed_tool_calls
 from ..base import Upstream
 from ..shaping import neutral_request
-from .engine import Finish, Job, LlamaEngine, Piece, Sampling
+from .engine import Finish, Job, LlamaEngine, Piece, Sampling, Started
 from .kind import bundled_model_path
 from .prompt import chat_messages, check_supported, for_text_model, grammar_for, sampling_for
 from .slot import Slot
@@ -84,7 +84,7 @@ class LocalUpstream(Upstream):
     """
 
     dialect = None  # never the passthrough path: there is no wire
-    cancel_on_disconnect = True  # one generation at a time: a lost client frees the model
+    cancel_on_disconnect = True  # a lost client frees its place in the batch at once
 
     def __init__(
         self,
@@ -97,12 +97,12 @@ class LocalUpstream(Upstream):
     ) -> None:
         super().__init__(name)
         self.engine = engine
-        self.slot = Slot(max_queue)
+        self.slot = Slot(max_queue, capacity=engine.parallel)
         self.think_tags = think_tags
         self.text_tool_calls = text_tool_calls
         # What a request without tools to parse gets: built once, not per request.
         self._plain_text = TextProcessing(think_tags=think_tags)
-        self._running: dict[threading.Thread, Job] = {}
+        self._running: set[Job] = set()
 
     @classmethod
     def from_config(cls, cfg: UpstreamConfig) -> LocalUpstream:
@@ -120,6 +120,7 @@ class LocalUpstream(Upstream):
             path,
             n_ctx=options.get("n_ctx", DEFAULT_N_CTX),
             n_threads=options.get("n_threads"),
+            parallel=options.get("parallel"),
             chat_template=options.get("chat_template"),
         )
         return cls(
@@ -137,18 +138,20 @@ class LocalUpstream(Upstream):
         await self._ensure_loaded()
 
     async def aclose(self) -> None:
-        """Stop any running generation, wait for it, and free the model."""
-        for job in list(self._running.values()):
+        """Stop the running generations, wait for them, and free the model."""
+        jobs = list(self._running)
+        for job in jobs:
             job.cancel.set()
-        threads = list(self._running)
-        for thread in threads:
-            await asyncio.to_thread(thread.join, _JOIN_TIMEOUT)
-        if not any(t.is_alive() for t in threads):
-            self.engine.close()
+        for job in jobs:
+            await asyncio.to_thread(job.ended.wait, _JOIN_TIMEOUT)
+        if all(job.ended.is_set() for job in jobs):
+            await asyncio.to_thread(self.engine.close)
 
     async def _ensure_loaded(self) -> None:
         if not self.engine.loaded:
             await asyncio.to_thread(self.engine.load)
+        if self.slot.capacity != self.engine.parallel:  # known once the model is loaded
+            self.slot.resize(self.engine.parallel)
 
     # -- the request path ---------------------------------------------------------------
 
@@ -194,6 +197,15 @@ class LocalUpstream(Upstream):
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         """Generate with neutral events; refusals (too long, busy, images) raise first."""
+        # aclosing: closing this generator must close the inner one now (its finally
+        # stops the generation), not when the garbage collector finds it.
+        async with contextlib.aclosing(self._generate(request, stream=True)) as events:
+            async for event in events:
+                yield event
+
+    async def _generate(
+        self, request: Request, *, stream: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
         request = neutral_request(request)  # the model entry's params (upstreams/shaping.py)
         await self._ensure_loaded()
         prepared = self._prepare(request)
@@ -207,12 +219,15 @@ class LocalUpstream(Upstream):
             loop=loop,
             done=loop.create_future(),
             logprobs=(request.top_logprobs or 0) if request.logprobs else None,
+            stream=stream,
+            on_release=self.slot.release,
         )
         try:
-            self._launch(job)
+            self.engine.submit(job)
         except BaseException:
             self.slot.release()
             raise
+        self._running.add(job)  # after submit: aclose() waits only for submitted jobs
         try:
             async for event in _events(job, request.model, prepared):
                 yield event
@@ -223,29 +238,14 @@ class LocalUpstream(Upstream):
             # worker's end; the slot is released by the worker either way.
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(job.done)
-
-    def _launch(self, job: Job) -> None:
-        thread = threading.Thread(
-            target=self._work, args=(job,), name=f"interlingua-local-{self.name}", daemon=True
-        )
-        self._running[thread] = job
-        thread.start()
-
-    def _work(self, job: Job) -> None:
-        try:
-            self.engine.run(job)
-        finally:
-            self._running.pop(threading.current_thread(), None)
-            # Free the model before telling the consumer: a client that sends its next
-            # request the moment this one ends must find the slot free.
-            self.slot.release()
-            job.finished()
+            self._running.discard(job)
 
     async def complete(self, request: Request) -> Response:
-        """The folded stream (the model always generates token by token)."""
+        """The folded stream (the model always generates token by token); the worker
+        hands the text over in batches, nobody reads it before the end."""
         # aclosing: a cancelled caller stops the generation now, not when the abandoned
         # generator is garbage-collected.
-        async with contextlib.aclosing(self.stream(request)) as events:
+        async with contextlib.aclosing(self._generate(request, stream=False)) as events:
             return fold([event async for event in events])
 
     async def count_tokens(self, request: Request) -> int:
@@ -258,7 +258,13 @@ async def _events(job: Job, model: str, prepared: _Prepared) -> AsyncIterator[St
     """The job's items as neutral events, through the text processors when asked."""
     process = _processor(prepared.text)
     n_input = len(prepared.tokens)
-    start = StreamStart(random_id("local-"), model, int(time.time()), Usage(input_tokens=n_input))
+    first = await job.queue.get()
+    if not isinstance(first, Started):  # refused or stopped before it started
+        yield StreamError(_as_error(first))
+        return
+    cached = first.cached_tokens
+    usage = Usage(input_tokens=n_input, cache_read_tokens=cached)
+    start = StreamStart(random_id("local-"), model, int(time.time()), usage)
     for event in process((start, BlockStart(0, TextPart("")))):
         yield event
     while True:
@@ -270,15 +276,24 @@ async def _events(job: Job, model: str, prepared: _Prepared) -> AsyncIterator[St
             for event in process((TextDelta(0, item.text, item.logprobs),)):
                 yield event
         elif isinstance(item, Finish):
-            usage = Usage(input_tokens=n_input, output_tokens=item.output_tokens)
+            usage = Usage(
+                input_tokens=n_input, output_tokens=item.output_tokens, cache_read_tokens=cached
+            )
             end = StreamEnd(item.stop_reason, item.stop_sequence, usage)
             for event in process((BlockStop(0), end), final=True):
                 yield event
             return
         else:
-            error = item if isinstance(item, InterlinguaError) else _engine_error(item)
-            yield StreamError(error)
+            yield StreamError(_as_error(item))
             return
+
+
+def _as_error(item: object) -> InterlinguaError:
+    if isinstance(item, InterlinguaError):
+        return item
+    if isinstance(item, BaseException):
+        return _engine_error(item)
+    return _engine_error(RuntimeError(f"unexpected item {item!r}"))
 
 
 def _engine_error(exc: BaseException) -> UpstreamError:
