@@ -105,14 +105,11 @@ class MemoryState:
         if cap is not None and self.in_flight >= cap:
             return UNTIL_RELEASE
         window = self._window
+        entry: Entry | None = None
         if window.limited:
-            now = self._clock()
-            wait = window.wait_needed(now, tokens)
+            wait, entry = window.take(self._clock(), tokens)
             if wait > 0:
                 return wait
-            entry = window.admit(now, tokens)
-        else:
-            entry = None
         self.in_flight += 1
         return MemoryLease(entry)
 

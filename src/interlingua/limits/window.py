@@ -107,6 +107,33 @@ class Window:
         self._tokens += tokens
         return entry
 
+    def take(self, now: float, tokens: int) -> tuple[float, Entry]:
+        """:meth:`wait_needed` and :meth:`admit` in one call, for a limited window:
+        ``(0.0, entry)`` when ``tokens`` fit now (admitted), else ``(wait, -1)``.
+
+        One call instead of four per request on the hot path (a key whose limits are
+        never reached still logs every admission): the expiry walk only when the oldest
+        admission has left the window, the exact wait only when the request is refused.
+        """
+        at, head = self._at, self._head
+        if head < len(at) and at[head] <= now - WINDOW:
+            self._expire(now)
+            head = self._head
+        count = len(at) - head
+        rpm, tpm = self.requests_per_minute, self.tokens_per_minute
+        if (rpm is not None and count >= rpm) or (
+            tpm is not None and count and self._tokens + tokens > tpm
+        ):
+            wait = self.wait_needed(now, tokens)
+            if wait > 0:
+                return wait, -1
+        tokens = min(tokens, _MAX_TOKENS)
+        entry = self._first + len(at)
+        at.append(now)
+        self._cost.append(tokens)
+        self._tokens += tokens
+        return 0.0, entry
+
     def settle(self, entry: Entry, actual: int) -> None:
         """Let ``entry`` count for ``actual`` tokens from now on (its estimate was wrong);
         nothing once it has left the window."""
