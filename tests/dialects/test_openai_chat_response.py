@@ -189,6 +189,51 @@ def test_parse_usage_fallbacks() -> None:
     assert parse_response(completion({"content": "x"}, usage=nulls)).usage == Usage(0, 4)
 
 
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [  # odd values take the value-by-value reading, plain ints the quick one: same counts
+        ({"prompt_tokens": -3, "completion_tokens": 4}, Usage(0, 4)),
+        ({"prompt_tokens": 5, "completion_tokens": 4.0}, Usage(5, 4)),
+        ({"prompt_tokens": True, "completion_tokens": 4}, Usage(0, 4)),
+        (
+            {
+                "prompt_tokens": 9,
+                "completion_tokens": 4,
+                "prompt_tokens_details": {"cached_tokens": 3.0},
+            },
+            Usage(9, 4, cache_read_tokens=3),
+        ),
+        (
+            {
+                "prompt_tokens": 9,
+                "completion_tokens": 4,
+                "prompt_tokens_details": {"cached_tokens": -1},
+            },
+            Usage(9, 4),
+        ),
+        (
+            {
+                "prompt_tokens": 9,
+                "completion_tokens": 4,
+                "completion_tokens_details": {"reasoning_tokens": False},
+            },
+            Usage(9, 4),
+        ),
+        (
+            {
+                "prompt_tokens": 9,
+                "completion_tokens": 4,
+                "prompt_tokens_details": {"cached_tokens": 0},
+                "prompt_cache_hit_tokens": 6,
+            },
+            Usage(9, 4, cache_read_tokens=6),
+        ),
+    ],
+)
+def test_parse_usage_odd_values(usage: dict[str, object], expected: Usage) -> None:
+    assert parse_response(completion({"content": "x"}, usage=usage)).usage == expected
+
+
 def test_missing_usage_is_estimated() -> None:
     r = parse_response(completion({"content": "abcdefgh", "reasoning_content": "ijkl"}))
     assert r.usage == Usage(input_tokens=0, output_tokens=3, estimated=True)

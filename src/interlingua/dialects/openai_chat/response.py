@@ -105,6 +105,26 @@ def parse_usage(raw: Any) -> Usage | None:
     """
     if not isinstance(raw, dict):
         return None
+    prompt_tokens, completion_tokens = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if type(prompt_tokens) is int and type(completion_tokens) is int:  # the usual shape
+        prompt = raw.get("prompt_tokens_details")
+        completion = raw.get("completion_tokens_details")
+        cached = prompt.get("cached_tokens") if type(prompt) is dict else None
+        written = prompt.get("cache_write_tokens") if type(prompt) is dict else None
+        reasoning = completion.get("reasoning_tokens") if type(completion) is dict else None
+        if (
+            (cached is None or type(cached) is int)
+            and (written is None or type(written) is int)
+            and (reasoning is None or type(reasoning) is int)
+            and "prompt_cache_hit_tokens" not in raw
+        ):
+            return Usage(
+                input_tokens=max(prompt_tokens, 0),
+                output_tokens=max(completion_tokens, 0),
+                cache_read_tokens=max(cached or 0, 0),
+                cache_write_tokens=max(written or 0, 0),
+                reasoning_tokens=max(reasoning or 0, 0),
+            )
     prompt = raw.get("prompt_tokens_details")
     prompt = prompt if isinstance(prompt, dict) else {}
     completion = raw.get("completion_tokens_details")
