@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from ..errors import InterlinguaError
+from .frozen import quick_init
 from .parts import AudioPart, ReasoningPart, TextPart, TokenLogprob, ToolCallPart, UnknownPart
 from .response import StopReason, Usage
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StreamStart:
     """The message begins. ``usage`` holds what is known so far (often input tokens only)."""
@@ -29,6 +31,7 @@ class StreamStart:
     usage: Usage | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BlockStart:
     """Open block ``index``; ``part`` is its initial (usually empty) value."""
@@ -37,6 +40,7 @@ class BlockStart:
     part: TextPart | ReasoningPart | ToolCallPart | AudioPart | UnknownPart
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     """Text appended to block ``index``; ``logprobs``: its tokens' log probabilities, when
@@ -48,12 +52,14 @@ class TextDelta:
     logprobs: tuple[TokenLogprob, ...] | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
     index: int
     text: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SignatureDelta:
     """Anthropic's thinking signature, sent once just before the thinking block stops."""
@@ -62,6 +68,7 @@ class SignatureDelta:
     signature: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ArgumentsDelta:
     """A fragment of a tool call's JSON arguments text."""
@@ -70,6 +77,7 @@ class ArgumentsDelta:
     json: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AudioDelta:
     """A piece of an audio answer (Chat's ``delta.audio``): base64 ``data`` (each piece
@@ -83,11 +91,13 @@ class AudioDelta:
     expires_at: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BlockStop:
     index: int
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StreamEnd:
     """The message ends. ``usage`` is the final, cumulative count."""
@@ -97,6 +107,7 @@ class StreamEnd:
     usage: Usage = field(default_factory=Usage)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StreamError:
     """An error after the stream started; encoders emit it in-band."""

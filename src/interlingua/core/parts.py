@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from .frozen import quick_init
+
 Meta: TypeAlias = dict[str, Any]
 
 
@@ -22,6 +24,7 @@ def _no_meta() -> Meta:
     return {}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TokenLogprob:
     """One generated token's log probability (OpenAI's shape, PROTOCOLS.md §1.4).
@@ -40,6 +43,7 @@ class TokenLogprob:
     top_logprobs: tuple[TokenLogprob, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TextPart:
     """Plain text. ``meta`` may hold e.g. ``{"cache_control": {...}}``.
@@ -53,6 +57,7 @@ class TextPart:
     logprobs: tuple[TokenLogprob, ...] | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ImagePart:
     """An image, either inline (``data`` is base64, ``media_type`` set) or by ``url``.
@@ -74,6 +79,7 @@ class ImagePart:
         return self.url or ""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class DocumentPart:
     """A document (PDF as base64, plain text, or URL) with an optional title/filename."""
@@ -86,6 +92,7 @@ class DocumentPart:
     meta: Meta = field(default_factory=_no_meta, compare=False)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AudioPart:
     """Audio: a user's input (``input_audio``) or a model's spoken answer (``message.audio``).
@@ -104,6 +111,7 @@ class AudioPart:
     meta: Meta = field(default_factory=_no_meta, compare=False)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ReasoningPart:
     """Model reasoning ("thinking").
@@ -119,6 +127,7 @@ class ReasoningPart:
     meta: Meta = field(default_factory=_no_meta, compare=False)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCallPart:
     """A call the model makes to a client tool.
@@ -136,6 +145,7 @@ class ToolCallPart:
     kind: Literal["function", "custom"] = "function"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolResultPart:
     """The result of a tool call, sent back by the client in a user turn."""
@@ -151,6 +161,7 @@ class ToolResultPart:
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class UnknownPart:
     """A block type we do not model; kept verbatim so the same dialect can re-emit it."""

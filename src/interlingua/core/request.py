@@ -24,14 +24,16 @@ tools) -- the response then simply lacks them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from .frozen import quick_init, replacer
 from .parts import Meta, Part, _no_meta
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """One turn. ``name`` is OpenAI's optional participant name."""
@@ -42,6 +44,7 @@ class Message:
     meta: Meta = field(default_factory=_no_meta, compare=False)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A client tool definition. ``parameters`` is the JSON Schema, passed through intact.
@@ -63,6 +66,7 @@ class ToolSpec:
     format: dict[str, Any] | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolChoice:
     """How the model may use tools: ``auto`` | ``required`` | ``none`` | ``tool`` (named)."""
@@ -71,6 +75,7 @@ class ToolChoice:
     name: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ResponseFormat:
     """Structured output: ``json_object`` or ``json_schema`` (with ``schema``)."""
@@ -82,6 +87,7 @@ class ResponseFormat:
     description: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Reasoning:
     """A request for reasoning. ``effort`` is OpenAI's scale, ``budget_tokens`` Anthropic's.
@@ -94,6 +100,7 @@ class Reasoning:
     budget_tokens: int | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Request:
     """A chat request in neutral form.
@@ -174,27 +181,5 @@ def drop_settings(request: Request, params: Iterable[str]) -> Request:
     return replace_request(request, **changes) if changes else request
 
 
-_KEEP: Any = object()
-
-
-def _replacer(cls: type) -> Callable[..., Any]:
-    """``dataclasses.replace`` for one frozen, slotted dataclass with no ``__post_init__``,
-    as straight-line code generated once: the generic one loops over the fields in
-    Python on every call (~440 bytecodes for a Request, a few times per translated
-    request), this sets each slot once (~100)."""
-    names = [f.name for f in fields(cls)]
-    params = ", ".join(f"{name}=_KEEP" for name in names)
-    sets = "".join(
-        f"    _set(new, {name!r}, obj.{name} if {name} is _KEEP else {name})\n" for name in names
-    )
-    source = f"def replace(obj, *, {params}):\n    new = _new(_cls)\n{sets}    return new\n"
-    scope: dict[str, Any] = {"_KEEP": _KEEP, "_new": object.__new__, "_set": object.__setattr__}
-    scope["_cls"] = cls
-    exec(source, scope)
-    replace_fn: Callable[..., Any] = scope["replace"]
-    replace_fn.__doc__ = f"``dataclasses.replace`` for {cls.__name__} (see _replacer)."
-    return replace_fn
-
-
 #: ``dataclasses.replace(request, **changes)``, faster (the request path copies requests)
-replace_request: Callable[..., Request] = _replacer(Request)
+replace_request: Callable[..., Request] = replacer(Request)

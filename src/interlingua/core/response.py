@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from .frozen import quick_init
 from .parts import Meta, Part, ReasoningPart, TextPart, ToolCallPart, _no_meta
 
 
@@ -23,6 +24,7 @@ class StopReason(StrEnum):
     CONTEXT_WINDOW = "model_context_window_exceeded"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts.
@@ -45,6 +47,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Response:
     """A complete model turn."""
