@@ -216,12 +216,18 @@ class ServerLog:
 
 
 def parse_llama_server_log(text: str) -> ServerLog | None:
-    """Slots, per-slot context and threads from llama-server's start-up log
-    (``initializing, n_slots = 4, n_ctx_slot = 8192`` and
-    ``system_info: n_threads = 1 (n_threads_batch = 1) / 2``)."""
+    """Slots, per-slot context and threads from llama-server's start-up log:
+    ``initializing, n_slots = 4, n_ctx_slot = 8192``, and the threads from
+    ``system_info: n_threads = 1 (n_threads_batch = 1) / 2`` (logged at trace level in
+    recent builds) or else ``llama threadpool init, n_threads = 1`` (no batch count)."""
     slots = re.search(r"n_slots = (\d+), n_ctx_slot = (\d+)", text)
     if slots is None:
         return None
-    threads = re.search(r"n_threads = (\d+) \(n_threads_batch = (\d+)\)", text)
-    n_threads, n_batch = (int(threads.group(1)), int(threads.group(2))) if threads else (None, None)
+    n_threads = n_batch = None
+    info = re.search(r"system_info: n_threads = (\d+) \(n_threads_batch = (\d+)\)", text)
+    pool = re.search(r"threadpool init, n_threads = (\d+)", text)
+    if info is not None:
+        n_threads, n_batch = int(info.group(1)), int(info.group(2))
+    elif pool is not None:
+        n_threads = int(pool.group(1))
     return ServerLog(int(slots.group(1)), int(slots.group(2)), n_threads, n_batch)

@@ -227,6 +227,10 @@ def test_parse_llama_server_log() -> None:
     assert (got.n_slots, got.n_ctx_slot, got.n_threads, got.n_threads_batch) == (4, 8192, 1, 1)
     no_threads = parse_llama_server_log(log.splitlines()[2])
     assert no_threads is not None and no_threads.n_threads is None
+    # this build logs system_info at trace level only: the threadpool line says the threads
+    pool = "0.00.923.864 I cmn          init: llama threadpool init, n_threads = 2\n"
+    got = parse_llama_server_log(pool + log.splitlines()[2])
+    assert got is not None and (got.n_threads, got.n_threads_batch) == (2, None)
     assert parse_llama_server_log("main: loading model\n") is None
 
 
