@@ -46,6 +46,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -81,23 +82,27 @@ from .local_stats import (
 from .procs import BenchError, free_port, say
 
 
-def check_logs(targets: dict[str, Target], engine: Engine) -> list[str]:
+def check_logs(targets: dict[str, Target], engine: Engine, ours_parallel: bool) -> list[str]:
     """Fail unless the servers' logs show the settings we gave them; what was confirmed."""
-    checks = []
-    ours = targets[OURS]
-    found = parse_engine_log(ours.proc.log_path.read_text(errors="replace"))
-    if found is None:
-        checks.append(f"{OURS}: no 'loaded … (n_ctx, threads)' line (not confirmed)")
-    elif found != (engine.n_ctx, engine.n_threads):
-        raise BenchError(
-            f"{OURS} loaded the model with (n_ctx, n_threads) {found}, "
-            f"expected {(engine.n_ctx, engine.n_threads)}"
-        )
-    else:
-        checks.append(f"{OURS} n_ctx {found[0]}, {found[1]} threads")
+    checks = [_check_our_log(targets[OURS], engine, ours_parallel)]
     if CPP in targets:
         checks.append(_check_cpp_log(targets[CPP], engine))
     return checks
+
+
+def _check_our_log(target: Target, engine: Engine, ours_parallel: bool) -> str:
+    log = parse_engine_log(target.proc.log_path.read_text(errors="replace"))
+    if log is None:
+        return f"{OURS}: no 'loaded … (n_ctx …, … threads)' line (not confirmed)"
+    sequences = engine.parallel if ours_parallel else log.sequences
+    if (log.n_ctx, log.n_threads, log.sequences) != (engine.n_ctx, engine.n_threads, sequences):
+        raise BenchError(
+            f"{OURS} loaded the model with n_ctx {log.n_ctx}, {log.n_threads} threads, "
+            f"{log.sequences} sequences; expected n_ctx {engine.n_ctx}, {engine.n_threads} "
+            f"threads{f', {sequences} sequences' if ours_parallel else ''}"
+        )
+    shown = "" if log.sequences is None else f" × {log.sequences} sequences"
+    return f"{OURS} n_ctx {log.n_ctx}{shown}, {log.n_threads} threads"
 
 
 def _check_cpp_log(target: Target, engine: Engine) -> str:
@@ -127,37 +132,41 @@ def commands(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the tokens/s part sends."""
+
+    levels: Sequence[int]  # concurrency levels
+    rounds: int
+    max_tokens: int
+    seed: int
+    ours_parallel: bool  # our config sets ``parallel``: its log must say so
+
+
 def measure_rates(
-    engine: Engine,
-    levels: Sequence[int],
-    rounds: int,
-    max_tokens: int,
-    seed: int,
-    lines: dict[str, list[str]],
-    tmp: Path,
+    engine: Engine, plan: Plan, lines: dict[str, list[str]], tmp: Path
 ) -> tuple[dict[int, dict[str, list[Burst]]], list[str]]:
-    """Every server up at once; one warm-up burst each, then ``rounds`` alternating rounds."""
-    rates: dict[int, dict[str, list[Burst]]] = {c: {n: [] for n in lines} for c in levels}
+    """Every server up at once; one warm-up burst each, then ``plan.rounds`` alternating
+    rounds; the bursts per concurrency and server, and what the logs confirmed."""
+    rates: dict[int, dict[str, list[Burst]]] = {c: {n: [] for n in lines} for c in plan.levels}
     with ExitStack() as stack:
         targets = {
             name: stack.enter_context(running(name, command, tmp / f"rates-{name}.log"))
             for name, command in lines.items()
         }
-        checks = check_logs(targets, engine)
+        checks = check_logs(targets, engine, plan.ours_parallel)
         for name, target in targets.items():
-            warm = burst(target, max(levels), max_tokens, seed)
-            say(
-                f"warm-up {name}: {warm.concurrency} × {warm.tokens // warm.concurrency} tokens, {warm.rate:.1f} tokens/s"
-            )
-        for i, order in enumerate(alternate(rounds, list(targets))):
-            for level in levels:
+            warm = burst(target, max(plan.levels), plan.max_tokens, plan.seed)
+            say(f"warm-up {name}: {warm.concurrency} requests, {warm.rate:.1f} tokens/s")
+        for i, order in enumerate(alternate(plan.rounds, list(targets))):
+            for level in plan.levels:
                 for name in order:
-                    got = burst(targets[name], level, max_tokens, seed)
+                    got = burst(targets[name], level, plan.max_tokens, plan.seed)
                     rates[level][name].append(got)
                     ttft = max(s.ttft_s for s in got.samples) * 1000
                     say(
-                        f"round {i + 1}/{rounds}, {level} concurrent, {name}: {got.tokens} tokens, "
-                        f"{got.rate:.1f} tokens/s, slowest TTFT {ttft:.0f} ms"
+                        f"round {i + 1}/{plan.rounds}, {level} concurrent, {name}: "
+                        f"{got.tokens} tokens, {got.rate:.1f} tokens/s, slowest TTFT {ttft:.0f} ms"
                     )
     return rates, checks
 
@@ -226,9 +235,11 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--without", action="append", choices=(CPP, PY), default=[], help="leave a peer out")
     add(
         "--flash-attn",
-        choices=("off", "on", "auto"),
-        default="off",
-        help="llama-server -fa (default off: what llama-cpp-python's Llama uses)",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="flash attention for the peers: llama-server -fa, llama_cpp.server --flash_attn "
+        "(on unless off). Default auto, llama.cpp's default, which our engine's context "
+        "uses (on for the CPU); off for an engine built on llama_cpp.Llama (before parallel)",
     )
     add("--llama-server-args", default="", help="more llama-server flags, one shell string")
     args = parser.parse_args(argv)
@@ -299,15 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config_path.write_text(yaml.safe_dump(config, sort_keys=False))
             lines = commands(engine, config_path, binary, names)
             if not args.no_rates:
-                rates, checks = measure_rates(
-                    engine,
-                    args.concurrency,
-                    args.rounds,
-                    args.max_tokens,
-                    args.seed,
-                    lines,
-                    Path(tmp),
+                plan = Plan(
+                    args.concurrency, args.rounds, args.max_tokens, args.seed, config is not None
                 )
+                rates, checks = measure_rates(engine, plan, lines, Path(tmp))
             if not args.no_startup:
                 startup = measure_startup(lines, args.startup_runs, Path(tmp))
     except (BenchError, httpx.HTTPError, subprocess.SubprocessError) as exc:

@@ -47,7 +47,9 @@ class Engine:
     n_threads: int
     n_ctx: int  # the context one request may use (llama-server: per slot)
     parallel: int  # llama-server's slots; ours too when its engine takes ``parallel``
-    flash_attn: str = "off"  # llama-server's -fa; llama-cpp-python's Llama default is off
+    #: llama-server's -fa: "auto" (llama.cpp's default, what our engine's context gets:
+    #: on for the CPU), "on" or "off" (llama_cpp.Llama's default, the engine before parallel)
+    flash_attn: str = "auto"
     extra_cpp_args: tuple[str, ...] = ()
 
 
@@ -119,12 +121,15 @@ def py_command(port: int | str, engine: Engine) -> list[str]:
 
     ``--interrupt_requests False``: by default it ends a running stream (``[DONE]`` early)
     as soon as another request arrives; it should queue them, as ours does.
+    ``--flash_attn``: True unless ``engine.flash_attn`` is "off" (it has no "auto"; auto
+    means on for the CPU).
     """
     threads = str(engine.n_threads)
     return [
         *(sys.executable, "-m", "llama_cpp.server", "--model", engine.model),
         *("--host", "127.0.0.1", "--port", str(port)),
         *("--n_threads", threads, "--n_threads_batch", threads, "--n_ctx", str(engine.n_ctx)),
+        *("--flash_attn", str(engine.flash_attn != "off")),
         *("--interrupt_requests", "False"),
     ]
 

@@ -199,10 +199,25 @@ def round_ratios(ours: Sequence[Burst], theirs: Sequence[Burst]) -> list[float]:
     return [a.rate / b.rate for a, b in zip(ours, theirs, strict=False) if b.rate > 0]
 
 
-def parse_engine_log(text: str) -> tuple[int, int] | None:
-    """``(n_ctx, n_threads)`` from our engine's "loaded ... (n_ctx N, T threads)" log line."""
-    match = re.search(r"interlingua\.local.*\(n_ctx (\d+), (\d+) threads", text)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+@dataclass(frozen=True, slots=True)
+class EngineLog:
+    """What our engine says it loaded the model with."""
+
+    n_ctx: int  # per request
+    n_threads: int
+    sequences: int | None  # decoded side by side; None: an engine from before ``parallel``
+
+
+def parse_engine_log(text: str) -> EngineLog | None:
+    """Our engine's "loaded ... (n_ctx N x S sequences, T threads)" log line (before
+    ``parallel``: "(n_ctx N, T threads)")."""
+    match = re.search(
+        r"interlingua\.local.*\(n_ctx (\d+)(?: x (\d+) sequences)?, (\d+) threads", text
+    )
+    if match is None:
+        return None
+    sequences = int(match.group(2)) if match.group(2) else None
+    return EngineLog(int(match.group(1)), int(match.group(3)), sequences)
 
 
 @dataclass(frozen=True, slots=True)

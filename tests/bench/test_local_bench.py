@@ -39,6 +39,7 @@ from bench.local_servers import (
 from bench.local_stats import (
     PROMPT,
     Burst,
+    EngineLog,
     Sample,
     alternate,
     burst_of,
@@ -212,8 +213,13 @@ def test_parse_engine_log() -> None:
         "2026-11-22 04:11:52,597 INFO interlingua.local: loaded "
         "SmolLM2-135M-Instruct.Q4_1.gguf (n_ctx 8192, 1 threads) in 0.80 s\n"
     )
-    assert parse_engine_log(log) == (8192, 1)
+    assert parse_engine_log(log) == EngineLog(8192, 1, None)
     assert parse_engine_log("other (n_ctx 5, 2 threads)\nINFO: ready\n") is None
+    parallel = (
+        "2026-11-27 08:40:01,100 INFO interlingua.local: loaded "
+        "SmolLM2-135M-Instruct.Q4_1.gguf (n_ctx 8192 x 4 sequences, 2 threads) in 0.31 s\n"
+    )
+    assert parse_engine_log(parallel) == EngineLog(8192, 2, 4)
 
 
 def test_parse_llama_server_log() -> None:
@@ -255,7 +261,7 @@ def test_llama_server_gets_the_same_settings_per_slot() -> None:
         "-tb": "3",
         "-c": "8192",  # split over 4 slots: 2048 each, the context one request gets from ours
         "--parallel": "4",
-        "-fa": "off",
+        "-fa": "auto",  # llama.cpp's default, as our engine's context gets it
     }
     extra = Engine("/m.gguf", 1, 512, 2, "on", ("--kv-unified",))
     assert cpp_command("s", 1, extra)[-3:] == ["-fa", "on", "--kv-unified"]
@@ -270,8 +276,11 @@ def test_python_server_queues_rather_than_interrupts() -> None:
         "--n_threads": "3",
         "--n_threads_batch": "3",
         "--n_ctx": "2048",
+        "--flash_attn": "True",  # auto: on for the CPU; it has no auto
         "--interrupt_requests": "False",
     }
+    off = Engine("/m.gguf", 1, 512, 2, flash_attn="off")
+    assert py_command(1, off)[-4:-2] == ["--flash_attn", "False"]
 
 
 def test_ours_with_and_without_config() -> None:
@@ -287,7 +296,7 @@ def test_ours_with_and_without_config() -> None:
 def test_options() -> None:
     args = lb.options([])
     assert (args.rounds, args.max_tokens, args.startup_runs, args.parallel) == (6, 64, 3, 4)
-    assert args.concurrency == [1, 4, 8] and args.without == [] and args.flash_attn == "off"
+    assert args.concurrency == [1, 4, 8] and args.without == [] and args.flash_attn == "auto"
     assert lb.options(["--concurrency", "8,1, 2"]).concurrency == [1, 2, 8]
     assert lb.options(["--without", CPP, "--without", PY]).without == [CPP, PY]
     for bad in (["--rounds", "0"], ["--concurrency", "0,4"], ["--concurrency", "a"]):
@@ -400,7 +409,7 @@ def test_render_targets_met_and_not_met() -> None:
     assert missed[2].endswith("| no |")
     assert missed[4] == (
         "| interlingua TTFT p95 at 4 concurrent vs its TTFT (p50) at 1 | ≤ 2× "
-        "| 200 ms / 50 ms = 4.0× | no |"
+        "| 200 ms / 50 ms = 4.0× (llama-server: 1.0×) | no |"
     )
     assert (
         missed[5] == "| `interlingua serve` start → first answer (issue 3) | ≤ 2 s | 1.90 s | yes |"
