@@ -148,6 +148,10 @@ def ttft_factor(rates: Rates, name: str) -> tuple[float, float, float] | None:
     return p95, base, p95 / base if base > 0 else float("inf")
 
 
+def _p95_at_one(rates: Rates, name: str) -> float:
+    return percentile(ttfts(rates[1][name]), 95)
+
+
 def render_targets(rates: Rates, startup: Mapping[str, Sequence[float]]) -> list[str]:
     """Issue 14's targets (and issue 3's start-up goal) with met / not met."""
     out = ["| target | goal | this run | met |", "|---|---|---|---|"]
@@ -169,11 +173,13 @@ def render_targets(rates: Rates, startup: Mapping[str, Sequence[float]]) -> list
     if ours is not None:
         p95, base, factor = ours
         cpp = factors[CPP]
-        reference = "" if cpp is None else f" ({CPP}: {cpp[2]:.1f}×)"
+        reference = "" if cpp is None else f"; {CPP} {cpp[2]:.1f}×"
+        # The goal reads the typical TTFT at 1 (p50); p95 over p95 is shown beside it.
+        same = p95 / _p95_at_one(rates, OURS)
         out.append(
             f"| {OURS} TTFT p95 at {TTFT_AT} concurrent vs its TTFT (p50) at 1 "
             f"| ≤ {TTFT_GOAL:.0f}× | {p95 * 1000:.0f} ms / {base * 1000:.0f} ms = "
-            f"{factor:.1f}×{reference} | {_met(factor <= TTFT_GOAL)} |"
+            f"{factor:.1f}× (over p95 at 1: {same:.1f}×{reference}) | {_met(factor <= TTFT_GOAL)} |"
         )
     if startup.get(OURS):
         median = statistics.median(startup[OURS])
