@@ -169,11 +169,10 @@ def render_targets(rates: Rates, startup: Mapping[str, Sequence[float]]) -> list
             f"(per-round median; ratio of medians {of_medians:.3f}×) | {_met(per_round >= RATE_GOAL)} |"
         )
     factors = {name: ttft_factor(rates, name) for name in (OURS, CPP)}
-    ours = factors[OURS]
-    if ours is not None:
-        p95, base, factor = ours
-        cpp = factors[CPP]
-        reference = "" if cpp is None else f"; {CPP} {cpp[2]:.1f}×"
+    our_factor, cpp_factor = factors[OURS], factors[CPP]
+    if our_factor is not None:
+        p95, base, factor = our_factor
+        reference = "" if cpp_factor is None else f"; {CPP} {cpp_factor[2]:.1f}×"
         # The goal reads the typical TTFT at 1 (p50); p95 over p95 is shown beside it.
         same = p95 / _p95_at_one(rates, OURS)
         out.append(
