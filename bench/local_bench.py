@@ -1,476 +1,186 @@
-"""Local engine benchmark (issue 3): interlingua's bundled model vs llama-cpp-python's server.
+"""Local engine benchmark (issue 14): interlingua's embedded engine vs llama.cpp's servers.
 
-    python -m bench.local_bench                  # 10 rounds each + 5 cold starts each (~1 min)
-    python -m bench.local_bench --rounds 9 --startup-runs 3
+    python -m bench.local_bench              # 6 rounds at 1, 4, 8 concurrent + 3 cold starts each
+    python -m bench.local_bench --rounds 10 --concurrency 1,4,8 --parallel 4
     python -m bench.local_bench --help
 
-Two measurements, both servers on 127.0.0.1, every process ours and stopped in ``finally``:
+Three servers up at once on 127.0.0.1, on the same GGUF (the bundled SmolLM2), with the
+same threads, context per request and sampling (seeded):
 
-1. **Tokens/s.** ``python -m interlingua.cli serve --port P`` (no config: the bundled
-   SmolLM2 as ``smollm2``) and ``python -m llama_cpp.server --model <the same GGUF>`` run
-   at the same time, with the same ``n_threads`` (and ``n_threads_batch``) as our engine
-   uses by default -- half the cores -- and the same ``n_ctx``. One warm-up request each,
-   then ``--rounds`` rounds of one streamed OpenAI Chat request to each, alternating the
-   order every round (ABBA...) so that the machine's noise falls on both. Same body for
-   both: a story prompt, ``max_tokens`` 128, temperature 0.8 and a fixed seed (the two
-   produce the same text: same sampler chain), so every request generates exactly
-   ``max_tokens`` tokens -- there is no ``ignore_eos``; a sample that ends early is
-   flagged. Tokens: our ``usage.completion_tokens`` (``stream_options.include_usage``);
-   llama_cpp.server sends no usage when streaming, so ``max_tokens`` when it finishes with
-   ``length``, else its content chunks (it sends one per token). Time: request sent ->
-   last byte. Decode rate: (tokens - 1) / (first content chunk -> last content chunk).
-   Reported: each server's median, the ratio of the medians, and the median of the
-   per-round ratios (the two requests of a round run back to back, so a busy spell on the
-   shared machine tends to slow both: the steadier figure).
+- ``interlingua serve`` -- no config, or the no-config config plus ``parallel: N`` when
+  our engine takes that key (``bench.local_servers.our_config``);
+- llama.cpp's C++ ``llama-server --parallel N``, built once from the llama.cpp sources
+  vendored in the pinned llama-cpp-python sdist (``bench.local_build``; left out, with the
+  reason in the report, when cmake or a compiler is missing);
+- llama-cpp-python's Python server (``python -m llama_cpp.server``), one request at a time.
+
+Two measurements:
+
+1. **Aggregate tokens/s and time to first token.** After one warm-up burst each, every
+   round sends, at each concurrency c, c identical streamed OpenAI Chat requests at once
+   to each server in turn, the server order alternating every round (ABC, CBA...: the
+   shared machine's noise falls on all). Every request asks for ``--max-tokens`` (64)
+   tokens; llama-server gets ``ignore_eos``, the others a prompt and seed that run the
+   full length (an early stop is flagged in the report). Aggregate tokens/s of a burst:
+   its requests' tokens over first request sent -> last byte of the last answer. Reported
+   per concurrency: each server's median (range) over the rounds, the median (range) of
+   the per-round ratios ours / theirs, and TTFT (request sent -> first content) p50 / p95
+   over every request.
 2. **Start -> first answer.** Spawn each server (interpreter start, imports and model
    load included), POST ``max_tokens: 1`` every 20 ms until one answers 200, stop it;
-   ``--startup-runs`` times each, alternating. Page cache warm (not a first run after
-   install).
+   ``--startup-runs`` times each, alternating. Page cache warm.
 
-The markdown report goes to stdout (progress to stderr); ``docs/performance.md`` keeps the
-latest figures. The exit code is 1 when a request failed.
+The markdown report goes to stdout (progress to stderr); ``docs/performance.md`` keeps
+the latest figures. The exit code is 1 when a request failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 import httpx
-import orjson
+import yaml
 
-from .procs import BenchError, Process, free_port, say, start
-
-PROMPT = "Write a long story about a dragon who learns to bake bread."
-MAX_TOKENS = 128
-SEED = 42
-#: Sampler settings sent to both, so neither falls back to its own default (our engine
-#: defaults to temperature 0.2, llama_cpp.server to 0.8 and repeat_penalty 1.1).
-SAMPLING = {"temperature": 0.8, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.0}
-STARTUP_TIMEOUT = 60.0
-REQUEST_TIMEOUT = 120.0
-POLL_INTERVAL = 0.02
-
-OURS = "interlingua"
-THEIRS = "llama_cpp.server"
-
-
-# -- pure parts ---------------------------------------------------------------------------
-
-
-def chat_body(max_tokens: int, seed: int, stream: bool, prompt: str = PROMPT) -> bytes:
-    """The OpenAI Chat request both servers get."""
-    body: dict[str, object] = {
-        "model": "smollm2",
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "seed": seed,
-        **SAMPLING,
-    }
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return orjson.dumps(body)
+from .local_build import BuildSkipped, Built, ensure_llama_server
+from .local_report import Setup, render_report
+from .local_servers import (
+    CPP,
+    OURS,
+    PY,
+    SERVERS,
+    Engine,
+    Target,
+    burst,
+    cpp_command,
+    display,
+    engine_defaults,
+    our_config,
+    ours_command,
+    py_command,
+    running,
+)
+from .local_stats import (
+    MAX_TOKENS,
+    SEED,
+    Burst,
+    alternate,
+    parse_engine_log,
+    parse_llama_server_log,
+)
+from .procs import BenchError, free_port, say
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One streamed request: tokens generated and where the time went (seconds)."""
-
-    tokens: int
-    total_s: float  # request sent -> last byte
-    ttft_s: float  # request sent -> first non-empty content
-    decode_s: float  # first -> last non-empty content
-    finish: str | None
-    source: str  # where ``tokens`` came from: "usage", "length" or "chunks"
-
-    @property
-    def rate(self) -> float:
-        """Tokens per second, end to end."""
-        return self.tokens / self.total_s if self.total_s > 0 else 0.0
-
-    @property
-    def decode_rate(self) -> float:
-        """Tokens per second after the first one (0 when not measurable)."""
-        if self.tokens < 2 or self.decode_s <= 0:
-            return 0.0
-        return (self.tokens - 1) / self.decode_s
+def check_logs(targets: dict[str, Target], engine: Engine, ours_parallel: bool) -> list[str]:
+    """Fail unless the servers' logs show the settings we gave them; what was confirmed."""
+    checks = [_check_our_log(targets[OURS], engine, ours_parallel)]
+    if CPP in targets:
+        checks.append(_check_cpp_log(targets[CPP], engine))
+    return checks
 
 
-def parse_stream(
-    lines: Iterable[tuple[float, bytes]], sent: float, end: float, max_tokens: int
-) -> Sample:
-    """A :class:`Sample` from timestamped SSE lines of a Chat Completions stream.
-
-    ``sent`` is when the request went out, ``end`` when the last byte arrived. Raises
-    ``BenchError`` on an ``error`` payload or a stream with no content.
-    """
-    first = last = None
-    chunks = 0
-    usage_tokens = None
-    finish = None
-    for stamp, raw in lines:
-        line = raw.strip()
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            break
-        event = orjson.loads(data)
-        if "error" in event:
-            raise BenchError(f"stream error: {event['error']}")
-        if event.get("usage"):
-            usage_tokens = int(event["usage"]["completion_tokens"])
-        for choice in event.get("choices") or ():
-            finish = choice.get("finish_reason") or finish
-            if (choice.get("delta") or {}).get("content"):
-                chunks += 1
-                first = stamp if first is None else first
-                last = stamp
-    if first is None or last is None:
-        raise BenchError("the stream carried no content")
-    if usage_tokens is not None:
-        tokens, source = usage_tokens, "usage"
-    elif finish == "length":
-        tokens, source = max_tokens, "length"
-    else:
-        tokens, source = chunks, "chunks"
-    return Sample(tokens, end - sent, first - sent, last - first, finish, source)
-
-
-def parse_engine_log(text: str) -> tuple[int, int] | None:
-    """``(n_ctx, n_threads)`` from our engine's "loaded ... (n_ctx N, T threads)" log line."""
-    marker = "(n_ctx "
-    for line in text.splitlines():
-        at = line.find(marker)
-        if "interlingua.local" not in line or at < 0:
-            continue
-        inside = line[at + len(marker) : line.find(")", at)]
-        n_ctx, _, threads = inside.partition(",")
-        return int(n_ctx), int(threads.split()[0])
-    return None
-
-
-def split_lines(reads: Iterable[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
-    """Lines from timestamped network reads; a line gets the stamp of the read ending it.
-
-    A read may end mid-line (or mid-``data:``): the rest waits for the next read.
-    """
-    out: list[tuple[float, bytes]] = []
-    pending = b""
-    stamp = 0.0
-    for stamp, chunk in reads:
-        *complete, pending = (pending + chunk).split(b"\n")
-        out.extend((stamp, line) for line in complete if line.strip())
-    if pending.strip():
-        out.append((stamp, pending))
-    return out
-
-
-def alternate(rounds: int, names: Sequence[str]) -> list[str]:
-    """The order of the timed requests: ABBA... so both get each slot position equally."""
-    order: list[str] = []
-    for i in range(rounds):
-        order += list(names) if i % 2 == 0 else list(reversed(names))
-    return order
-
-
-def _spread(values: Sequence[float], fmt: str) -> str:
-    return f"{format(min(values), fmt)}–{format(max(values), fmt)}"
-
-
-def _met(ok: bool) -> str:
-    return "yes" if ok else "no"
-
-
-@dataclass(frozen=True, slots=True)
-class Setup:
-    """What the report says about the run: settings, commands, machine."""
-
-    day: str
-    command: str
-    ours_command: str
-    theirs_command: str
-    n_threads: int
-    n_ctx: int
-    max_tokens: int
-    machine: str
-    load_before: str
-    load_after: str
-
-
-def render_rates(samples: dict[str, list[Sample]]) -> list[str]:
-    """The tokens/s table (medians, spreads) and the ratio ours / theirs."""
-    out = [
-        "| server | tokens/s (median) | range | decode tokens/s | TTFT ms | tokens | runs |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    medians: dict[str, tuple[float, float, float]] = {}
-    for name in (OURS, THEIRS):
-        got = samples.get(name) or []
-        if not got:
-            continue
-        rates = [s.rate for s in got]
-        decodes = [s.decode_rate for s in got]
-        ttft = statistics.median(s.ttft_s for s in got) * 1000
-        medians[name] = (statistics.median(rates), statistics.median(decodes), ttft)
-        tokens = sorted({s.tokens for s in got})
-        out.append(
-            f"| {name} | {medians[name][0]:.1f} | {_spread(rates, '.1f')} "
-            f"| {medians[name][1]:.1f} | {ttft:.0f} | {'/'.join(map(str, tokens))} "
-            f"| {len(got)} |"
-        )
-    if OURS in medians and THEIRS in medians:
-        ours, theirs = medians[OURS], medians[THEIRS]
-        out.append(
-            f"| **ours / theirs** | **{ours[0] / theirs[0]:.3f}** | | "
-            f"**{ours[1] / theirs[1]:.3f}** | | | |"
-        )
-        paired = paired_ratios(samples)
-        decode = paired_ratios(samples, decode=True)
-        out.append(
-            f"| ours / theirs, same round (median) | {statistics.median(paired):.3f} "
-            f"| {_spread(paired, '.3f')} | {statistics.median(decode):.3f} | | | |"
-        )
-    return out
-
-
-def paired_ratios(samples: dict[str, list[Sample]], decode: bool = False) -> list[float]:
-    """ours / theirs for each round (samples are in round order; the two ran back to back,
-    so a busy spell on the shared machine tends to hit both and cancel out)."""
-    pairs = zip(samples.get(OURS) or [], samples.get(THEIRS) or [], strict=False)
-    if decode:
-        return [a.decode_rate / b.decode_rate for a, b in pairs if b.decode_rate > 0]
-    return [a.rate / b.rate for a, b in pairs if b.rate > 0]
-
-
-def render_startup(startup: dict[str, list[float]]) -> list[str]:
-    """The start -> first answered request table."""
-    out = [
-        "| server | start → first answer, median s | range s | runs |",
-        "|---|---:|---:|---:|",
-    ]
-    for name in (OURS, THEIRS):
-        got = startup.get(name) or []
-        if got:
-            out.append(
-                f"| {name} | {statistics.median(got):.2f} | {_spread(got, '.2f')} | {len(got)} |"
-            )
-    return out
-
-
-def render_targets(samples: dict[str, list[Sample]], startup: dict[str, list[float]]) -> list[str]:
-    """Issue 3's two goals with met / not met."""
-    out = ["| target | goal | this run | met |", "|---|---|---|---|"]
-    if samples.get(OURS) and samples.get(THEIRS):
-        ratio = statistics.median(s.rate for s in samples[OURS]) / statistics.median(
-            s.rate for s in samples[THEIRS]
-        )
-        paired = statistics.median(paired_ratios(samples))
-        out.append(
-            f"| tokens/s vs llama_cpp.server | ≥ 0.95× | {ratio:.3f}× "
-            f"(same-round median {paired:.3f}×) | {_met(ratio >= 0.95)} |"
-        )
-    if startup.get(OURS):
-        median = statistics.median(startup[OURS])
-        out.append(
-            f"| `interlingua serve` start → first answer | ≤ 2 s | {median:.2f} s | {_met(median <= 2)} |"
-        )
-    return out
-
-
-def render_report(
-    setup: Setup, samples: dict[str, list[Sample]], startup: dict[str, list[float]]
-) -> str:
-    """The whole markdown report."""
-    lines = [
-        f"# Local engine benchmark — {setup.day}",
-        "",
-        f"`{setup.command}`",
-        "",
-        f"Machine: {setup.machine}; load average {setup.load_before} before, "
-        f"{setup.load_after} after (shared machine: noisy). Both servers: n_threads "
-        f"{setup.n_threads}, n_threads_batch {setup.n_threads}, n_ctx {setup.n_ctx}; "
-        f"max_tokens {setup.max_tokens}, seed {SEED}, "
-        + ", ".join(f"{k} {v}" for k, v in SAMPLING.items())
-        + ".",
-        "",
-        f"- ours: `{setup.ours_command}`",
-        f"- theirs: `{setup.theirs_command}`",
-        "",
-    ]
-    if samples:
-        lines += ["## Tokens/s (streamed OpenAI Chat, request → last byte)", ""]
-        lines += [*render_rates(samples), ""]
-        short = [
-            f"{name} {s.tokens} ({s.finish})"
-            for name, got in samples.items()
-            for s in got
-            if s.tokens != setup.max_tokens
-        ]
-        if short:
-            lines += [f"Samples that ended before max_tokens: {', '.join(short)}.", ""]
-    if startup:
-        lines += ["## Start → first answered request", ""]
-        lines += [*render_startup(startup), ""]
-    lines += ["## Targets (issue 3)", "", *render_targets(samples, startup), ""]
-    return "\n".join(lines)
-
-
-# -- servers and requests -----------------------------------------------------------------
-
-
-def engine_defaults() -> tuple[str, int, int]:
-    """``(gguf path, n_threads, n_ctx)`` our default config's engine uses."""
-    from interlingua.upstreams.local import LlamaEngine, bundled_model_path
-    from interlingua.upstreams.local.upstream import DEFAULT_N_CTX
-
-    path = bundled_model_path("smollm2")
-    return path, LlamaEngine(path, n_ctx=DEFAULT_N_CTX).n_threads, DEFAULT_N_CTX
-
-
-def ours_command(port: int | str) -> list[str]:
-    """``interlingua serve`` with no config: the bundled model."""
-    return [sys.executable, "-m", "interlingua.cli", "serve", "--port", str(port)]
-
-
-def theirs_command(port: int | str, model: str, n_threads: int, n_ctx: int) -> list[str]:
-    """llama-cpp-python's own server on the same GGUF with the same threads and context."""
-    threads = str(n_threads)
-    return [
-        *(sys.executable, "-m", "llama_cpp.server", "--model", model),
-        *("--host", "127.0.0.1", "--port", str(port)),
-        *("--n_threads", threads, "--n_threads_batch", threads, "--n_ctx", str(n_ctx)),
-    ]
-
-
-def wait_answer(client: httpx.Client, url: str, proc: Process, timeout: float) -> float:
-    """Poll ``url`` with a 1-token request until it answers 200; the time that took."""
-    body = chat_body(1, SEED, stream=False)
-    started = time.perf_counter()
-    deadline = started + timeout
-    last = "no answer"
-    while time.perf_counter() < deadline:
-        if proc.proc.poll() is not None:
-            raise BenchError(f"server exited with {proc.proc.returncode}:\n{proc.log_tail()}")
-        try:
-            resp = client.post(url, content=body, headers={"content-type": "application/json"})
-            if resp.status_code == 200:
-                return time.perf_counter() - started
-            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
-        except httpx.TransportError as exc:
-            last = repr(exc)
-        time.sleep(POLL_INTERVAL)
-    raise BenchError(f"no answer from {url} after {timeout:.0f}s ({last})\n{proc.log_tail()}")
-
-
-@contextmanager
-def running(command: list[str], log: Path) -> Iterator[tuple[Process, float, str]]:
-    """Start ``command`` (its port is its ``--port``); yield it, its startup time, its URL."""
-    port = command[command.index("--port") + 1]
-    url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    with httpx.Client(timeout=httpx.Timeout(REQUEST_TIMEOUT, connect=1.0)) as client:
-        started = time.perf_counter()
-        proc = start(command, log)
-        try:
-            spawn = time.perf_counter() - started
-            yield proc, spawn + wait_answer(client, url, proc, STARTUP_TIMEOUT), url
-        finally:
-            proc.stop()
-
-
-def stream_once(client: httpx.Client, url: str, body: bytes, max_tokens: int) -> Sample:
-    """One streamed request, each network read stamped on arrival."""
-    reads: list[tuple[float, bytes]] = []
-    headers = {"content-type": "application/json"}
-    sent = time.perf_counter()
-    with client.stream("POST", url, content=body, headers=headers) as resp:
-        if resp.status_code != 200:
-            raise BenchError(f"{url}: HTTP {resp.status_code}: {resp.read()[:300]!r}")
-        for chunk in resp.iter_raw():
-            reads.append((time.perf_counter(), chunk))
-    end = time.perf_counter()
-    return parse_stream(split_lines(reads), sent, end, max_tokens)
-
-
-# -- the run ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Engine:
-    """The model file and the settings both servers get."""
-
-    model: str
-    n_threads: int
-    n_ctx: int
-
-
-def check_engine_log(proc: Process, engine: Engine) -> None:
-    """Fail unless our server logged loading the model with the settings we gave theirs."""
-    found = parse_engine_log(proc.log_path.read_text(errors="replace"))
-    if found != (engine.n_ctx, engine.n_threads):
+def _check_our_log(target: Target, engine: Engine, ours_parallel: bool) -> str:
+    log = parse_engine_log(target.proc.log_path.read_text(errors="replace"))
+    if log is None:
+        return f"{OURS}: no 'loaded … (n_ctx …, … threads)' line (not confirmed)"
+    sequences = engine.parallel if ours_parallel else log.sequences
+    if (log.n_ctx, log.n_threads, log.sequences) != (engine.n_ctx, engine.n_threads, sequences):
         raise BenchError(
-            f"interlingua loaded the model with (n_ctx, n_threads) {found}, "
-            f"expected {(engine.n_ctx, engine.n_threads)}"
+            f"{OURS} loaded the model with n_ctx {log.n_ctx}, {log.n_threads} threads, "
+            f"{log.sequences} sequences; expected n_ctx {engine.n_ctx}, {engine.n_threads} "
+            f"threads{f', {sequences} sequences' if ours_parallel else ''}"
         )
+    shown = "" if log.sequences is None else f" × {log.sequences} sequences"
+    return f"{OURS} n_ctx {log.n_ctx}{shown}, {log.n_threads} threads"
+
+
+def _check_cpp_log(target: Target, engine: Engine) -> str:
+    log = parse_llama_server_log(target.proc.log_path.read_text(errors="replace"))
+    expected = (engine.parallel, engine.n_ctx, engine.n_threads)
+    got = None if log is None else (log.n_slots, log.n_ctx_slot, log.n_threads)
+    batch_ok = log is None or log.n_threads_batch in (None, engine.n_threads)
+    if got != expected or not batch_ok:
+        raise BenchError(
+            f"{CPP} runs with (slots, n_ctx per slot, threads) {got}, expected {expected}"
+            f"{'' if batch_ok else f' and batch threads {engine.n_threads}'}\n"
+            f"{target.proc.log_tail()}"
+        )
+    batch = "" if log is None or log.n_threads_batch is None else f", batch {log.n_threads_batch}"
+    return f"{CPP} {engine.parallel} slots, n_ctx_slot {engine.n_ctx}, n_threads {engine.n_threads}{batch}"
+
+
+def commands(
+    engine: Engine, config: Path | None, binary: Path | None, names: Sequence[str]
+) -> dict[str, list[str]]:
+    """Each server's command line on a free port."""
+    out = {OURS: ours_command(free_port(), config)}
+    if CPP in names and binary is not None:
+        out[CPP] = cpp_command(binary, free_port(), engine)
+    if PY in names:
+        out[PY] = py_command(free_port(), engine)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the tokens/s part sends."""
+
+    levels: Sequence[int]  # concurrency levels
+    rounds: int
+    max_tokens: int
+    seed: int
+    ours_parallel: bool  # our config sets ``parallel``: its log must say so
 
 
 def measure_rates(
-    engine: Engine, rounds: int, max_tokens: int, seed: int, tmp: Path
-) -> dict[str, list[Sample]]:
-    """Both servers up at once; one warm-up each, then ``rounds`` alternating rounds."""
-    body = chat_body(max_tokens, seed, stream=True)
-    ours = ours_command(free_port())
-    theirs = theirs_command(free_port(), engine.model, engine.n_threads, engine.n_ctx)
-    samples: dict[str, list[Sample]] = {OURS: [], THEIRS: []}
-    timeout = httpx.Timeout(REQUEST_TIMEOUT, connect=5.0)
-    with (
-        running(ours, tmp / "rates-ours.log") as (our_proc, _, our_url),
-        running(theirs, tmp / "rates-theirs.log") as (_, _, their_url),
-        httpx.Client(timeout=timeout) as our_client,
-        httpx.Client(timeout=timeout) as their_client,
-    ):
-        check_engine_log(our_proc, engine)
-        targets = {OURS: (our_client, our_url), THEIRS: (their_client, their_url)}
-        for name, (client, url) in targets.items():
-            warm = stream_once(client, url, body, max_tokens)
-            say(f"warm-up {name}: {warm.tokens} tokens, {warm.rate:.1f} tokens/s")
-        for i, name in enumerate(alternate(rounds, (OURS, THEIRS))):
-            client, url = targets[name]
-            sample = stream_once(client, url, body, max_tokens)
-            samples[name].append(sample)
-            say(
-                f"round {i // 2 + 1} {name}: {sample.tokens} tokens ({sample.source}), "
-                f"{sample.rate:.1f} tokens/s, decode {sample.decode_rate:.1f}, "
-                f"TTFT {sample.ttft_s * 1000:.0f} ms"
-            )
-    return samples
+    engine: Engine, plan: Plan, lines: dict[str, list[str]], tmp: Path
+) -> tuple[dict[int, dict[str, list[Burst]]], list[str]]:
+    """Every server up at once; one warm-up burst each, then ``plan.rounds`` alternating
+    rounds; the bursts per concurrency and server, and what the logs confirmed."""
+    rates: dict[int, dict[str, list[Burst]]] = {c: {n: [] for n in lines} for c in plan.levels}
+    with ExitStack() as stack:
+        targets = {
+            name: stack.enter_context(running(name, command, tmp / f"rates-{name}.log"))
+            for name, command in lines.items()
+        }
+        checks = check_logs(targets, engine, plan.ours_parallel)
+        for name, target in targets.items():
+            warm = burst(target, max(plan.levels), plan.max_tokens, plan.seed)
+            say(f"warm-up {name}: {warm.concurrency} requests, {warm.rate:.1f} tokens/s")
+        for i, order in enumerate(alternate(plan.rounds, list(targets))):
+            for level in plan.levels:
+                for name in order:
+                    got = burst(targets[name], level, plan.max_tokens, plan.seed)
+                    rates[level][name].append(got)
+                    ttft = max(s.ttft_s for s in got.samples) * 1000
+                    say(
+                        f"round {i + 1}/{plan.rounds}, {level} concurrent, {name}: "
+                        f"{got.tokens} tokens, {got.rate:.1f} tokens/s, slowest TTFT {ttft:.0f} ms"
+                    )
+    return rates, checks
 
 
-def measure_startup(engine: Engine, runs: int, tmp: Path) -> dict[str, list[float]]:
+def measure_startup(lines: dict[str, list[str]], runs: int, tmp: Path) -> dict[str, list[float]]:
     """Process start -> first 200 to a 1-token chat request, ``runs`` times each."""
-    times: dict[str, list[float]] = {OURS: [], THEIRS: []}
-    for i, name in enumerate(alternate(runs, (OURS, THEIRS))):
-        port = free_port()
-        if name == OURS:
-            command = ours_command(port)
-        else:
-            command = theirs_command(port, engine.model, engine.n_threads, engine.n_ctx)
-        with running(command, tmp / f"startup-{i}.log") as (_, seconds, _):
-            times[name].append(seconds)
-        say(f"startup {name}: {seconds:.2f} s")
+    times: dict[str, list[float]] = {name: [] for name in lines}
+    for i, order in enumerate(alternate(runs, list(lines))):
+        for name in order:
+            command = list(lines[name])
+            command[command.index("--port") + 1] = str(free_port())
+            with running(name, command, tmp / f"startup-{i}-{name}.log") as target:
+                times[name].append(target.startup_s)
+            say(f"startup {name}: {target.startup_s:.2f} s")
     return times
 
 
@@ -492,64 +202,140 @@ def machine() -> str:
     )
 
 
-def display(command: list[str]) -> str:
-    """A command as a reader would type it (``python`` for this interpreter)."""
-    return " ".join(["python", *command[1:]])
-
-
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if not levels or levels[0] < 1:
+        raise argparse.ArgumentTypeError("concurrency levels must be integers >= 1")
+    return levels
 
 
 def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.local_bench",
-        description="tokens/s and start-up time: interlingua's local engine vs llama_cpp.server",
+        description="aggregate tokens/s, time to first token and start-up time: "
+        "interlingua's local engine vs llama.cpp's llama-server and llama_cpp.server",
     )
-    parser.add_argument("--rounds", type=int, default=10, help="timed requests per server")
-    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
-    parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--startup-runs", type=int, default=5, help="cold starts per server")
-    parser.add_argument("--no-rates", action="store_true", help="skip the tokens/s part")
-    parser.add_argument("--no-startup", action="store_true", help="skip the start-up part")
+    add = parser.add_argument
+    add("--rounds", type=int, default=6, help="alternating rounds (default 6)")
+    add("--concurrency", type=_levels, default=[1, 4, 8], help="levels, e.g. 1,4,8 (default)")
+    add("--parallel", type=int, default=4, help="llama-server --parallel, ours parallel: (4)")
+    add("--max-tokens", type=int, default=MAX_TOKENS, help="tokens per request (64)")
+    add("--seed", type=int, default=SEED)
+    add("--startup-runs", type=int, default=3, help="cold starts per server (3)")
+    add("--no-rates", action="store_true", help="skip the tokens/s part")
+    add("--no-startup", action="store_true", help="skip the start-up part")
+    add("--without", action="append", choices=(CPP, PY), default=[], help="leave a peer out")
+    add(
+        "--flash-attn",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="flash attention for the peers: llama-server -fa, llama_cpp.server --flash_attn "
+        "(on unless off). Default auto, llama.cpp's default, which our engine's context "
+        "uses (on for the CPU); off for an engine built on llama_cpp.Llama (before parallel)",
+    )
+    add("--llama-server-args", default="", help="more llama-server flags, one shell string")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.startup_runs < 1 or args.max_tokens < 2:
-        parser.error("--rounds and --startup-runs must be >= 1, --max-tokens >= 2")
+    if min(args.rounds, args.startup_runs, args.parallel) < 1 or args.max_tokens < 2:
+        parser.error("--rounds, --startup-runs and --parallel must be >= 1, --max-tokens >= 2")
     return args
+
+
+def _llama_server(names: Sequence[str]) -> tuple[Path | None, str]:
+    """The llama-server binary (None when left out) and what the report says about it."""
+    if CPP not in names:
+        return None, "left out (--without)"
+    try:
+        built: Built = ensure_llama_server()
+    except BuildSkipped as exc:
+        say(f"{exc}; running without the llama-server peer")
+        return None, f"left out: {exc}"
+    state = "cached" if built.cached else "built now"
+    return built.path, (
+        f"built from llama-cpp-python {built.version}'s vendored llama.cpp, Release, "
+        f"`{built.flags}`, static, curl/OpenSSL/web UI off ({state}; the build took "
+        f"{built.build_seconds / 60:.1f} min)"
+    )
+
+
+def shown_commands(
+    engine: Engine, binary: Path | None, configured: bool, names: Sequence[str]
+) -> dict[str, str]:
+    """The command lines for the report: placeholders for ports, paths and the config."""
+    shown = dataclasses.replace(engine, model="<bundled gguf>")
+    config = "<the no-config config + parallel>" if configured else None
+    out = {OURS: display(ours_command("<free>", config))}
+    if binary is not None and CPP in names:
+        where = os.path.relpath(binary) if binary.is_relative_to(Path.cwd()) else str(binary)
+        out[CPP] = display(cpp_command(where, "<free>", shown))
+    if PY in names:
+        out[PY] = display(py_command("<free>", shown))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run both measurements and print the report; 1 on any failure."""
     args = options(argv)
     argv = sys.argv[1:] if argv is None else list(argv)
+    names = [name for name in SERVERS if name not in args.without]
     model, n_threads, n_ctx = engine_defaults()
-    engine = Engine(model, n_threads, n_ctx)
+    engine = Engine(
+        model,
+        n_threads,
+        n_ctx,
+        args.parallel,
+        args.flash_attn,
+        tuple(shlex.split(args.llama_server_args)),
+    )
     load_before = _load()
-    samples: dict[str, list[Sample]] = {}
+    rates: dict[int, dict[str, list[Burst]]] = {}
     startup: dict[str, list[float]] = {}
+    checks: list[str] = []
     try:
+        binary, build = _llama_server(names)
+        config = our_config(args.parallel)
+        state = f"parallel: {args.parallel}" if config else "no parallel key yet: no config"
+        say(f"interlingua: {state}")
         with tempfile.TemporaryDirectory(prefix="interlingua-local-bench-") as tmp:
+            config_path = None
+            if config is not None:
+                config_path = Path(tmp) / "interlingua.yaml"
+                config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+            lines = commands(engine, config_path, binary, names)
             if not args.no_rates:
-                samples = measure_rates(engine, args.rounds, args.max_tokens, args.seed, Path(tmp))
+                plan = Plan(
+                    args.concurrency, args.rounds, args.max_tokens, args.seed, config is not None
+                )
+                rates, checks = measure_rates(engine, plan, lines, Path(tmp))
             if not args.no_startup:
-                startup = measure_startup(engine, args.startup_runs, Path(tmp))
+                startup = measure_startup(lines, args.startup_runs, Path(tmp))
     except (BenchError, httpx.HTTPError, subprocess.SubprocessError) as exc:
         print(f"bench.local_bench: {exc}", file=sys.stderr)
         return 1
     setup = Setup(
         day=date.today().isoformat(),
         command=shlex.join(["python", "-m", "bench.local_bench", *argv]),
-        ours_command=display(ours_command("<free>")),
-        theirs_command=display(theirs_command("<free>", "<bundled gguf>", n_threads, n_ctx)),
+        commands=shown_commands(engine, binary, config is not None, names),
         n_threads=n_threads,
         n_ctx=n_ctx,
+        parallel=args.parallel,
+        ours_parallel=config is not None,
         max_tokens=args.max_tokens,
+        seed=args.seed,
         machine=machine(),
         load_before=load_before,
         load_after=_load(),
+        build=build,
+        checks=tuple(checks),
     )
-    print(render_report(setup, samples, startup))
+    print(render_report(setup, rates, startup))
     return 0
 
 
