@@ -173,6 +173,9 @@ def test_shell_tool_round_trip(tmp_path: Path, websockets: bool) -> None:
     assert "The command printed marker-42. Done." in outcome.stdout, outcome.report()
 
 
+# ~50 s (Codex's instructions are a few thousand tokens of prompt for the embedded model on
+# one thread): in the slow run, which .ci/run runs after the default one.
+@pytest.mark.slow
 def test_local_model_answers(tmp_path: Path) -> None:
     """The bundled SmolLM2 answers Codex (its output bounded by the model's params): Codex
     prints the answer, or reports the honest `response.incomplete`; the text is not
