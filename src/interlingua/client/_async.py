@@ -43,7 +43,7 @@ from ._build import (
     to_tool_choice,
     to_tools,
 )
-from ._generate import Failure, generate_iter, generate_list
+from ._generate import Batch, Failure, generate_iter, generate_list
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
 from ._outputs import (
     CallOptions,
@@ -482,11 +482,7 @@ class AsyncClient:
         error, attempts, request id) with ``on_error="return"``; ``on_error="raise"``
         cancels the rest and raises the first failure's error.
         """
-        width, settings = self._batch(concurrency, on_error, defaults)
-        return await generate_list(
-            self.chat, items, settings, width, keys=CHAT_KEYS, progress=progress,
-            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
-        )  # fmt: skip
+        return await generate_list(self._batch(items, concurrency, progress, on_error, defaults))
 
     def generate_iter(
         self,
@@ -503,16 +499,17 @@ class AsyncClient:
         a huge input is never all in memory. Leaving the loop early cancels the calls in
         flight.
         """
-        width, settings = self._batch(concurrency, on_error, defaults)
-        return generate_iter(
-            self.chat, items, settings, width, keys=CHAT_KEYS, progress=progress,
-            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
-        )  # fmt: skip
+        return generate_iter(self._batch(items, concurrency, progress, on_error, defaults))
 
     def _batch(
-        self, concurrency: int | None, on_error: str, defaults: dict[str, Any]
-    ) -> tuple[int, dict[str, Any]]:
-        """(calls in flight, chat settings) of a batch, its arguments checked."""
+        self,
+        items: Iterable[Any],
+        concurrency: int | None,
+        progress: bool,
+        on_error: str,
+        defaults: dict[str, Any],
+    ) -> Batch:
+        """A batch of ``chat`` calls, its arguments checked."""
         check_keys(defaults, CHAT_KEYS, "generate")
         if on_error not in ("return", "raise"):
             raise ValueError(f'on_error must be "return" or "raise", got {on_error!r}')
@@ -522,7 +519,10 @@ class AsyncClient:
         settings = dict(defaults)
         if "retry_on_empty" not in self.defaults:
             settings.setdefault("retry_on_empty", True)
-        return width, settings
+        return Batch(
+            self.chat, items, settings, width, CHAT_KEYS, progress,
+            raise_first=on_error == "raise", retries=lambda: self._policy.retries,
+        )  # fmt: skip
 
     # --- answers -----------------------------------------------------------------------
 

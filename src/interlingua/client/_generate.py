@@ -46,7 +46,7 @@ from ._inputs import InputError
 from ._outputs import ChatResult
 from ._settings import merge
 
-__all__ = ["Failure", "generate_iter", "generate_list", "split_item"]
+__all__ = ["Batch", "Failure", "generate_iter", "generate_list", "split_item"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,32 +132,38 @@ def _failure(exc: Exception) -> Failure:
     return Failure(exc, int(getattr(exc, "attempts", 0)), request_id)
 
 
-def _caller(
-    chat: Callable[..., Awaitable[ChatResult]], settings: Mapping[str, Any], keys: frozenset[str]
-) -> Callable[[int, Any], Awaitable[ChatResult | Failure]]:
-    """One item's call: its answer, or its :class:`Failure`."""
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one batch runs: ``chat`` over ``items`` with ``settings`` (an item's own win),
+    ``width`` calls in flight; ``keys`` are the settings ``chat`` takes."""
 
-    async def one(index: int, item: Any) -> ChatResult | Failure:
+    chat: Callable[..., Awaitable[ChatResult]]
+    items: Iterable[Any]
+    settings: Mapping[str, Any]
+    width: int
+    keys: frozenset[str]
+    progress: bool = False
+    raise_first: bool = False
+    retries: Callable[[], int] | None = None
+
+    @property
+    def total(self) -> int | None:
+        """The number of items, when the input knows it."""
+        return len(self.items) if isinstance(self.items, Sized) else None
+
+    async def one(self, index: int, item: Any) -> ChatResult | Failure:
+        """One item's call: its answer, or its :class:`Failure`."""
         try:
-            prompt, own = split_item(item, keys, f"items[{index}]")
-            return await chat(prompt, **merge(settings, own))
+            prompt, own = split_item(item, self.keys, f"items[{index}]")
+            return await self.chat(prompt, **merge(self.settings, own))
         except Exception as exc:  # every failure of one item is that item's answer
             return _failure(exc)
 
-    return one
+    def bar(self) -> _Bar | None:
+        return _Bar(self.total, self.retries) if self.progress else None
 
 
-async def generate_list(
-    chat: Callable[..., Awaitable[ChatResult]],
-    items: Iterable[Any],
-    settings: Mapping[str, Any],
-    width: int,
-    *,
-    keys: frozenset[str],
-    progress: bool = False,
-    raise_first: bool = False,
-    retries: Callable[[], int] | None = None,
-) -> list[ChatResult | Failure]:
+async def generate_list(batch: Batch) -> list[ChatResult | Failure]:
     """Every item's result in input order (see the module doc).
 
     :func:`generate_iter` less its hand-over: each worker appends its results itself, so
@@ -166,24 +172,23 @@ async def generate_list(
     no consumer between, nothing needs to bound the read-ahead: a worker reads the next
     item only when its call is done.
     """
-    total = len(items) if isinstance(items, Sized) else None
+    total = batch.total
     if total == 0:
         return []
-    source = enumerate(items)
-    one = _caller(chat, settings, keys)
+    source = enumerate(batch.items)
     done: list[tuple[int, ChatResult | Failure]] = []
-    bar = _Bar(total, retries) if progress else None
+    bar = batch.bar()
 
     async def worker() -> None:
         for index, item in source:  # shared: each worker takes the next item
-            result = await one(index, item)
+            result = await batch.one(index, item)
             done.append((index, result))
             if bar is not None:
                 bar.update(result)
-            if raise_first and isinstance(result, Failure):
+            if batch.raise_first and isinstance(result, Failure):
                 raise result.error
 
-    count = width if total is None else min(width, total)
+    count = batch.width if total is None else min(batch.width, total)
     workers = [asyncio.create_task(worker()) for _ in range(count)]
     try:
         ended, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
@@ -191,11 +196,7 @@ async def generate_list(
             if not task.cancelled() and task.exception() is not None:
                 raise cast(BaseException, task.exception())
     finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        if bar is not None:
-            bar.close()
+        await _stop(workers, bar)
     done.sort(key=_first)
     return [result for _, result in done]
 
@@ -204,28 +205,27 @@ def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
 
 
-async def generate_iter(
-    chat: Callable[..., Awaitable[ChatResult]],
-    items: Iterable[Any],
-    settings: Mapping[str, Any],
-    width: int,
-    *,
-    keys: frozenset[str],
-    progress: bool = False,
-    raise_first: bool = False,
-    retries: Callable[[], int] | None = None,
-) -> AsyncGenerator[tuple[int, ChatResult | Failure], None]:
+async def _stop(workers: list[asyncio.Task[None]], bar: _Bar | None) -> None:
+    """Cancel the workers still running (a failure, or the caller went away), wait for
+    them, close the bar."""
+    for task in workers:
+        task.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
+    if bar is not None:
+        bar.close()
+
+
+async def generate_iter(batch: Batch) -> AsyncGenerator[tuple[int, ChatResult | Failure], None]:
     """``(index, result)`` for every item, in completion order (see the module doc)."""
-    total = len(items) if isinstance(items, Sized) else None
+    total = batch.total
     if total == 0:
         return
-    source = enumerate(items)
-    one = _caller(chat, settings, keys)
+    source = enumerate(batch.items)
     queue: asyncio.Queue[tuple[int, ChatResult | Failure] | _End] = asyncio.Queue()
     # Entered before an item is read, left when its result is handed over: at most
     # 2 x ``width`` items read and not yet handed over, however slow the consumer (2 x:
     # a consumer busy for a moment does not stall the workers).
-    room = _Gate(2 * width)
+    room = _Gate(2 * batch.width)
 
     async def worker() -> None:
         error: BaseException | None = None
@@ -236,15 +236,15 @@ async def generate_iter(
                 if taken is None:
                     room.leave()
                     return
-                queue.put_nowait((taken[0], await one(*taken)))
+                queue.put_nowait((taken[0], await batch.one(*taken)))
         except BaseException as exc:  # the input's own iterator failed, or cancelled
             error = exc
         finally:
             queue.put_nowait(_End(error))
 
-    count = width if total is None else min(width, total)
+    count = batch.width if total is None else min(batch.width, total)
     workers = [asyncio.create_task(worker()) for _ in range(count)]
-    bar = _Bar(total, retries) if progress else None
+    bar = batch.bar()
     try:
         running = count
         while running:
@@ -257,15 +257,11 @@ async def generate_iter(
             room.leave()
             if bar is not None:
                 bar.update(got[1])
-            if raise_first and isinstance(got[1], Failure):
+            if batch.raise_first and isinstance(got[1], Failure):
                 raise got[1].error
             yield got
     finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        if bar is not None:
-            bar.close()
+        await _stop(workers, bar)
 
 
 class _Bar:
