@@ -13,9 +13,10 @@ import pytest
 
 from interlingua.config import default_config, parse_config
 from interlingua.server import create_app
-from interlingua.upstreams.local import LlamaEngine, bundled_model_path
+from interlingua.upstreams.local import LlamaEngine
 
 from ..live_server import live_server
+from ..local_model import loaded_engine
 
 QUESTION = "What is the capital of France?"
 COUNT = "Count from 1 to 10, separated by commas."
@@ -64,10 +65,8 @@ def tight_url() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def tokenizer() -> Iterator[LlamaEngine]:
     """The same model, loaded apart, to count tokens independently of the gateway."""
-    engine = LlamaEngine(bundled_model_path("smollm2"), n_ctx=512)
-    engine.load()
-    yield engine
-    engine.close()
+    with loaded_engine(512) as engine:
+        yield engine
 
 
 @pytest.fixture

@@ -28,8 +28,9 @@ from interlingua.core import (
 )
 from interlingua.upstreams.local import LocalUpstream
 from interlingua.upstreams.local.engine import LlamaEngine
-from interlingua.upstreams.local.kind import bundled_model_path
 from interlingua.upstreams.local.prompt import chat_messages
+
+from ..local_model import loaded_engine
 
 LONG = "Once upon a time, a dragon lived alone on a high and windy mountain. " * 3
 PROMPTS = (
@@ -56,10 +57,8 @@ def forced(text: str) -> ResponseFormat:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[LlamaEngine]:
-    eng = LlamaEngine(bundled_model_path("smollm2"), n_ctx=1024, parallel=4)
-    eng.load()
-    yield eng
-    eng.close()
+    with loaded_engine(1024, parallel=4) as eng:
+        yield eng
 
 
 @pytest.fixture

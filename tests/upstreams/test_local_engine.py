@@ -34,6 +34,8 @@ from interlingua.upstreams.local.engine import (
 )
 from interlingua.upstreams.local.kind import bundled_model_path
 
+from ..local_model import loaded_engine
+
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 #: Forced as the whole answer, it leaves the model no way to stop (end of turn) before
 #: its last character: far more than the few tokens that the max_tokens tests allow.
@@ -42,10 +44,8 @@ LONG = "Once upon a time, a dragon lived alone on a high and windy mountain. " *
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[LlamaEngine]:
-    eng = LlamaEngine(bundled_model_path("smollm2"), n_ctx=2048)
-    eng.load()
-    yield eng
-    eng.close()
+    with loaded_engine(2048) as eng:
+        yield eng
 
 
 async def generate(

@@ -45,8 +45,9 @@ from interlingua.errors import InvalidRequestError, OverloadedError, UpstreamErr
 from interlingua.upstreams import build_upstream
 from interlingua.upstreams.local import LocalUpstream, create_upstream
 from interlingua.upstreams.local.engine import Finish, Job, LlamaEngine, Started
-from interlingua.upstreams.local.kind import bundled_model_path
 from interlingua.upstreams.local.prompt import chat_messages
+
+from ..local_model import loaded_engine
 
 QUESTION = "What is the capital of France?"
 STORY = "Write a very long story about a dragon."
@@ -69,10 +70,8 @@ def forced(text: str) -> ResponseFormat:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[LlamaEngine]:
-    eng = LlamaEngine(bundled_model_path("smollm2"), n_ctx=2048)
-    eng.load()
-    yield eng
-    eng.close()
+    with loaded_engine(2048) as eng:
+        yield eng
 
 
 @pytest.fixture
