@@ -363,20 +363,18 @@ def _runs(args: argparse.Namespace, work: Path, base: str) -> list[Measured]:
         results.append(run_one("interlingua batch", cmd, lines, out, work, base))
     if not args.no_ray:
         results.append(_ray_run(args, work, base))
-    if not args.no_generate:
-        inp, out = work / f"in-{args.lines}.jsonl", work / "out-generate.jsonl"
+    for skip, flag, name in (
+        (args.no_generate, "--generate", "client generate()"),
+        (args.no_sdk, "--sdk", "openai SDK + asyncio.gather"),
+    ):
+        if skip:
+            continue
+        inp, out = work / f"in-{args.lines}.jsonl", work / f"out{flag}.jsonl"
         cmd = [
             sys.executable, "-m", "bench.batch_bench", "--concurrency", str(args.concurrency),
-            "--generate", str(inp), str(out), f"{base}/v1",
+            flag, str(inp), str(out), f"{base}/v1",
         ]  # fmt: skip
-        results.append(run_one("client generate()", cmd, args.lines, out, work, base))
-    if not args.no_sdk:
-        inp, out = work / f"in-{args.lines}.jsonl", work / "out-sdk.jsonl"
-        cmd = [
-            sys.executable, "-m", "bench.batch_bench", "--concurrency", str(args.concurrency),
-            "--sdk", str(inp), str(out), f"{base}/v1",
-        ]  # fmt: skip
-        results.append(run_one("openai SDK + asyncio.gather", cmd, args.lines, out, work, base))
+        results.append(run_one(name, cmd, args.lines, out, work, base))
     return results
 
 
