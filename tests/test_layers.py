@@ -5,10 +5,12 @@ hides a back-edge from the interpreter, not from the design (that is how `config
 came to import `upstreams`). The floors, bottom to top:
 
     errors, sse, config, proxies nothing of ours
+    http_pool                    nothing of ours (the package's __version__)
     core, retry, limits          errors
     dialects, text               core, errors, sse
     upstreams                    the floors below (and the package's __version__)
-    client                       core, dialects, errors, sse, retry, limits, proxies
+    client                       core, dialects, errors, sse, retry, limits, proxies,
+                                 http_pool
     routing, batch               what they sit on
     usage                        errors, config (the stores: plain SQL, no codecs)
     server                       anything but cli
@@ -35,13 +37,14 @@ ALLOWED: dict[str, set[str]] = {
     "sse": set(),
     "config": set(),
     "proxies": set(),
+    "http_pool": {"__init__"},
     "core": {"errors"},
     "retry": {"errors"},
     "limits": {"errors"},
     "dialects": {"core", "errors", "sse"},
     "text": {"core", "errors", "sse"},
-    "upstreams": _LOW | {"__init__", "dialects", "text"},
-    "client": {"core", "dialects", "errors", "sse", "retry", "limits", "proxies"},
+    "upstreams": _LOW | {"__init__", "dialects", "text", "http_pool"},
+    "client": {"core", "dialects", "errors", "sse", "retry", "limits", "proxies", "http_pool"},
     "routing": _LOW | {"dialects", "text", "upstreams"},
     "usage": {"errors", "config"},
     "batch": _LOW | {"dialects", "client"},

@@ -28,8 +28,8 @@ from bench.soak_check import Call
 
 from bench import fault_upstream, soak
 from interlingua.config import parse_config
+from interlingua.http_pool import HIGH_WATER
 from interlingua.server import create_app
-from interlingua.upstreams._pool import HIGH_WATER
 
 from ..live_server import free_port, live_server
 

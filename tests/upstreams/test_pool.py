@@ -16,14 +16,18 @@ import pytest
 
 from interlingua.config import TimeoutConfig
 from interlingua.errors import UpstreamConnectionError, UpstreamTimeoutError
-from interlingua.upstreams._errors import (
+from interlingua.http_pool import (
+    HIGH_WATER,
+    MAX_HEAD,
     ConnectFailed,
     ConnectionLost,
     ConnectTimeout,
     DeadlineExceeded,
+    Pool,
+    PooledResponse,
     ReadTimeout,
+    Target,
 )
-from interlingua.upstreams._pool import HIGH_WATER, MAX_HEAD, Pool, PooledResponse, Target
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
 
 URL = "http://upstream.test:8000/v1/chat/completions"

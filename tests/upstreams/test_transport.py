@@ -13,15 +13,15 @@ import pytest
 from interlingua.config import TimeoutConfig
 from interlingua.core import StreamError, TextDelta
 from interlingua.errors import UpstreamConnectionError, UpstreamTimeoutError
-from interlingua.upstreams._errors import (
+from interlingua.http_pool import (
     ConnectFailed,
     ConnectionLost,
     ConnectTimeout,
     DeadlineExceeded,
+    Pool,
     ReadTimeout,
     TransportError,
 )
-from interlingua.upstreams._pool import Pool
 from interlingua.upstreams._transport import (
     CLIENT_ENV,
     AiohttpTransport,

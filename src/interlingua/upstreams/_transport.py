@@ -32,18 +32,19 @@ import aiohttp
 from aiohttp.streams import EofStream
 
 from ..config import TimeoutConfig
-from ..proxies import Proxies
-from ._errors import (
+from ..http_pool import (
     ConnectFailed,
     ConnectionLost,
     ConnectTimeout,
     DeadlineExceeded,
     InvalidTarget,
+    Pool,
+    PooledResponse,
     ReadTimeout,
+    Target,
     TransportError,
 )
-from ._head import Target
-from ._pool import Pool, PooledResponse
+from ..proxies import Proxies
 
 __all__ = [
     "CLIENT_ENV",

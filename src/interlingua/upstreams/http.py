@@ -46,8 +46,7 @@ from ..errors import (
     UpstreamTimeoutError,
     describe_os_error,
 )
-from ..sse import SSEEvent
-from ._errors import (
+from ..http_pool import (
     ConnectFailed,
     ConnectTimeout,
     DeadlineExceeded,
@@ -55,6 +54,7 @@ from ._errors import (
     ReadTimeout,
     TransportError,
 )
+from ..sse import SSEEvent
 from ._transport import Answer, Transports
 from .base import RawResponse, Upstream
 from .shaping import drop_params, drop_refused, merge_params, take_shaping

@@ -1,4 +1,4 @@
-"""The request head of the lean upstream client (:mod:`._pool`): encoded once per URL.
+"""The request head of the lean HTTP client (:mod:`._pool`): encoded once per URL.
 
 A request is one pre-assembled buffer: the request line and header block are encoded once
 per URL (:class:`Target`), only ``Content-Length`` and the body are added per request.

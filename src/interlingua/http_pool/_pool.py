@@ -1,12 +1,12 @@
-"""A lean keep-alive HTTP/1.1 client for the gateway's plain-``http://`` upstream calls.
+"""A lean keep-alive HTTP/1.1 client for plain-``http://`` calls: the gateway's and the client's.
 
 Why not aiohttp here: on the passthrough path aiohttp's ``ClientSession._request`` alone
 was 13 % of the gateway's busy time (request object, header merging, timers, URL and
 payload handling) for what is, to a local upstream, one ``write`` and one parse. This
 client does only what the gateway needs:
 
-* one :class:`Pool` for every ``http://`` upstream (the one
-  :class:`._transport.LeanTransport` holds), idle connections per ``(host, port)`` reused
+* one :class:`Pool` for every ``http://`` upstream (the one the gateway's
+  ``LeanTransport`` holds; a client holds its own), idle connections per ``(host, port)`` reused
   LIFO (the warmest socket first), at most ``max_idle`` kept per host, dropped after ``idle_ttl``
   seconds (before a typical server's keep-alive timeout), on any error, on
   ``Connection: close`` and when a response is released before its end;
@@ -19,7 +19,7 @@ client does only what the gateway needs:
   while someone waits for data, ``total_timeout`` the whole answer from the moment the
   request is sent (a drip-feeding upstream cannot hold a request forever); one timer per
   response, re-armed lazily;
-* ``http`` only: TLS upstreams stay on aiohttp (see :mod:`._transport`).
+* ``http`` only: TLS stays on aiohttp (``upstreams/_transport.py``, ``client/_lean.py``).
 
 Errors: the :class:`._errors.TransportError` tree, raised natively: :class:`ConnectFailed`
 (carries the ``OSError``), :class:`ConnectTimeout`, :class:`ReadTimeout` and
@@ -78,7 +78,7 @@ class PooledResponse:
 
     Read it with :meth:`read` (whole) or :meth:`iter_any` (chunks as they arrive), then
     :meth:`release` it: a fully read answer returns its connection to the pool, anything
-    else closes it. It is the lean engine's :class:`._transport.Answer` as it is.
+    else closes it. It is the gateway's lean engine's ``Answer`` as it is.
     """
 
     __slots__ = (
