@@ -1,4 +1,5 @@
-"""Typed errors, retries and streaming failures, over real sockets (sleep patched)."""
+"""Typed errors, retries and streaming failures, over real sockets (sleep patched), with
+each of the client's two HTTP engines (the lean pool and aiohttp) saying the same."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from interlingua.client import (
     RateLimitError,
     UnprocessableEntityError,
 )
+from interlingua.client._lean import ENGINE_ENV
 from interlingua.core import TextDelta
 
 from .conftest import Drop, FakeServer, Reply, Stream, error_body, openai_body, openai_chunks
@@ -38,6 +40,13 @@ def patched(client: AsyncClient) -> list[float]:
     client._sleep = sleep
     client._rand = lambda: 1.0
     return slept
+
+
+@pytest.fixture(autouse=True, params=["lean", "aiohttp"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here with each engine (client/_lean.py picks the lean one for http://)."""
+    monkeypatch.setenv(ENGINE_ENV, request.param)
+    return str(request.param)
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ deduplicated) -> render once to bytes -> for each attempt: take a rate-limiter s
 map failures to typed errors -> on a retryable failure sleep (outside the slot) and try
 again, at most ``max_retries`` times, each retry logged at debug with its reason and delay.
 
-The parts: :mod:`._transport` sends bytes and maps failures (by default aiohttp with one
-pooled ``ClientSession`` per client, sized to the client's concurrency, because a batch
-runner drives hundreds of calls in flight through one client; aiohttp over httpx for
+The parts: :mod:`._transport` sends bytes and maps failures (one pool of connections per
+client, sized to the client's concurrency, because a batch runner drives hundreds of
+calls in flight through one client: the lean HTTP/1.1 pool of :mod:`._lean` for a plain
+``http://`` server, aiohttp for ``https://`` and proxies; aiohttp over httpx for
 throughput, as measured in a prototype: DESIGN.md); :mod:`._policy` holds the retries and
 rate limits; :class:`~._stream.ChatStream` runs a streaming call with both.
 """
@@ -45,6 +46,7 @@ from ._build import (
 )
 from ._generate import Batch, Failure, generate_iter, generate_list
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
+from ._lean import default_transport
 from ._outputs import (
     CallOptions,
     ChatResult,
@@ -59,7 +61,6 @@ from ._tools import run_tools as _run_tools
 from ._transport import (
     DEFAULT_CONNECTIONS,
     DEFAULT_TIMEOUT,
-    AiohttpTransport,
     Transport,
     request_id,
 )
@@ -156,7 +157,7 @@ class AsyncClient:
         self.concurrency = connections
         if transport is None:
             base = base_url or os.environ.get("INTERLINGUA_BASE_URL") or _DEFAULT_BASE[dialect]
-            transport = AiohttpTransport(
+            transport = default_transport(
                 self._codec, base, api_key, headers=headers, timeout=timeout,
                 connections=connections, session=session,
             )  # fmt: skip

@@ -44,6 +44,7 @@ __all__ = [
     "finish",
     "request_id",
     "status_error",
+    "timeouts",
 ]
 
 DEFAULT_TIMEOUT = (10.0, 600.0)
@@ -152,7 +153,7 @@ class AiohttpTransport:
         self._headers["accept"] = "application/json"
         for key, value in (headers or {}).items():
             self._headers[key.lower()] = value
-        self._connect, self._read = _timeouts(timeout)
+        self._connect, self._read = timeouts(timeout)
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect, sock_read=self._read
         )
@@ -290,7 +291,8 @@ def finish(resp: aiohttp.ClientResponse) -> None:
         resp.close()
 
 
-def _timeouts(timeout: float | tuple[float, float] | None) -> tuple[float | None, float | None]:
+def timeouts(timeout: float | tuple[float, float] | None) -> tuple[float | None, float | None]:
+    """(connect, read) seconds of a client's ``timeout`` (None: no limit)."""
     if timeout is None:
         return None, None
     if isinstance(timeout, int | float):

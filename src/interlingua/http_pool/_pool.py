@@ -76,7 +76,8 @@ Opener = Callable[
 class PooledResponse:
     """One answer being read: ``status``, lowercase ``headers``, then the body.
 
-    Read it with :meth:`read` (whole) or :meth:`iter_any` (chunks as they arrive), then
+    Read it with :meth:`read` (whole) or :meth:`iter_any` / :meth:`readany` (chunks as
+    they arrive), then
     :meth:`release` it: a fully read answer returns its connection to the pool, anything
     else closes it. It is the gateway's lean engine's ``Answer`` as it is.
     """
@@ -315,6 +316,17 @@ class PooledResponse:
                 return
             else:
                 await self._wait()
+
+    async def readany(self) -> bytes:
+        """The bytes that arrived since the last read (waiting for some), ``b""`` at the
+        end: :meth:`iter_any` one call at a time, without an async generator."""
+        while not self._chunks:
+            if self.done:
+                if self._error is not None:
+                    raise self._error
+                return b""
+            await self._wait()
+        return self._take()
 
     def at_eof(self) -> bool:
         """Whether the whole body arrived and was read, without error."""
