@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
+import orjson
 import pytest
 
-from interlingua.usage.record import usage_counts
+from interlingua.usage.record import body_counts, usage_counts
 
 
 @pytest.mark.parametrize(
@@ -58,3 +61,41 @@ from interlingua.usage.record import usage_counts
 )
 def test_usage_counts(usage: dict[str, object], counts: tuple[int, int, int, int]) -> None:
     assert usage_counts(usage) == counts
+
+
+def _random_usage(pick: random.Random) -> object:
+    """A usage object of any dialect's fields, each a count or something that is not."""
+    odd = [None, True, False, -1, 1.5, "7", [], {}, 2**63]
+    value = lambda: pick.randrange(0, 10**6) if pick.random() < 0.8 else pick.choice(odd)  # noqa: E731
+    detail = lambda: (  # noqa: E731
+        {k: value() for k in ("cached_tokens", "reasoning_tokens", "audio_tokens")
+         if pick.random() < 0.6}
+        if pick.random() < 0.85 else pick.choice(odd)
+    )  # fmt: skip
+    fields = {
+        "prompt_tokens": value, "completion_tokens": value, "total_tokens": value,
+        "input_tokens": value, "output_tokens": value, "cache_read_input_tokens": value,
+        "cache_creation_input_tokens": value, "prompt_tokens_details": detail,
+        "completion_tokens_details": detail, "input_tokens_details": detail,
+        "output_tokens_details": detail, "service_tier": lambda: "standard",
+    }  # fmt: skip
+    chosen = pick.sample(sorted(fields), pick.randrange(0, len(fields) + 1))
+    return {name: fields[name]() for name in chosen} if pick.random() < 0.95 else pick.choice(odd)
+
+
+def test_a_body_is_counted_as_its_usage_object_is() -> None:
+    """body_counts (typed fields for a well-formed usage, the dict path otherwise) gives
+    what usage_counts gives for the body's usage object, over every dialect's shapes and
+    values that are no count; None when the body has no usage or is no JSON."""
+    pick = random.Random(12)
+    for _ in range(3000):
+        usage = _random_usage(pick)
+        body = orjson.dumps(
+            {"id": "x", "choices": [{"message": {"content": 'a "usage": {}'}}], "usage": usage}
+        )
+        want = usage_counts(usage) if isinstance(usage, dict) else None
+        assert body_counts(body) == want, usage
+    assert body_counts(b'{"id": "x"}') is None
+    assert body_counts(b'{"usage": null}') is None
+    assert body_counts(b"not json") is None
+    assert body_counts(b'{"usage": {"prompt_tokens": 3}, "usage_note": 1}') == (3, 0, 0, 0)

@@ -35,8 +35,8 @@ from ..core import Usage, aclose_iterator
 from ..dialects import Dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
-from ..upstreams.relay_usage import USAGE_MARK, StreamUsage, body_usage
-from ..usage.record import Record, RecordSink, usage_counts
+from ..upstreams.relay_usage import USAGE_MARK, StreamUsage
+from ..usage.record import Record, RecordSink, body_counts, usage_counts
 from .http import BytesResponse, StreamResponse
 from .keys import Admission
 
@@ -312,9 +312,14 @@ def _last_events(data: bytes) -> bytes:
 
 
 def _count_body(record: Record, body: bytes) -> None:
-    usage = body_usage(body)
-    if usage:
-        _set_counts(record, usage)
+    counts = body_counts(body)
+    if counts is not None:
+        (
+            record.input_tokens,
+            record.output_tokens,
+            record.cached_tokens,
+            record.reasoning_tokens,
+        ) = counts
 
 
 async def strip_usage(chunks: AsyncIterator[bytes], record: Record) -> AsyncIterator[bytes]:
