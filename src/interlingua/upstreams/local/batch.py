@@ -47,8 +47,10 @@ log = logging.getLogger("interlingua.local")
 #: A job that nobody streams gets its text handed over every this many tokens.
 _FLUSH_TOKENS = 32
 
-#: Seconds an idle batch waits for the rest of a burst before its first step (_gather).
+#: Seconds an idle batch waits after each arrival for the rest of a burst (_gather)...
 GATHER = 0.004
+#: ...and the most it waits for a burst in all.
+GATHER_MAX = 0.025
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -235,20 +237,30 @@ class BatchWorker:
                 return
 
     def _gather(self) -> None:
-        """From idle, wait up to :data:`GATHER` seconds for the rest of a burst (the
-        caller holds the condition).
+        """From idle, wait for the rest of a burst (the caller holds the condition): until
+        every free sequence has a job, or :data:`GATHER` seconds pass with no new arrival,
+        or :data:`GATHER_MAX` seconds in all.
 
-        Clients send their parallel calls together, and they reach this thread a few
-        milliseconds apart (each is parsed, rendered and tokenized on the event loop
+        Clients send their parallel calls together, and they reach this thread a
+        millisecond or two apart (each is parsed, rendered and tokenized on the event loop
         first). Without the wait the first starts a step alone and the others join the
-        next one, their first token a whole step (~25 ms here) later; with it a burst
-        shares its first step. A lone request pays the wait once, when the model was
-        idle; a running batch never waits (newcomers join at its next step).
+        next one, their first token a whole step (~25 ms here, ~50 ms for four) later.
+        The wait slides with each arrival: a fixed window from the first one let the last
+        of a burst of four miss the step now and then, and that request's first token
+        (the p95 of the burst) came a whole step late. A lone request pays GATHER once,
+        when the model was idle; a running batch never waits (newcomers join its next
+        step).
         """
-        deadline = time.monotonic() + GATHER
+        start = time.monotonic()
+        deadline = start + GATHER
         free = sum(seq.job is None for seq in self.sequences)
+        seen = len(self._inbox)
         while len(self._inbox) < free and not self._stopping:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if len(self._inbox) > seen:  # another one came: wait for the next as long
+                seen = len(self._inbox)
+                deadline = min(now + GATHER, start + GATHER_MAX)
+            left = deadline - now
             if left <= 0:
                 return
             self._cond.wait(left)
