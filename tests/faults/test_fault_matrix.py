@@ -15,8 +15,9 @@ Two pairs of upstreams serve the cells. The hang cells go to ``to``/``ta`` with
 longer than the SDK's own timeout: a gateway that stalls on them (waiting for a read
 timeout instead of acting on what it got) shows up as a client-side hang, not as a quick
 error that would hide the stall. The drip cells run against a second gateway whose
-upstreams also have an overall deadline (``timeout.total: 3``) and a drip that would
-take far longer.
+upstreams also have an overall deadline (``timeout.total: 1.5``: past their ``read: 1``,
+which the drip's byte every 20 ms keeps from firing) and a drip that would take far
+longer.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ UPSTREAM_KEY = "sk-upstream-S3CR3T-fault-matrix-4f1d2c9a"
 SDK_TIMEOUT = 6.0
 #: a whole stream must end within this (the SDK timeout bounds only each read)
 STREAM_DEADLINE = 12.0
-DRIP_TOTAL = 3
+DRIP_TOTAL = 1.5
 CLIENTS = (OPENAI_CLIENT, ANTHROPIC_CLIENT)
 PATHS = ("passthrough", "translated")
 

@@ -33,6 +33,8 @@ from interlingua.server import create_app
 
 from ..live_server import free_port, live_server
 
+pytestmark = pytest.mark.slow  # (~20 s: run by .ci/run with the other slow suites)
+
 #: Kinds of request: every fault on every client x upstream dialect x stream or not.
 KINDS = [
     Call(client, upstream, stream, fault)
