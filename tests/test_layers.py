@@ -23,6 +23,7 @@ inside its own package (others use what the package exports).
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -88,12 +89,15 @@ def _targets(module: str, is_package: bool, node: ast.AST, known: set[str]) -> l
     return out
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
+    """Every module's imports of ours (parsed once for the tests that read it)."""
     modules = _modules()
+    known = set(modules)
     edges: dict[str, set[str]] = defaultdict(set)
     for name, (path, is_package) in modules.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            for target in _targets(name, is_package, node, set(modules)):
+            for target in _targets(name, is_package, node, known):
                 if target != name:
                     edges[name].add(target)
     return edges
