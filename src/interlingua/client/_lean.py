@@ -29,7 +29,6 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 from ..dialects import Dialect
-from ..errors import describe_os_error
 from ..http_pool import (
     ConnectFailed,
     ConnectTimeout,
@@ -40,15 +39,20 @@ from ..http_pool import (
     TransportError,
 )
 from ..proxies import Proxies
-from ._errors import APIConnectionError, APITimeoutError
+from ._errors import APIConnectionError
 from ._transport import (
     DEFAULT_CONNECTIONS,
     DEFAULT_TIMEOUT,
     AiohttpTransport,
     Answer,
     Transport,
+    connect_timeout,
+    dropped,
+    endpoint,
+    read_timeout,
     status_error,
     timeouts,
+    unreachable,
 )
 
 __all__ = ["ENGINE_ENV", "LeanTransport", "default_transport"]
@@ -128,11 +132,7 @@ class LeanTransport:
         connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
         self._codec = codec
-        self.base_url = base_url.rstrip("/")
-        self.url, sent = codec.endpoint(self.base_url, api_key)
-        sent["accept"] = "application/json"
-        for key, value in (headers or {}).items():
-            sent[key.lower()] = value
+        self.base_url, self.url, sent = endpoint(codec, base_url, api_key, headers)
         self._target = Target(self.url, sent)  # (ValueError: a header with CR/LF)
         self._connect, self._read = timeouts(timeout)
         self._pool = Pool(max_idle=connections)
@@ -202,26 +202,13 @@ class LeanTransport:
     def transport_error(self, exc: BaseException) -> APIConnectionError:
         """A failure with no HTTP answer -> the typed error, saying what to do (the
         aiohttp transport's words, for the same failures)."""
-        where = self.base_url
         if isinstance(exc, ConnectTimeout):
-            return APITimeoutError(
-                f"timed out connecting to {where} after {self._connect}s — is the host "
-                "reachable? raise timeout=(connect, read) if it is slow to accept"
-            )
+            return connect_timeout(self.base_url, self._connect)
         if isinstance(exc, ReadTimeout | TimeoutError):
-            return APITimeoutError(
-                f"no data from {where} for {self._read}s (read timeout) — the server may be "
-                "overloaded; raise timeout=(connect, read) for long generations"
-            )
+            return read_timeout(self.base_url, self._read)
         if isinstance(exc, ConnectFailed):
-            return APIConnectionError(
-                f"cannot reach {where}: {describe_os_error(exc.os_error)} — is the server running?"
-            )
-        detail = str(exc) or type(exc).__name__
-        return APIConnectionError(
-            f"connection to {where} failed: {detail} — the server closed the connection "
-            "(crashed, restarted, or a proxy cut it)"
-        )
+            return unreachable(self.base_url, exc.os_error)
+        return dropped(self.base_url, exc)
 
 
 def _seconds(value: float | None) -> float:

@@ -41,10 +41,15 @@ __all__ = [
     "AiohttpTransport",
     "Answer",
     "Transport",
+    "connect_timeout",
+    "dropped",
+    "endpoint",
     "finish",
+    "read_timeout",
     "request_id",
     "status_error",
     "timeouts",
+    "unreachable",
 ]
 
 DEFAULT_TIMEOUT = (10.0, 600.0)
@@ -147,12 +152,7 @@ class AiohttpTransport:
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         self._codec = codec
-        self.base_url = base_url.rstrip("/")
-        # The dialect knows its URL and auth headers (Anthropic: with or without /v1).
-        self.url, self._headers = codec.endpoint(self.base_url, api_key)
-        self._headers["accept"] = "application/json"
-        for key, value in (headers or {}).items():
-            self._headers[key.lower()] = value
+        self.base_url, self.url, self._headers = endpoint(codec, base_url, api_key, headers)
         self._connect, self._read = timeouts(timeout)
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect, sock_read=self._read
@@ -240,26 +240,58 @@ class AiohttpTransport:
 
     def transport_error(self, exc: BaseException) -> APIConnectionError:
         """A failure with no HTTP answer -> the typed error, saying what to do."""
-        where = self.base_url
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return APITimeoutError(
-                f"timed out connecting to {where} after {self._connect}s — is the host "
-                "reachable? raise timeout=(connect, read) if it is slow to accept"
-            )
+            return connect_timeout(self.base_url, self._connect)
         if isinstance(exc, TimeoutError):
-            return APITimeoutError(
-                f"no data from {where} for {self._read}s (read timeout) — the server may be "
-                "overloaded; raise timeout=(connect, read) for long generations"
-            )
+            return read_timeout(self.base_url, self._read)
         if isinstance(exc, aiohttp.ClientConnectorError):
-            return APIConnectionError(
-                f"cannot reach {where}: {describe_os_error(exc.os_error)} — is the server running?"
-            )
-        detail = str(exc) or type(exc).__name__
-        return APIConnectionError(
-            f"connection to {where} failed: {detail} — the server closed the connection "
-            "(crashed, restarted, or a proxy cut it)"
-        )
+            return unreachable(self.base_url, exc.os_error)
+        return dropped(self.base_url, exc)
+
+
+def endpoint(
+    codec: Dialect, base_url: str, api_key: str | None, headers: Mapping[str, str] | None
+) -> tuple[str, str, dict[str, str]]:
+    """(base URL, generation URL, request headers) of a client: the dialect knows its URL
+    and auth headers (Anthropic: with or without /v1); ``headers`` add to (and override)
+    them."""
+    base_url = base_url.rstrip("/")
+    url, sent = codec.endpoint(base_url, api_key)
+    sent["accept"] = "application/json"
+    for key, value in (headers or {}).items():
+        sent[key.lower()] = value
+    return base_url, url, sent
+
+
+# The typed errors of a call that got no HTTP answer, worded alike by every transport.
+
+
+def connect_timeout(where: str, seconds: float | None) -> APITimeoutError:
+    return APITimeoutError(
+        f"timed out connecting to {where} after {seconds}s — is the host "
+        "reachable? raise timeout=(connect, read) if it is slow to accept"
+    )
+
+
+def read_timeout(where: str, seconds: float | None) -> APITimeoutError:
+    return APITimeoutError(
+        f"no data from {where} for {seconds}s (read timeout) — the server may be "
+        "overloaded; raise timeout=(connect, read) for long generations"
+    )
+
+
+def unreachable(where: str, os_error: OSError) -> APIConnectionError:
+    return APIConnectionError(
+        f"cannot reach {where}: {describe_os_error(os_error)} — is the server running?"
+    )
+
+
+def dropped(where: str, exc: BaseException) -> APIConnectionError:
+    detail = str(exc) or type(exc).__name__
+    return APIConnectionError(
+        f"connection to {where} failed: {detail} — the server closed the connection "
+        "(crashed, restarted, or a proxy cut it)"
+    )
 
 
 def status_error(
