@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+import aiohttp
+
 from ..dialects import Dialect
 from ..http_pool import (
     ConnectFailed,
@@ -72,23 +74,22 @@ def default_transport(
     headers: Mapping[str, str] | None = None,
     timeout: float | tuple[float, float] | None = DEFAULT_TIMEOUT,
     connections: int = DEFAULT_CONNECTIONS,
-    session: object | None = None,
+    session: aiohttp.ClientSession | None = None,
 ) -> Transport:
     """The transport a client builds when given none (the module docstring says which)."""
     lean = (
         session is None
         and os.environ.get(ENGINE_ENV, "").strip().lower() != "aiohttp"
         and urlsplit(base_url).scheme == "http"
+        and not Proxies().for_url(base_url)  # (by scheme and host: the endpoint's too)
     )
     if lean:
-        transport = LeanTransport(
+        return LeanTransport(
             codec, base_url, api_key, headers=headers, timeout=timeout, connections=connections
         )
-        if not transport.proxied:
-            return transport
     return AiohttpTransport(
         codec, base_url, api_key, headers=headers, timeout=timeout,
-        connections=connections, session=session,  # type: ignore[arg-type]
+        connections=connections, session=session,
     )  # fmt: skip
 
 
@@ -137,8 +138,6 @@ class LeanTransport:
         self._connect, self._read = timeouts(timeout)
         self._pool = Pool(max_idle=connections)
         self._free = asyncio.Semaphore(connections)
-        #: whether a proxy variable applies to the endpoint (then aiohttp must post)
-        self.proxied = bool(Proxies().for_url(self.url))
         # What else aiohttp does for this client: images by URL (made on first use).
         self._aiohttp = AiohttpTransport(
             codec, base_url, api_key, headers=headers, timeout=timeout, connections=connections
