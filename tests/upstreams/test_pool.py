@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 client (``upstreams/_pool.py``) over a scripted fake network.
+"""The lean HTTP/1.1 client (``http_pool/_pool.py``) over a scripted fake network.
 
 No sockets: :class:`FakeNet` is the pool's ``opener``; each connection is a
 :class:`FakeTransport` whose "server" side is a handler called with every request written.

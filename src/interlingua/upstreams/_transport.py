@@ -3,11 +3,12 @@
 An HTTP upstream knows its URL, headers and wire dialect; how the bytes travel is a
 :class:`Transport`'s business (httpx's pattern: ``Client`` → ``transport.handle_request``).
 A transport posts and returns an :class:`Answer` once status and headers are in; both
-raise only the :mod:`._errors` tree (each engine maps its own errors once), so the
-upstream turns one family of failures into :mod:`interlingua.errors`. Two engines:
+raise only the ``TransportError`` tree of :mod:`interlingua.http_pool` (each engine maps
+its own errors once), so the upstream turns one family of failures into
+:mod:`interlingua.errors`. Two engines:
 
-* :class:`LeanTransport` -- the lean keep-alive HTTP/1.1 pool of :mod:`._pool`, for
-  ``http://`` (the hot path: local servers; measured ~30 % more passthrough requests/s
+* :class:`LeanTransport` -- the lean keep-alive HTTP/1.1 pool of
+  :mod:`interlingua.http_pool`, for ``http://`` (the hot path: local servers; measured ~30 % more passthrough requests/s
   than aiohttp, docs/decisions.md). Its answers are the pool's own, unwrapped.
 * :class:`AiohttpTransport` -- an ``aiohttp.ClientSession``, for ``https://`` (TLS,
   certificates), and for ``http://`` too with ``INTERLINGUA_HTTP_CLIENT=aiohttp``.
@@ -120,7 +121,8 @@ class Transport(Protocol):
 
 
 class LeanTransport:
-    """The :mod:`._pool` engine (``http://`` only). ``pool`` replaces the one it makes."""
+    """The :mod:`interlingua.http_pool` engine (``http://`` only). ``pool`` replaces the
+    one it makes."""
 
     __slots__ = ("_kept", "_owns_pool", "_pool", "_targets")
 
@@ -147,7 +149,7 @@ class LeanTransport:
         extra: Mapping[str, str] | None = None,
     ) -> Awaitable[PooledResponse]:
         """:meth:`Transport.post` (not itself a coroutine: the pool's is returned as it
-        is, one frame less per request; the pool raises the :mod:`._errors` tree)."""
+        is, one frame less per request; the pool raises the ``TransportError`` tree natively)."""
         by_url = self._targets.get(id(headers))
         target = None if by_url is None else by_url.get(url)
         if target is None:
@@ -191,7 +193,8 @@ _AIOHTTP_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
 def aiohttp_error(exc: BaseException) -> TransportError:
-    """``exc``, one of :data:`_AIOHTTP_ERRORS`, as the :mod:`._errors` tree has it."""
+    """``exc``, one of :data:`_AIOHTTP_ERRORS`, as the pool's ``TransportError`` tree has
+    it."""
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return ConnectTimeout(str(exc) or "no connection within the connect timeout")
     if type(exc) is TimeoutError:  # the total timeout is a bare one; sock_read's is not

@@ -8,7 +8,7 @@ How the bytes travel is not its business: it posts through the
 :class:`~._transport.Transport` its :class:`~._transport.Transports` picks for its URL
 (the lean keep-alive pool for ``http://``, aiohttp for ``https://``; see that module),
 chosen once, at construction. Headers are built once, bodies are ``orjson`` bytes.
-Failures (the transport raises one family, :mod:`._errors`) map onto
+Failures (the transport raises one family, ``http_pool.TransportError``) map onto
 :mod:`interlingua.errors`:
 
 * a non-2xx answer -> the dialect's ``parse_error`` (status kept, ``retry-after`` parsed),
