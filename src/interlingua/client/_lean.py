@@ -1,4 +1,4 @@
-"""The client's transport for plain ``http://`` servers: the lean pool of :mod:`interlingua.http_pool`.
+"""The client's transport for plain ``http://`` servers: :mod:`interlingua.http_pool`.
 
 A data pipeline points the client at a server on its own network (vLLM, llama.cpp, the
 gateway) and sends thousands of small requests; aiohttp's request machinery then costs
