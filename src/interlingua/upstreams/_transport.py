@@ -9,7 +9,8 @@ its own errors once), so the upstream turns one family of failures into
 
 * :class:`LeanTransport` -- the lean keep-alive HTTP/1.1 pool of
   :mod:`interlingua.http_pool`, for ``http://`` (the hot path: local servers; measured
-  ~30 % more passthrough requests/s than aiohttp, docs/decisions.md). Its answers are the pool's own, unwrapped.
+  ~30 % more passthrough requests/s than aiohttp, docs/decisions.md). Its answers are
+  the pool's own, unwrapped.
 * :class:`AiohttpTransport` -- an ``aiohttp.ClientSession``, for ``https://`` (TLS,
   certificates), and for ``http://`` too with ``INTERLINGUA_HTTP_CLIENT=aiohttp``.
 
