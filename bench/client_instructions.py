@@ -33,6 +33,7 @@ from pathlib import Path
 import orjson
 
 from .batch_bench import _run_loop, write_input
+from .instructions import callgrind_total
 
 PATHS = ("generate", "raw")
 
@@ -74,10 +75,7 @@ def instructions(args: argparse.Namespace, path: str, inp: Path, count: int, url
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([args.src, str(Path(__file__).parents[1])])}
     subprocess.run(command, check=True, capture_output=True, env=env)
-    totals = [line for line in out.read_text().splitlines() if line.startswith("totals:")]
-    if not totals:
-        raise RuntimeError(f"{out} has no totals: callgrind did not finish writing it")
-    return int(totals[0].split()[1])
+    return callgrind_total(out)
 
 
 def main(argv: list[str] | None = None) -> None:

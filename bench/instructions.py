@@ -97,6 +97,13 @@ def instructions(
         # (callgrind writes its files at exit, slowly on a busy machine: a SIGKILL after
         # the usual grace would leave them without totals)
         proc.stop(grace=300)
+    return callgrind_total(out)
+
+
+def callgrind_total(out: Path) -> int:
+    """The instructions counted in ``out`` and its per-process/thread siblings
+    (``out.<pid>``...); RuntimeError for a file without totals (callgrind was stopped
+    before it wrote them)."""
     total = 0
     for path in glob.glob(f"{out}*"):
         totals = [

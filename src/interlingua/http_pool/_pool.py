@@ -6,10 +6,10 @@ payload handling) for what is, to a local upstream, one ``write`` and one parse.
 client does only what the gateway needs:
 
 * one :class:`Pool` for every ``http://`` upstream (the one the gateway's
-  ``LeanTransport`` holds; a client holds its own), idle connections per ``(host, port)`` reused
-  LIFO (the warmest socket first), at most ``max_idle`` kept per host, dropped after ``idle_ttl``
-  seconds (before a typical server's keep-alive timeout), on any error, on
-  ``Connection: close`` and when a response is released before its end;
+  ``LeanTransport`` holds; a client holds its own), idle connections per ``(host,
+  port)`` reused LIFO (the warmest socket first), at most ``max_idle`` kept per host,
+  dropped after ``idle_ttl`` seconds (before a typical server's keep-alive timeout), on
+  any error, on ``Connection: close`` and when a response is released before its end;
 * a request is one pre-assembled buffer: the request line and header block are encoded
   once per URL (:class:`._head.Target`), only ``Content-Length`` and the body are added;
 * responses are parsed by ``httptools`` (llhttp: chunked, 1xx interim answers,
@@ -77,9 +77,9 @@ class PooledResponse:
     """One answer being read: ``status``, lowercase ``headers``, then the body.
 
     Read it with :meth:`read` (whole) or :meth:`iter_any` / :meth:`readany` (chunks as
-    they arrive), then
-    :meth:`release` it: a fully read answer returns its connection to the pool, anything
-    else closes it. It is the gateway's lean engine's ``Answer`` as it is.
+    they arrive), then :meth:`release` it: a fully read answer returns its connection to
+    the pool, anything else closes it. It is the gateway's lean engine's ``Answer`` as it
+    is.
     """
 
     __slots__ = (
@@ -306,7 +306,9 @@ class PooledResponse:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def iter_any(self) -> AsyncIterator[bytes]:
-        """Body bytes as they arrive (everything buffered since the last step, joined)."""
+        """Body bytes as they arrive (everything buffered since the last step, joined).
+        :meth:`readany`'s loop written out: the gateway's relay reads every chunk here,
+        and a coroutine call per chunk would cost it one more frame each."""
         while True:
             if self._chunks:
                 yield self._take()
