@@ -314,12 +314,7 @@ def _last_events(data: bytes) -> bytes:
 def _count_body(record: Record, body: bytes) -> None:
     counts = body_counts(body)
     if counts is not None:
-        (
-            record.input_tokens,
-            record.output_tokens,
-            record.cached_tokens,
-            record.reasoning_tokens,
-        ) = counts
+        _put_counts(record, counts)
 
 
 async def strip_usage(chunks: AsyncIterator[bytes], record: Record) -> AsyncIterator[bytes]:
@@ -360,9 +355,14 @@ def count_usage(record: Record, usage: Usage) -> None:
 
 
 def _set_counts(record: Record, usage: dict[str, Any]) -> None:
+    _put_counts(record, usage_counts(usage))
+
+
+def _put_counts(record: Record, counts: tuple[int, int, int, int]) -> None:
+    """(input, output, cached, reasoning) tokens into ``record``."""
     (
         record.input_tokens,
         record.output_tokens,
         record.cached_tokens,
         record.reasoning_tokens,
-    ) = usage_counts(usage)
+    ) = counts
