@@ -12,6 +12,15 @@ beside it. The scheduler tends to keep each process on one core: when something 
 busies one core, ``--cpu N`` pins both gateways to the same one, or the comparison
 measures the placement rather than the code.
 
+``--together`` (needs two CPUs or more) loads both gateways at the same time instead,
+both pinned to one CPU (``--cpu``, default the last) and wrk kept off it: the scheduler
+shares that CPU between them, so each serves in proportion to how little CPU a request
+costs it, and a swing of the host's speed hits both in the same second. Each round's
+ratio is then a ratio of simultaneous figures; an A/A run (the same tree and team on
+both sides) reads 1.00 within ~3 %, where alternating runs read 0.8-1.2 on a noisy day.
+The figures are per gateway while sharing a core (each about half its own speed, with
+the cost of the switches between them), so quote the ratios, not the req/s.
+
 Make BASE_SRC with e.g. ``git archive <commit> | tar -x -C /tmp/base`` (then
 ``/tmp/base/src``).
 """
@@ -22,6 +31,7 @@ import argparse
 import os
 import statistics
 import tempfile
+import threading
 from pathlib import Path
 
 from . import wrk
@@ -73,6 +83,51 @@ def _start(
     return base, proc
 
 
+def _load(
+    tools: dict[str, str],
+    server: tuple[str, Process],
+    scenario: Scenario,
+    body: Path,
+    duration: float,
+) -> tuple[float, float]:
+    """One wrk run at ``server``: (requests/s, gateway CPU µs per request)."""
+    base, proc = server
+    before = cpu_seconds(proc.proc.pid)
+    result = wrk.run(
+        tools["wrk"], base + scenario.path, body, CONNECTIONS, duration, scenario.headers
+    )
+    if result.errors or not result.requests:
+        raise RuntimeError(f"{base}: {result}")
+    return result.rps, (cpu_seconds(proc.proc.pid) - before) / result.requests * 1e6
+
+
+def _load_together(
+    tools: dict[str, str],
+    servers: dict[str, tuple[str, Process]],
+    scenario: Scenario,
+    body: Path,
+    duration: float,
+) -> dict[str, tuple[float, float]]:
+    """:func:`_load` at every server at the same time."""
+    results: dict[str, tuple[float, float]] = {}
+    failures: list[BaseException] = []
+
+    def run(name: str) -> None:
+        try:
+            results[name] = _load(tools, servers[name], scenario, body, duration)
+        except BaseException as exc:  # (raised below, in the caller's thread)
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in servers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return results
+
+
 def _compare(
     tools: dict[str, str],
     servers: dict[str, tuple[str, Process]],
@@ -80,25 +135,29 @@ def _compare(
     rounds: int,
     duration: float,
     tmp: Path,
+    together: bool = False,
 ) -> str:
     scenario = BY_NAME[scenario_name]
     body = tmp / f"{scenario_name}.json"
     body.write_bytes(request_body(scenario))
-    for base, _ in servers.values():  # warm-up
-        wrk.run(tools["wrk"], base + scenario.path, body, CONNECTIONS, 1, scenario.headers)
+    if together:
+        _load_together(tools, servers, scenario, body, 1)  # warm-up
+    else:
+        for server in servers.values():
+            _load(tools, server, scenario, body, 1)
     rps: dict[str, list[float]] = {"base": [], "new": []}
     cpu: dict[str, list[float]] = {"base": [], "new": []}
     for r in range(rounds):
-        for name in ("base", "new") if r % 2 == 0 else ("new", "base"):
-            base, proc = servers[name]
-            before = cpu_seconds(proc.proc.pid)
-            result = wrk.run(
-                tools["wrk"], base + scenario.path, body, CONNECTIONS, duration, scenario.headers
-            )
-            if result.errors or not result.requests:
-                raise RuntimeError(f"{name}: {result}")
-            cpu[name].append((cpu_seconds(proc.proc.pid) - before) / result.requests * 1e6)
-            rps[name].append(result.rps)
+        if together:
+            results = _load_together(tools, servers, scenario, body, duration)
+        else:
+            order = ("base", "new") if r % 2 == 0 else ("new", "base")
+            results = {
+                name: _load(tools, servers[name], scenario, body, duration) for name in order
+            }
+        for name, (speed, micros) in results.items():
+            rps[name].append(speed)
+            cpu[name].append(micros)
     paired = statistics.median(n / b for n, b in zip(rps["new"], rps["base"], strict=True))
     median = {k: statistics.median(v) for k, v in rps.items()}
     cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
@@ -135,7 +194,21 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         help="pin both gateways to this CPU, so neither sits on a busier core than the other",
     )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="load both gateways at once, sharing one CPU (--cpu, default the last): "
+        "the least noisy ratio on a shared machine (see the module docstring)",
+    )
     args = parser.parse_args(argv)
+    if args.together:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            parser.error("--together needs two CPUs: one for both gateways, one for wrk")
+        if args.cpu is None:
+            args.cpu = cpus[-1]
+        # wrk and nginx (started below, our children) stay off the gateways' CPU
+        os.sched_setaffinity(0, [cpu for cpu in cpus if cpu != args.cpu])
     tools = ensure_tools()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ab-"))
     with Nginx(tools["nginx"], tmp) as nginx:
@@ -147,7 +220,17 @@ def main(argv: list[str] | None = None) -> None:
             for name, src, team in sides:
                 servers[name] = _start(name, src, nginx.base, tmp, args.cpu, chosen, team)
             for scenario_name in names:
-                print(_compare(tools, servers, scenario_name, args.rounds, args.duration, tmp))
+                print(
+                    _compare(
+                        tools,
+                        servers,
+                        scenario_name,
+                        args.rounds,
+                        args.duration,
+                        tmp,
+                        args.together,
+                    )
+                )
         finally:
             for _, proc in servers.values():
                 proc.stop()
