@@ -28,6 +28,7 @@ from interlingua.usage import (
     default_usage_url,
     open_usage_log,
 )
+from interlingua.usage.db import _chunk_sizes
 from interlingua.usage.rows import MAX_TEXT, _mended, row_values
 from interlingua.usage.schema import COLUMNS, TABLE, VERSION_TABLE
 
@@ -242,20 +243,41 @@ async def test_many_records_are_written_in_few_transactions(sqlite_url: str) -> 
 
 
 async def test_a_batch_is_a_few_multi_row_statements(tmp_path: Path) -> None:
-    # One step per row would hand the GIL to and from the event loop per row (db.py).
+    # One step per row would hand the GIL to and from the event loop per row; a chunk of
+    # whatever size was left would be a new statement to parse at every flush (db.py).
     db = connect(f"sqlite://{tmp_path}/rows.db")
     await db.open()
     statements: list[str] = []
     await db.run(lambda conn: conn.set_trace_callback(statements.append))
     await db.execute("CREATE TABLE t (a INTEGER, b TEXT, c REAL, d BOOLEAN)")
-    rows = [(i, f"r{i}" if i % 3 else None, i / 4, i % 2 == 0) for i in range(500)]
-    statements.clear()
-    await db.execute_rows("INSERT INTO t (a, b, c, d) VALUES ($1, $2, $3, $4)", rows)
-    inserts = [s for s in statements if s.startswith("INSERT")]
-    assert len(inserts) == 3  # 999 parameters at most: 249 + 249 + 2 rows
+    written: list[tuple[Any, ...]] = []
+    for size in (500, 333, 77, 1):
+        rows = [(i, f"r{i}" if i % 3 else None, i / 4, i % 2 == 0) for i in range(size)]
+        statements.clear()
+        await db.execute_rows("INSERT INTO t (a, b, c, d) VALUES ($1, $2, $3, $4)", rows)
+        counts = [s.count("), (") + 1 for s in statements if s.startswith("INSERT")]
+        assert sum(counts) == size
+        assert counts == sorted(counts, reverse=True)
+        assert set(counts) <= {64, 32, 16, 8, 4, 2, 1}
+        assert len(counts) <= size // 64 + 6
+        written += rows
     got = await db.fetch("SELECT a, b, c, d FROM t ORDER BY rowid")
     await db.aclose()
-    assert [(a, b, c, bool(d)) for a, b, c, d in got] == rows
+    assert [(a, b, c, bool(d)) for a, b, c, d in got] == written
+
+
+@pytest.mark.parametrize(
+    ("total", "largest", "sizes"),
+    [
+        (200, 64, [64, 64, 64, 8]),
+        (127, 64, [64, 32, 16, 8, 4, 2, 1]),
+        (500, 62, [32] * 15 + [16, 4]),  # (999 parameters / 16 columns: old SQLite)
+        (3, 1, [1, 1, 1]),
+        (0, 64, []),
+    ],
+)
+def test_chunks_are_powers_of_two(total: int, largest: int, sizes: list[int]) -> None:
+    assert _chunk_sizes(total, largest) == sizes
 
 
 # --- a slow or failing database --------------------------------------------------
