@@ -218,6 +218,52 @@ def test_an_error_event_the_upstream_streams_is_recorded_with_its_kind(stack: St
     assert row.status == 200 and row.error == "upstream_error" and row.stream
 
 
+def stream_messages_gpt_x(stack: Stack) -> tuple[int, bytes]:
+    """A Messages stream of model gpt-x (a Chat upstream: translated): status, bytes."""
+    with httpx.stream(
+        "POST",
+        stack.url + "/v1/messages",
+        json={"model": "gpt-x", "max_tokens": 8, "messages": HELLO, "stream": True},
+    ) as answer:
+        return answer.status_code, b"".join(answer.iter_bytes())
+
+
+def test_a_translated_stream_records_its_usage_time_and_errors(stack: Stack) -> None:
+    # A translated stream counts itself as the gateway encodes it (StreamResponse.counted):
+    # its usage, its first byte's time and an in-band error, without reading the bytes.
+    status, body = stream_messages_gpt_x(stack)
+    row = stack.last("gpt-x")
+    assert status == 200 and b"message_stop" in body
+    assert (row.status, row.error, row.stream, row.dialect) == (200, None, True, "anthropic")
+    assert row.input_tokens > 0 and row.output_tokens > 0
+    assert row.ttft is not None and 0 < row.ttft <= row.latency
+
+    error = b'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
+
+    async def behaviour(mock: Any, request: Any, body: dict[str, Any]) -> Any:
+        resp = await _start_sse(request)
+        for event in stream_events("up-gpt", include_usage=False)[:3]:
+            await resp.write(event)
+        await resp.write(error)
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    stack.rows.rows.clear()
+    stack.chat.enqueue(behaviour)
+    status, body = stream_messages_gpt_x(stack)
+    assert status == 200 and b"event: error" in body
+    row = stack.last("gpt-x")
+    assert row.status == 200 and row.error == "upstream_error" and row.stream
+
+    stack.rows.rows.clear()
+    stack.chat.enqueue(drop_after(stream_events("up-gpt", include_usage=False)[:2]))
+    status, body = stream_messages_gpt_x(stack)
+    assert status == 200 and b"event: error" in body
+    row = stack.last("gpt-x")
+    assert row.status == 200 and row.error is not None and row.stream
+
+
 def test_a_refused_request_is_recorded(stack: Stack) -> None:
     answer = httpx.post(stack.url + "/v1/chat/completions", content=b"{not json")
     assert answer.status_code == 400

@@ -107,7 +107,7 @@ class Accounting:
         assert isinstance(response, StreamResponse)
         record.stream = True
         meter = Meter(record, dialect, response.on_error, self, admission)
-        response.watch = meter.see
+        response.watch = meter.first_byte if response.counted else meter.see
         response.on_error = meter.failed
         response.finished = meter.finished
         return response
@@ -185,8 +185,18 @@ class Meter:
         #: each read costs the trims O(1) however the stream is cut)
         self._trim_at = 2 * _TAIL_EVENTS
 
-    def see(self, chunk: bytes) -> None:
-        """One chunk on its way to the client."""
+    def first_byte(self, chunk: bytes) -> bool:
+        """The watch of a stream that counts itself (``StreamResponse.counted``: a
+        translated one, whose usage and errors the gateway puts into the record as it
+        encodes them): the first chunk's time, and no more chunks (True). Reading the
+        usage back out of bytes the gateway rendered itself cost a translated stream
+        ~1,000 bytecodes."""
+        self._record.ttft = time.perf_counter() - self._started
+        self._head = None
+        return True
+
+    def see(self, chunk: bytes) -> bool:
+        """One chunk on its way to the client (False: show it every chunk)."""
         head = self._head
         if head is not None:
             if not head:
@@ -194,7 +204,7 @@ class Meter:
                 if self._dialect is not ANTHROPIC:  # (no usage in the others' first event)
                     self._head = None
                     self._tail.append(chunk)
-                    return
+                    return False
             head += chunk
             first = head.find(b"\n\n")
             if first >= 0 or len(head) > _MAX_HEAD:
@@ -207,6 +217,7 @@ class Meter:
         if len(tail) > self._trim_at:
             _trim(tail)
             self._trim_at = max(2 * _TAIL_EVENTS, 2 * len(tail))
+        return False
 
     def failed(self, exc: BaseException) -> bytes:
         """The response's ``on_error``: the failure's kind into the record, then the

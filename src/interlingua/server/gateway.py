@@ -299,6 +299,8 @@ class Gateway:
                     out.append(
                         encoder.encode(event if error is event.error else StreamError(error))
                     )
+                    if record is not None and record.error is None:
+                        record.error = error.kind.value
                     return b"".join(out), True
                 out.append(encoder.encode(event))
             if record is not None and batch and isinstance(batch[-1], StreamEnd):
@@ -326,6 +328,7 @@ class Gateway:
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc, encoder),
             aclose=lambda: aclose_iterator(batches),
             ping=encoder.ping(),
+            counted=record is not None,  # (encode puts the usage and the error into it)
         )
 
     async def _passthrough(

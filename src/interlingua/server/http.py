@@ -135,6 +135,7 @@ class StreamResponse:
         "aclose",
         "chunks",
         "completed",
+        "counted",
         "drain",
         "finished",
         "headers",
@@ -153,6 +154,7 @@ class StreamResponse:
         on_error: Callable[[BaseException], bytes] | None = None,
         aclose: Callable[[], Awaitable[None]] | None = None,
         ping: bytes | None = None,
+        counted: bool = False,
     ) -> None:
         self.chunks = chunks
         self.ping = ping
@@ -161,9 +163,14 @@ class StreamResponse:
         self.on_error = on_error
         self.aclose = aclose
         self.drain: Drain | None = None
-        #: shown every chunk before it is sent (the request's record: server/accounting.py);
-        #: a plain call, not another generator layer around ``chunks``
-        self.watch: Callable[[bytes], None] | None = None
+        #: shown every chunk before it is sent (the request's record: server/accounting.py),
+        #: until it returns True (it needs no more); a plain call, not another generator
+        #: layer around ``chunks``
+        self.watch: Callable[[bytes], bool] | None = None
+        #: whether whoever makes ``chunks`` puts their usage and an in-band error into
+        #: the request's record itself (a translated stream), so that its bytes need not
+        #: be read back for them (only the first byte's time is taken from them)
+        self.counted = counted
         #: True once ``chunks`` ran to its end (not cut by an error or a hang-up)
         self.completed = False
         #: told once, after ``aclose``, that the response is over (with ``completed``):
@@ -239,8 +246,8 @@ class StreamResponse:
             watch = self.watch
             async for chunk in self.chunks:
                 if chunk:
-                    if watch is not None:
-                        watch(chunk)
+                    if watch is not None and watch(chunk):
+                        watch = None
                     if ticker is not None:
                         ticker.wrote()
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})

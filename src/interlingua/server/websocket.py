@@ -378,8 +378,8 @@ class _Session:
         try:
             try:
                 async for chunk in chunks:
-                    if watch is not None:
-                        watch(chunk)
+                    if watch is not None and watch(chunk):
+                        watch = None
                     for event in decoder.decode(chunk):
                         terminal = await self._forward(event.data, stream_id) or terminal
                 answer.completed = True
