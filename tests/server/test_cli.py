@@ -284,3 +284,41 @@ def test_serve_with_two_workers_answers_from_both() -> None:
 def test_workers_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--fake", "--workers", "0"]) == 2
     assert "--workers" in capsys.readouterr().err
+
+
+_FREEZE_PROBE = """
+import gc, sys
+from interlingua.config import fake_config
+from interlingua.server.serve import GatewayServerConfig
+config = GatewayServerConfig(fake_config(), freeze_gc=sys.argv[1] == "1", port=0)
+config.load()
+print(gc.get_freeze_count())
+"""
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_a_serving_process_freezes_what_it_built(freeze: bool) -> None:
+    # `interlingua serve` (serve.run) moves the app and everything imported out of the
+    # collector's sight once built; a process that only builds one (tests) does not.
+    probe = [sys.executable, "-c", _FREEZE_PROBE, "1" if freeze else "0"]
+    done = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=True)
+    frozen = int(done.stdout.split()[-1])
+    assert frozen > 10_000 if freeze else frozen == 0
+
+
+def test_serve_run_asks_for_the_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
+    from interlingua.server import serve
+
+    made: list[dict[str, Any]] = []
+
+    class Stop(Exception):
+        pass
+
+    def config(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(serve, "GatewayServerConfig", config)
+    with pytest.raises(Stop):
+        serve.run(fake_config())
+    assert made and made[0]["freeze_gc"] is True

@@ -16,6 +16,7 @@ drain, and uvicorn's ``timeout_graceful_shutdown`` is only a backstop a few seco
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import signal
 import sys
@@ -52,6 +53,9 @@ class GatewayServerConfig(uvicorn.Config):
 
     ``upstreams`` replaces building them from the config (tests serve scripted fakes
     through the same protocols as ``interlingua serve``; one process only).
+    ``freeze_gc``: once the app is built, move everything there is out of the cyclic
+    garbage collector's sight (``gc.freeze``) -- for a process that only serves
+    (:func:`run` sets it; a test process keeps its collector whole).
     """
 
     def __init__(
@@ -60,9 +64,11 @@ class GatewayServerConfig(uvicorn.Config):
         *,
         log_level: str = "info",
         upstreams: dict[str, Upstream] | None = None,
+        freeze_gc: bool = False,
         **overrides: Any,
     ) -> None:
         self.gateway_config = config
+        self.freeze_gc = freeze_gc
         self.gateway_log_level = log_level
         self.gateway_upstreams = upstreams
         self.guard: Guard | None = None
@@ -94,11 +100,21 @@ class GatewayServerConfig(uvicorn.Config):
         self.guard = build_guard(self.gateway_config, drain)
         self.app = create_app(self.gateway_config, upstreams=self.gateway_upstreams, drain=drain)
         super().load()
+        if self.freeze_gc:
+            # The modules, the config, the routes and the app live as long as the process;
+            # left in the collector's oldest generation, every full collection walked
+            # them all again (~5 % of a passthrough request's CPU: gc_collect_main in a
+            # perf profile under load). Frozen, a collection walks what requests made.
+            # Measured with `python -m bench.ab --together`: +4-6 % requests/s.
+            gc.collect()
+            gc.freeze()
 
 
 def run(config: Config, *, workers: int = 1, log_level: str = "info") -> int:
     """Serve ``config`` until SIGTERM/SIGINT, then drain; the exit status (0 when clean)."""
-    server_config = GatewayServerConfig(config, log_level=log_level, workers=workers)
+    server_config = GatewayServerConfig(
+        config, log_level=log_level, workers=workers, freeze_gc=True
+    )
     if workers > 1:
         # Each worker process gets this config pickled, loads it (its own guard and app)
         # and drains on the SIGTERM the supervisor sends it.
