@@ -12,7 +12,9 @@ settles the key's token limits with the real count:
 * a stream: when the response closes (normal end, error, or the client leaving), with the
   usage its first and last events reported (:class:`Meter` says why only those) and the
   time of its first byte. An in-band error event marks the record failed though its
-  status stays 200.
+  status stays 200. A translated stream is not read back: the gateway puts its usage and
+  its in-band error into the record as it encodes them (``StreamResponse.counted``), and
+  the meter only times its first byte.
 
 On the passthrough path a Chat Completions stream whose client did not ask for usage is
 sent upstream with ``stream_options.include_usage`` (the gateway needs the count); the
