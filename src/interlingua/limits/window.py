@@ -46,6 +46,7 @@ class Window:
         "_first",
         "_head",
         "_tokens",
+        "limited",
         "requests_per_minute",
         "tokens_per_minute",
     )
@@ -55,16 +56,14 @@ class Window:
     ) -> None:
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
+        #: False when neither limit is set (then nothing needs recording); an attribute,
+        #: not a property: read on every admission
+        self.limited = requests_per_minute is not None or tokens_per_minute is not None
         self._at = array("d")  # admission times, oldest first
         self._cost = array("q")  # the tokens each admission counts for
         self._head = 0  # index of the oldest admission still in the window
         self._first = 0  # the number (Entry) of the admission at index 0
         self._tokens = 0  # tokens of the admissions in the window
-
-    @property
-    def limited(self) -> bool:
-        """False when neither limit is set (then nothing needs recording)."""
-        return self.requests_per_minute is not None or self.tokens_per_minute is not None
 
     def usage(self, now: float) -> tuple[int, int]:
         """(requests, tokens) counted in the window at ``now``."""

@@ -84,7 +84,17 @@ class ClientKey:
     """One configured key: its name (None for a plain ``server.api_keys`` key), the
     models it may use and its limits."""
 
-    __slots__ = ("_day", "_local", "_state", "digest", "limits", "models", "name")
+    __slots__ = (
+        "_day",
+        "_local",
+        "_state",
+        "counts_tokens",
+        "digest",
+        "limited",
+        "limits",
+        "models",
+        "name",
+    )
 
     def __init__(
         self,
@@ -107,19 +117,16 @@ class ClientKey:
             self._state = counters.limit_state(f"key:{name}", lim.rpm, lim.tpm, lim.max_concurrency)
         if lim.tokens_per_day is not None:
             self._day = counters.day_counter(f"key:{name}", lim.tokens_per_day)
+        # (plain attributes, not properties: read on every request, and Python 3.11
+        # calls a property's function with a frame of its own each time)
+        #: whether any limit is set (then each request is admitted under them)
+        self.limited = self._state is not None or self._day is not None
+        #: whether admission needs the request's token estimate (a ``tpm`` is set)
+        self.counts_tokens = lim.tpm is not None
         #: whether every count is this process's (then admit_now decides alone)
         self._local = (self._state is None or type(self._state) is MemoryState) and (
             self._day is None or type(self._day) is MemoryDayCounter
         )
-
-    @property
-    def limited(self) -> bool:
-        return self._state is not None or self._day is not None
-
-    @property
-    def counts_tokens(self) -> bool:
-        """Whether admission needs the request's token estimate (a ``tpm`` is set)."""
-        return self.limits.tpm is not None
 
     def allows(self, model: str) -> bool:
         """Whether this key may use ``model`` (every model when no globs are set)."""
