@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -99,3 +101,45 @@ def test_a_body_is_counted_as_its_usage_object_is() -> None:
     assert body_counts(b'{"usage": null}') is None
     assert body_counts(b"not json") is None
     assert body_counts(b'{"usage": {"prompt_tokens": 3}, "usage_note": 1}') == (3, 0, 0, 0)
+
+
+def _reference_counts(body: bytes) -> tuple[int, int, int, int] | None:
+    """What a full parse of ``body`` says (the top-level ``usage``, read by usage_counts)."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    return usage_counts(usage) if isinstance(usage, dict) else None
+
+
+def test_the_last_usage_key_is_trusted_only_at_the_top_level() -> None:
+    """body_counts decodes what follows the body's last ``"usage":`` first: a nested
+    one, one in a text or in another key, one before other members or none at all must
+    all give what a full parse gives."""
+    pick = random.Random(7)
+    decoys: list[Callable[[], object]] = [
+        lambda: {"usage": _random_usage(pick)},  # nested: a tool's arguments, metadata...
+        lambda: [{"usage": {"prompt_tokens": 9}}],
+        lambda: 'text with "usage": {"prompt_tokens": 1} in it',
+        lambda: "ends in a backslash \\",
+        lambda: {'a"usage': {"prompt_tokens": 4}},  # a key that holds the quote
+        lambda: pick.randrange(10),
+    ]
+    for n in range(3000):
+        members: list[tuple[str, object]] = [
+            (f"k{i}", pick.choice(decoys)()) for i in range(pick.randrange(0, 4))
+        ]
+        if pick.random() < 0.85:
+            members.insert(pick.randrange(len(members) + 1), ("usage", _random_usage(pick)))
+        if pick.random() < 0.1:
+            members.append(('x"usage', {"prompt_tokens": 5}))
+        answer = dict(members)
+        spaced = n % 3 == 0
+        body = (
+            json.dumps(answer).encode() if spaced else orjson.dumps(answer)
+        )  # (json.dumps puts a space after each colon: no compact key to find)
+        assert body_counts(body) == _reference_counts(body), body
+    nested_last = b'{"usage": {"prompt_tokens": 3}, "meta": {"usage": {"prompt_tokens": 8}}}'
+    assert body_counts(nested_last) == (3, 0, 0, 0)
+    assert body_counts(b'{"x": "a\\"usage":{"prompt_tokens": 8}}') is None

@@ -195,11 +195,25 @@ def body_counts(body: bytes) -> tuple[int, int, int, int] | None:
     """:func:`usage_counts` of a whole JSON answer's ``usage`` (None: it has none, or is
     no JSON), decoding nothing else.
 
+    Every API puts ``usage`` last, or nearly: the last ``"usage":`` of the body is looked
+    for, and what follows it decoded as an object of its own (``{`` + the rest). That
+    decodes only when the key sits at the top level: one ``{`` balances one level, a key
+    nested deeper leaves closers over (trailing characters), and no ``"usage":`` can lie
+    inside a string (its quotes would be escaped; a match right after a backslash is not
+    trusted). Anything else -- no such key, a nested one, odd values -- decodes the whole
+    body, as the answer is: the same counts either way, the first way without reading
+    the answer's text (its cost no longer grows with the answer).
+
     A well-formed usage is decoded straight into its counts (typed fields, in C); one with
     odd values (a null, a negative, a bool, a float) is decoded as a dict and read by
-    :func:`usage_counts`, which makes each of those 0: the same counts either way, the
-    first way at about half the cost (the gateway does this for every answer it counts).
+    :func:`usage_counts`, which makes each of those 0.
     """
+    at = body.rfind(b'"usage":')
+    if at > 0 and body[at - 1] != 0x5C:  # (a backslash)
+        try:
+            return _counts(_COUNTS_BODY.decode(b"{" + body[at:]).usage)
+        except msgspec.DecodeError:  # (a ValidationError too: the whole body decides)
+            pass
     try:
         usage = _COUNTS_BODY.decode(body).usage
     except msgspec.ValidationError:
@@ -210,6 +224,10 @@ def body_counts(body: bytes) -> tuple[int, int, int, int] | None:
         return usage_counts(loose) if loose is not None else None
     except msgspec.DecodeError:
         return None
+    return _counts(usage)
+
+
+def _counts(usage: _Counts | None) -> tuple[int, int, int, int] | None:
     if usage is None:
         return None
     if usage.prompt_tokens is not UNSET or usage.completion_tokens is not UNSET:
