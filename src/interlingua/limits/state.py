@@ -101,17 +101,32 @@ class MemoryState:
 
     def try_acquire(self, tokens: int) -> MemoryLease | float:
         """:meth:`acquire` without the coroutine (it never waits in memory)."""
+        got = self.admit(tokens)
+        if isinstance(got, float):
+            return got
+        return MemoryLease(got if got >= 0 else None)
+
+    def admit(self, tokens: int) -> Entry | float:
+        """:meth:`try_acquire` for a caller that keeps its own record of the admission
+        (a client key's): the window entry (-1: no window) or the wait, a float; end it
+        with :meth:`end`. No lease object: a key is admitted on every request."""
         cap = self.max_concurrency
         if cap is not None and self.in_flight >= cap:
             return UNTIL_RELEASE
         window = self._window
-        entry: Entry | None = None
+        entry = -1
         if window.limited:
             wait, entry = window.take(self._clock(), tokens)
             if wait > 0:
                 return wait
         self.in_flight += 1
-        return MemoryLease(entry)
+        return entry
+
+    def end(self, entry: Entry, tokens: int) -> None:
+        """:meth:`settle` (when ``tokens`` > 0) and :meth:`release` of an :meth:`admit`."""
+        self.in_flight -= 1
+        if tokens > 0 and entry >= 0:
+            self._window.settle(entry, tokens)
 
     def release(self, lease: object) -> None:
         self.in_flight -= 1

@@ -40,7 +40,7 @@ from ..errors import ErrorKind, InterlinguaError, error_class_for_status
 from ..upstreams.relay_usage import USAGE_MARK, StreamUsage
 from ..usage.record import Record, RecordSink, body_counts, usage_counts
 from .http import BytesResponse, StreamResponse
-from .keys import Admission
+from .keys import Admission, LocalAdmission
 
 __all__ = ["RECORD", "Accounting", "InFlight", "Meter", "Tab", "count_usage", "strip_usage"]
 
@@ -67,7 +67,7 @@ class Tab:
 
     def __init__(self, record: Record) -> None:
         self.record = record
-        self.admission: Admission | None = None
+        self.admission: Admission | LocalAdmission | None = None
 
 
 class Accounting:
@@ -114,7 +114,7 @@ class Accounting:
         response.finished = meter.finished
         return response
 
-    def _finish(self, record: Record, admission: Admission | None) -> None:
+    def _finish(self, record: Record, admission: Admission | LocalAdmission | None) -> None:
         record.latency = time.perf_counter() - record.latency
         if admission is not None:
             admission.end(record.input_tokens + record.output_tokens)
@@ -165,7 +165,7 @@ class Meter:
         dialect: Dialect,
         on_error: Callable[[BaseException], bytes] | None = None,
         accounting: Accounting | None = None,
-        admission: Admission | None = None,
+        admission: Admission | LocalAdmission | None = None,
     ) -> None:
         """``on_error``: the response's own (renders an in-band error); ``accounting``
         finishes the record (with ``admission``) when the response is over."""

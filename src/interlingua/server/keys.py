@@ -40,7 +40,7 @@ from ..limits import (
     MemoryState,
 )
 
-__all__ = ["Admission", "ClientKey", "KeyRing", "presented_key"]
+__all__ = ["Admission", "ClientKey", "KeyRing", "LocalAdmission", "presented_key"]
 
 #: the Retry-After of a key refused for its concurrency (no release time is known)
 CONCURRENCY_RETRY_AFTER = 1.0
@@ -78,6 +78,30 @@ class Admission:
         if self._day is not None and tokens > 0:
             self._day.add(tokens)
             self._day = None
+
+
+class LocalAdmission:
+    """An :class:`Admission` under limits counted in this process: the window entry
+    itself, no lease object, ended in one call (:meth:`MemoryState.end`). Every request
+    of a key with limits takes one: each object and call less counts."""
+
+    __slots__ = ("_day", "_entry", "_state")
+
+    def __init__(self, state: MemoryState | None, entry: int, day: MemoryDayCounter | None) -> None:
+        self._state = state
+        self._entry = entry
+        self._day = day
+
+    def end(self, tokens: int) -> None:
+        """The answer has ended having cost ``tokens`` (0: unknown; the estimate stays)."""
+        state = self._state
+        if state is not None:
+            self._state = None
+            state.end(self._entry, tokens)
+        day = self._day
+        if day is not None and tokens > 0:
+            self._day = None
+            day.add(tokens)
 
 
 class ClientKey:
@@ -142,7 +166,7 @@ class ClientKey:
                 param="model",
             )
 
-    async def admit(self, tokens: int) -> Admission:
+    async def admit(self, tokens: int) -> Admission | LocalAdmission:
         """Take a place under this key's limits for a request of about ``tokens``, or
         raise RateLimitError (429, with Retry-After) when one is reached."""
         admission = self.admit_now(tokens)
@@ -157,30 +181,36 @@ class ClientKey:
             lease = self._leased(await self._state.acquire(tokens))
         return Admission(self._state, lease, self._day)
 
-    def admit_now(self, tokens: int) -> Admission | None:
+    def admit_now(self, tokens: int) -> LocalAdmission | None:
         """:meth:`admit` without a coroutine when this key's counts live in this process
         (None when they are shared: await :meth:`admit`). Most keys' path: two coroutine
         layers less per request."""
-        state, day = self._state, self._day
         if not self._local:
             return None
+        state, day = self._state, self._day
         if day is not None:
-            assert isinstance(day, MemoryDayCounter)
+            assert type(day) is MemoryDayCounter
             wait = day.check_now()
             if wait > 0:
                 raise self._refused("tokens_per_day", wait)
-        lease = None
-        if state is not None:
-            assert isinstance(state, MemoryState)
-            lease = self._leased(state.try_acquire(tokens))
-        return Admission(state, lease, day)
+        if state is None:
+            return LocalAdmission(None, -1, day)
+        assert type(state) is MemoryState
+        got = state.admit(tokens)
+        if isinstance(got, float):
+            raise self._refused_after(got)
+        return LocalAdmission(state, got, day)
 
     def _leased(self, got: object) -> object:
         """The lease of an acquire's answer, or its wait refused."""
         if isinstance(got, float):
-            reason = "max_concurrency" if got == UNTIL_RELEASE else "rpm/tpm"
-            raise self._refused(reason, CONCURRENCY_RETRY_AFTER if math.isinf(got) else got)
+            raise self._refused_after(got)
         return got
+
+    def _refused_after(self, wait: float) -> RateLimitError:
+        """The refusal of an acquire that answered ``wait``."""
+        reason = "max_concurrency" if wait == UNTIL_RELEASE else "rpm/tpm"
+        return self._refused(reason, CONCURRENCY_RETRY_AFTER if math.isinf(wait) else wait)
 
     def _refused(self, what: str, wait: float) -> RateLimitError:
         limits = self.limits
