@@ -10,7 +10,8 @@ import contextlib
 import hashlib
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import anthropic
@@ -43,9 +44,22 @@ class Rows:
         self.rows: list[Record] = []
         self.lock = threading.Lock()
 
-    def record(self, row: Record) -> None:
+    def records(self, rows: Sequence[Record]) -> None:
         with self.lock:
-            self.rows.append(row)
+            self.rows.extend(rows)
+
+    def matching(
+        self, wanted: Callable[[Record], bool], count: int = 1, timeout: float = 5.0
+    ) -> list[Record]:
+        """The rows ``wanted`` picks, once there are ``count`` (the accounting hands
+        records over in batches, a tenth of a second apart)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                found = [row for row in self.rows if wanted(row)]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.01)
 
 
 class Stack:
@@ -190,7 +204,7 @@ def test_rpm_refuses_with_429_and_retry_after_in_each_dialect(stack: Stack) -> N
         chat(client, "gpt-x", False)
     assert "team-r" in err.value.message and "rpm 3" in err.value.message
     # a refused request is not admitted: it did not take a place in the window
-    refused = [r for r in stack.rows.rows if r.key == "team-r" and r.status == 429]
+    refused = stack.rows.matching(lambda r: r.key == "team-r" and r.status == 429, 2)
     assert len(refused) == 2 and all(r.error == "rate_limit" for r in refused)
 
 
@@ -266,8 +280,9 @@ def test_no_key_in_any_log_line_or_record(stack: Stack, caplog: pytest.LogCaptur
     for key in (KEY_A, KEY_B, PLAIN, "sk-wrong-guess"):
         with gpt(stack, key) as client, contextlib.suppress(openai.APIError):
             chat(client, "lb", False)
-    text = caplog.text + repr(stack.rows.rows)
+    rows = stack.rows.matching(lambda r: r.model == "lb", 3)
+    text = caplog.text + repr(rows)
     for key in (KEY_A, KEY_B, KEY_C, KEY_D, KEY_R, PLAIN, "sk-wrong-guess"):
         assert key not in text
-    named = {r.key for r in stack.rows.rows}
+    named = {r.key for r in rows}
     assert {"team-a", "team-b"} <= named

@@ -267,7 +267,7 @@ def test_a_translated_stream_records_its_usage_time_and_errors(stack: Stack) -> 
 def test_a_refused_request_is_recorded(stack: Stack) -> None:
     answer = httpx.post(stack.url + "/v1/chat/completions", content=b"{not json")
     assert answer.status_code == 400
-    rows = [r for r in stack.rows.rows if r.status == 400]
+    rows = stack.rows.matching(lambda r: r.status == 400)
     assert rows and rows[-1].error == "invalid_request" and rows[-1].upstream is None
 
 

@@ -3,9 +3,10 @@
 The handler opens a record when a request arrives (:meth:`Accounting.open`), fills in
 who asked and for what once it knows, and the gateway fills in where the request went
 (:data:`RECORD` tells it, so the attempt loop needs no extra argument). When the answer
-has ended the record gets its status, error kind, tokens and times, and goes to every
-sink (the usage log, the metrics, the status page) and to the key's admission, which
-settles the key's token limits with the real count:
+has ended the record gets its status, error kind, tokens and times, goes to the key's
+admission, which settles the key's token limits with the real count, and (with the
+records that ended about then: :meth:`Accounting.drain`) to every sink: the usage log,
+the metrics, the status page. Where its counts come from:
 
 * a whole body (an answer or an error): at once, its ``usage`` read with a decoder that
   looks at nothing else (the passthrough body is never parsed whole);
@@ -24,12 +25,13 @@ which gives its counts to the record), so the client sees the stream it asked fo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -42,7 +44,16 @@ from ..usage.record import Record, RecordSink, body_counts, usage_counts
 from .http import BytesResponse, StreamResponse
 from .keys import Admission, LocalAdmission
 
-__all__ = ["RECORD", "Accounting", "InFlight", "Meter", "Tab", "count_usage", "strip_usage"]
+__all__ = [
+    "DRAIN_MAX",
+    "DRAIN_SECONDS",
+    "RECORD",
+    "Accounting",
+    "Meter",
+    "Tab",
+    "count_usage",
+    "strip_usage",
+]
 
 log = logging.getLogger("interlingua.server")
 
@@ -50,14 +61,6 @@ log = logging.getLogger("interlingua.server")
 RECORD: ContextVar[Record | None] = ContextVar("interlingua_record", default=None)
 
 _UPSTREAM_ERROR = ErrorKind.UPSTREAM_ERROR.value
-
-
-class InFlight(Protocol):
-    """Told when a request starts and when its answer has ended (the metrics' gauge)."""
-
-    def request_started(self) -> None: ...
-
-    def request_ended(self) -> None: ...
 
 
 class Tab:
@@ -70,17 +73,43 @@ class Tab:
         self.admission: Admission | LocalAdmission | None = None
 
 
-class Accounting:
-    """Opens and finishes the records of one gateway's requests (module docstring)."""
+#: seconds at most between a record's end and the sinks' taking it (they may ask sooner:
+#: :meth:`Accounting.drain`)
+DRAIN_SECONDS = 0.1
+#: records that end within one drain at most (more are handed over at once): bounds the
+#: memory held and the loop's pause that handing them over takes
+DRAIN_MAX = 256
 
-    def __init__(self, sinks: Sequence[RecordSink], in_flight: Sequence[InFlight] = ()) -> None:
+
+class Accounting:
+    """Opens and finishes the records of one gateway's requests (module docstring).
+
+    Finished records wait in a list and go to the sinks together (:meth:`drain`), at
+    most :data:`DRAIN_SECONDS` after the first of them ended or when
+    :data:`DRAIN_MAX` wait: a sink that reads what it counted (a scrape, the status
+    page's data, the usage log's flush) calls :meth:`drain` first, through the
+    ``catch_up`` attribute the accounting gives it. Handing a sink hundreds of records
+    at once costs it about half of what the same records cost one by one, each between
+    two requests' other work that pushed its code and data out of the CPU's caches
+    (``python -m bench.ab ... --together``: +3-4 % requests/s from the order alone).
+    """
+
+    def __init__(self, sinks: Sequence[RecordSink]) -> None:
         self.sinks = tuple(sinks)
-        self.in_flight = tuple(in_flight)
+        #: requests opened and not yet finished (the metrics' in-flight gauge)
+        self.in_flight = 0
+        self._done: list[Record] = []
+        self._drain_due: asyncio.TimerHandle | None = None
+        self._draining = False
+        for sink in self.sinks:
+            if hasattr(sink, "catch_up"):
+                sink.catch_up = self.drain
 
     def open(self, request_id: str, dialect: str) -> Tab:
         """The tab of a request that just arrived (model and key are filled later)."""
-        for watcher in self.in_flight:
-            watcher.request_started()
+        self.in_flight += 1
+        if self._drain_due is None:  # (the in-flight gauge changed: tell the sinks too)
+            self._schedule_drain()
         record = Record(at=time.time(), request_id=request_id, key=None, dialect=dialect, model="")
         record.latency = time.perf_counter()  # the start, until _finish makes it a span
         return Tab(record)
@@ -118,13 +147,40 @@ class Accounting:
         record.latency = time.perf_counter() - record.latency
         if admission is not None:
             admission.end(record.input_tokens + record.output_tokens)
-        for watcher in self.in_flight:
-            watcher.request_ended()
-        for sink in self.sinks:
-            try:
-                sink.record(record)
-            except Exception:  # a sink's bug must not fail the request that is done
-                log.exception("usage sink %r failed", sink)
+        self.in_flight -= 1
+        done = self._done
+        done.append(record)
+        if len(done) >= DRAIN_MAX:
+            self.drain()
+        elif self._drain_due is None:
+            self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (no loop: a script or a test) now, then
+            self.drain()
+            return
+        self._drain_due = loop.call_later(DRAIN_SECONDS, self.drain)
+
+    def drain(self) -> None:
+        """Hand every finished record to the sinks now (also when none waits: the
+        in-flight count may have changed)."""
+        if self._draining:  # (a sink's own catch_up, called while it takes them)
+            return
+        due, self._drain_due = self._drain_due, None
+        if due is not None:
+            due.cancel()
+        done, self._done = self._done, []
+        self._draining = True
+        try:
+            for sink in self.sinks:
+                try:
+                    sink.records(done)
+                except Exception:  # a sink's bug must not fail the requests that are done
+                    log.exception("usage sink %r failed", sink)
+        finally:
+            self._draining = False
 
 
 class Meter:

@@ -424,11 +424,10 @@ def create_app(
     if metrics is not None:
         gateway.router.observe = metrics.attempt
     limited_keys = any(key.limited for key in keys.keys)
-    accounting = (
-        Accounting(sinks, [metrics] if metrics is not None else [])
-        if sinks or limited_keys
-        else None
-    )
+    accounting = Accounting(sinks) if sinks or limited_keys else None
+    if metrics is not None and accounting is not None:
+        live = accounting  # (a name the closure sees narrowed to not-None)
+        metrics.live = lambda: live.in_flight
     handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)
 
     @contextlib.asynccontextmanager
@@ -449,6 +448,8 @@ def create_app(
         try:
             yield
         finally:
+            if accounting is not None:
+                accounting.drain()  # (the records of the last tenth of a second)
             for upstream in built.values():
                 await upstream.aclose()
             if store is not None:

@@ -38,7 +38,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
@@ -89,6 +89,10 @@ class Viewer(Protocol):
     def allows(self, model: str) -> bool: ...
 
 
+def _nothing() -> None:
+    pass
+
+
 def _page() -> bytes:
     return resources.files(__package__).joinpath("static/ui.html").read_bytes()
 
@@ -119,6 +123,8 @@ class StatusPage:
             os.makedirs(self.share_dir, exist_ok=True)
         self._share_due = False
         self._failed_once = False
+        #: hands over the records that wait to be counted (the accounting sets it)
+        self.catch_up: Callable[[], None] = _nothing
         self._page = _page()
         if self.share_dir is not None:
             self.share()  # (the others count this worker from its start, traffic or not)
@@ -126,10 +132,16 @@ class StatusPage:
     # -- RecordSink ---------------------------------------------------------------------
 
     def record(self, row: Record) -> None:
-        """Count one finished request (never blocks, never raises)."""
+        """Count one finished request (:meth:`records` of one)."""
+        self.records((row,))
+
+    def records(self, rows: Sequence[Record]) -> None:
+        """Count finished requests (never blocks, never raises)."""
         try:
-            self.traffic.record(row)
-            if self.share_dir is not None and not self._share_due:
+            if self.traffic.records(rows) and not self._failed_once:
+                self._failed_once = True
+                log.error("status page: a request could not be counted (a broken record)")
+            if rows and self.share_dir is not None and not self._share_due:
                 self._schedule_share()
         except Exception:
             if not self._failed_once:
@@ -141,6 +153,7 @@ class StatusPage:
     def data(self, viewer: Viewer | None = None) -> dict[str, Any]:
         """What ``/ui/data`` answers (all workers' when several serve); for a named
         ``viewer`` only what it may see (module docstring)."""
+        self.catch_up()
         now = self.clock()
         own = self._state(now)
         states = [own, *self._others(now)] if self.share_dir is not None else [own]
@@ -226,6 +239,7 @@ class StatusPage:
         sees half a file)."""
         if self.share_dir is None:
             return
+        self.catch_up()
         state = self._state(self.clock())
         path = os.path.join(self.share_dir, f"{state['pid']}.json")
         try:

@@ -155,32 +155,68 @@ class Traffic:
         self._errors: deque[dict[str, Any]] = deque(maxlen=RECENT_ERRORS)
 
     def record(self, row: Record) -> None:
-        """Add one finished request (a ``RecordSink``: never blocks, never raises)."""
-        minute = int(row.at // 60)
-        failed = row.error is not None or row.status >= 400
-        combo = self._combos.get((row.model, row.key, row.upstream, row.upstream_model))
-        if combo is None:
-            combo = self._combo(row)
-        if combo is not None:
-            upstream_failed = failed and combo.deployment is not None and upstream_failure(row)
-            combo.ring.add(minute, row, failed, upstream_failed)
-        else:
-            self._add_alone(minute, row, failed)
-        if failed:
-            self._errors.append(
-                {
-                    "at": row.at,
-                    "request_id": row.request_id,
-                    "key": row.key,
-                    "model": row.model,
-                    "dialect": row.dialect,
-                    "stream": row.stream,
-                    "status": row.status,
-                    "error": row.error,
-                    "upstream": row.upstream,
-                    "upstream_model": row.upstream_model,
-                }
-            )
+        """Add one finished request (:meth:`records` of one; raises for a broken one)."""
+        if self.records((row,)):
+            raise ValueError(f"a record that cannot be counted: {row!r}")
+
+    def records(self, rows: Iterable[Record]) -> int:
+        """Add finished requests (a ``RecordSink``'s work: never blocks); returns how
+        many could not be counted (a broken record: the caller logs it)."""
+        combos = self._combos
+        broken = 0
+        for row in rows:
+            try:
+                minute = int(row.at // 60)
+                failed = row.error is not None or row.status >= 400
+                combo = combos.get((row.model, row.key, row.upstream, row.upstream_model))
+                if combo is None:
+                    combo = self._combo(row)
+                    if combo is None:
+                        self._add_alone(minute, row, failed)
+                        if failed:
+                            self._failed(row)
+                        continue
+                # (_Series.add, written out: the one path of nearly every record)
+                ring = combo.ring
+                i = minute % MINUTES
+                counts = ring.counts[i]
+                stamp = ring.stamps[i]
+                if stamp != minute:
+                    if stamp > minute:  # older than the whole ring (a very long request)
+                        continue
+                    ring.stamps[i] = minute
+                    counts[:] = _ZEROS
+                counts[0] += 1
+                counts[2] += row.input_tokens
+                counts[3] += row.output_tokens
+                counts[4] += row.latency
+                if row.ttft is not None:
+                    counts[5] += row.ttft
+                    counts[6] += 1
+                if failed:
+                    counts[1] += 1
+                    if combo.deployment is not None and upstream_failure(row):
+                        counts[7] += 1
+                    self._failed(row)
+            except Exception:
+                broken += 1
+        return broken
+
+    def _failed(self, row: Record) -> None:
+        self._errors.append(
+            {
+                "at": row.at,
+                "request_id": row.request_id,
+                "key": row.key,
+                "model": row.model,
+                "dialect": row.dialect,
+                "stream": row.stream,
+                "status": row.status,
+                "error": row.error,
+                "upstream": row.upstream,
+                "upstream_model": row.upstream_model,
+            }
+        )
 
     def _combo(self, row: Record) -> _Combo | None:
         if len(self._combos) >= MAX_COMBOS:

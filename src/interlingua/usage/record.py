@@ -6,8 +6,8 @@ upstream and its model name, of the attempt that answered or failed last); how i
 (the HTTP status, the error kind when it failed, before or during a stream); what it
 cost (tokens as the upstream reported them) and how long it took (``latency`` to the
 last byte, ``ttft`` to the first streamed byte). When the answer has ended it is handed,
-once, to every :class:`RecordSink`; a sink must neither block nor raise nor keep the
-record changing (it is finished).
+once, to every :class:`RecordSink` (with the others that ended about then); a sink must
+neither block nor raise nor change the record (it is finished).
 
 >>> row = Record(at=0.0, request_id="req_1", key="team-a", dialect="openai", model="m")
 >>> row.status, row.input_tokens, row.ttft
@@ -16,6 +16,7 @@ record changing (it is finished).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Protocol
 
 import msgspec
@@ -96,10 +97,14 @@ class Record:
 
 
 class RecordSink(Protocol):
-    """Something told of every finished request (the usage writer, the metrics)."""
+    """Something told of every finished request (the usage writer, the metrics, the
+    status page), in batches: the accounting (server/accounting.py) hands the records
+    of the last fraction of a second over together, so that each sink's code and data
+    are warm for a run of records rather than cold for each one."""
 
-    def record(self, row: Record) -> None:
-        """Take note of ``row``; never block, never raise."""
+    def records(self, rows: Sequence[Record]) -> None:
+        """Take note of ``rows`` (oldest first; may be empty); never block, never
+        raise."""
         ...
 
 
