@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--team",
         action="store_true",
-        help="also run the gateway with keys + usage log + metrics on, and with them off",
+        help="also price keys + usage log + metrics: the gateway with them on and with them "
+        "off, loaded at the same time on one shared CPU (passthrough and Anthropic→OpenAI, "
+        "stream and not)",
     )
     parser.add_argument("--peers", default="", help="comma-separated peers to run too: litellm")
     parser.add_argument(

@@ -28,10 +28,13 @@ Make BASE_SRC with e.g. ``git archive <commit> | tar -x -C /tmp/base`` (then
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import wrk
@@ -128,7 +131,44 @@ def _load_together(
     return results
 
 
-def _compare(
+@dataclass
+class Comparison:
+    """Two gateways on one scenario, round by round: requests/s and gateway CPU µs per
+    request of each."""
+
+    scenario: str
+    rps: dict[str, list[float]]
+    cpu: dict[str, list[float]]
+
+    @property
+    def ratio(self) -> float:
+        """The median of the rounds' new/base requests/s: the figure to quote."""
+        return statistics.median(
+            n / b for n, b in zip(self.rps["new"], self.rps["base"], strict=True)
+        )
+
+    def median(self, side: str) -> float:
+        return statistics.median(self.rps[side])
+
+    def cpu_median(self, side: str) -> float:
+        return statistics.median(self.cpu[side])
+
+    def summary(self) -> str:
+        base, new = self.median("base"), self.median("new")
+        cpu_base, cpu_new = self.cpu_median("base"), self.cpu_median("new")
+        return "\n".join(
+            [
+                f"{self.scenario}: base {base:,.0f} req/s, new {new:,.0f} req/s, "
+                f"median paired ratio {self.ratio:.3f} (ratio of medians {new / base:.3f})",
+                f"  gateway CPU per request: base {cpu_base:.1f} µs, "
+                f"new {cpu_new:.1f} µs ({cpu_new / cpu_base:.3f})",
+                f"  base req/s: {[round(x) for x in self.rps['base']]}",
+                f"  new req/s:  {[round(x) for x in self.rps['new']]}",
+            ]
+        )
+
+
+def compare(
     tools: dict[str, str],
     servers: dict[str, tuple[str, Process]],
     scenario_name: str,
@@ -136,7 +176,9 @@ def _compare(
     duration: float,
     tmp: Path,
     together: bool = False,
-) -> str:
+) -> Comparison:
+    """``rounds`` measurements of the ``base`` and ``new`` servers on one scenario, at
+    the same time (``together``) or one after the other, the order flipped each round."""
     scenario = BY_NAME[scenario_name]
     body = tmp / f"{scenario_name}.json"
     body.write_bytes(request_body(scenario))
@@ -145,8 +187,7 @@ def _compare(
     else:
         for server in servers.values():
             _load(tools, server, scenario, body, 1)
-    rps: dict[str, list[float]] = {"base": [], "new": []}
-    cpu: dict[str, list[float]] = {"base": [], "new": []}
+    result = Comparison(scenario_name, {"base": [], "new": []}, {"base": [], "new": []})
     for r in range(rounds):
         if together:
             results = _load_together(tools, servers, scenario, body, duration)
@@ -156,22 +197,57 @@ def _compare(
                 name: _load(tools, servers[name], scenario, body, duration) for name in order
             }
         for name, (speed, micros) in results.items():
-            rps[name].append(speed)
-            cpu[name].append(micros)
-    paired = statistics.median(n / b for n, b in zip(rps["new"], rps["base"], strict=True))
-    median = {k: statistics.median(v) for k, v in rps.items()}
-    cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
-    return "\n".join(
-        [
-            f"{scenario_name}: base {median['base']:,.0f} req/s, new {median['new']:,.0f} req/s, "
-            f"median paired ratio {paired:.3f} (ratio of medians "
-            f"{median['new'] / median['base']:.3f})",
-            f"  gateway CPU per request: base {cpu_median['base']:.1f} µs, "
-            f"new {cpu_median['new']:.1f} µs ({cpu_median['new'] / cpu_median['base']:.3f})",
-            f"  base req/s: {[round(x) for x in rps['base']]}",
-            f"  new req/s:  {[round(x) for x in rps['new']]}",
-        ]
-    )
+            result.rps[name].append(speed)
+            result.cpu[name].append(micros)
+    return result
+
+
+def shared_cpu() -> int | None:
+    """The CPU ``--together`` puts both gateways on (the last this process may use),
+    or None when there is only one."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1] if len(cpus) >= 2 else None
+
+
+@contextlib.contextmanager
+def off_cpu(cpu: int) -> Iterator[None]:
+    """This process and the children it starts meanwhile (wrk) kept off ``cpu``."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, [c for c in before if c != cpu])
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def team_together(
+    tools: dict[str, str],
+    nginx_base: str,
+    tmp: Path,
+    src: str,
+    scenarios: list[str],
+    rounds: int,
+    duration: float,
+) -> dict[str, Comparison]:
+    """The team layer's price, ``--together``: the same tree's gateways with team
+    ``off`` (base) and ``on`` (new) loaded at the same time on one shared CPU, per
+    scenario (``python -m bench --team``: the report's "team on vs off" targets)."""
+    cpu = shared_cpu()
+    if cpu is None:
+        raise ValueError("the together method needs two CPUs: one for both gateways, one for wrk")
+    chosen = [BY_NAME[name] for name in scenarios]
+    servers: dict[str, tuple[str, Process]] = {}
+    with off_cpu(cpu):
+        try:
+            for name, team in (("base", "off"), ("new", "on")):
+                servers[name] = _start(name, src, nginx_base, tmp, cpu, chosen, team)
+            return {
+                name: compare(tools, servers, name, rounds, duration, tmp, together=True)
+                for name in scenarios
+            }
+        finally:
+            for _, proc in servers.values():
+                proc.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -202,13 +278,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.together:
-        cpus = sorted(os.sched_getaffinity(0))
-        if len(cpus) < 2:
+        cpu = shared_cpu()
+        if cpu is None:
             parser.error("--together needs two CPUs: one for both gateways, one for wrk")
         if args.cpu is None:
-            args.cpu = cpus[-1]
+            args.cpu = cpu
         # wrk and nginx (started below, our children) stay off the gateways' CPU
-        os.sched_setaffinity(0, [cpu for cpu in cpus if cpu != args.cpu])
+        os.sched_setaffinity(0, [c for c in os.sched_getaffinity(0) if c != args.cpu])
     tools = ensure_tools()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ab-"))
     with Nginx(tools["nginx"], tmp) as nginx:
@@ -220,17 +296,10 @@ def main(argv: list[str] | None = None) -> None:
             for name, src, team in sides:
                 servers[name] = _start(name, src, nginx.base, tmp, args.cpu, chosen, team)
             for scenario_name in names:
-                print(
-                    _compare(
-                        tools,
-                        servers,
-                        scenario_name,
-                        args.rounds,
-                        args.duration,
-                        tmp,
-                        args.together,
-                    )
+                result = compare(
+                    tools, servers, scenario_name, args.rounds, args.duration, tmp, args.together
                 )
+                print(result.summary())
         finally:
             for _, proc in servers.values():
                 proc.stop()

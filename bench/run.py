@@ -24,11 +24,13 @@ import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import micro, profile, wrk
+import interlingua
+
+from . import ab, micro, profile, wrk
 from .nginx import Nginx
 from .peers import LITELLM_SPEC, LiteLLM, ensure_litellm
 from .procs import BenchError, ensure_tools, rss_kb, say
-from .report import OURS, Row, RunInfo, find_row, render
+from .report import OURS, Row, RunInfo, TeamFigure, find_row, render
 from .scenarios import ALL, BY_NAME, Scenario, check_answer, request_body
 from .servers import Direct, Interlingua, Target, cli_supports_workers
 
@@ -204,6 +206,30 @@ def run_target(ctx: Context, target: Target, tmp: Path) -> None:
                 profile_scenario(ctx, target, scenario, tmp)
 
 
+#: the scenarios ``--team`` prices the team layer on (report.py: "team on vs off")
+TEAM_SCENARIOS = ("passthrough", "passthrough-stream", "a2o", "a2o-stream")
+
+
+def _team(ctx: Context, tools: dict[str, str], nginx_base: str, tmp: Path) -> dict[str, TeamFigure]:
+    """Keys + usage log + metrics on against all off, both gateways loaded at the same
+    time on one shared CPU (bench/ab.py ``team_together``): run one after the other, the
+    two figures of a pair saw different hosts here (the same configuration measured
+    4,634 and 5,407 req/s in one run), and 15 % could not be told from noise."""
+    opts = ctx.options
+    rounds = max(3, 2 * opts.repeat + 3)
+    duration = max(2.0, min(opts.duration, 4.0))
+    say(f"team on vs off, together: {rounds} rounds of {duration:g} s per scenario")
+    src = str(Path(interlingua.__file__).resolve().parents[1])
+    wanted = [name for name in TEAM_SCENARIOS if name in opts.scenarios]
+    results = ab.team_together(tools, nginx_base, tmp, src, wanted, rounds, duration)
+    figures = {}
+    for name, result in results.items():
+        say(result.summary())
+        cpu_ratio = result.cpu_median("new") / result.cpu_median("base")
+        figures[name] = TeamFigure(result.ratio, rounds, cpu_ratio)
+    return figures
+
+
 def _scaling(ctx: Context, nginx_base: str, tmp: Path) -> str:
     """Passthrough at the most connections with N workers, against the one-worker run."""
     opts = ctx.options
@@ -251,11 +277,7 @@ def main(opts: Options) -> int:
             with Interlingua(nginx.base, tmp) as gateway:
                 run_target(ctx, gateway, tmp)
             if opts.team:
-                # Keys + usage log + metrics on, and all off, one after the other in this
-                # run: the price of running it for a team (report.py: "team on vs off").
-                for team in ("off", "on"):
-                    with Interlingua(nginx.base, tmp, team=team) as gateway:
-                        run_target(ctx, gateway, tmp)
+                info.team = _team(ctx, tools, nginx.base, tmp)
             if scale_workers:
                 info.workers = _scaling(ctx, nginx.base, tmp)
             for name, exe in peer_exes.items():

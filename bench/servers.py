@@ -18,7 +18,7 @@ from typing import Protocol
 
 from .nginx import Nginx
 from .procs import BenchError, Process, free_port, start, wait_ready
-from .scenarios import CLIENT_KEY, TEAM_KEY_ENV, Scenario, gateway_config_yaml, team_sections
+from .scenarios import Scenario, gateway_config_yaml
 
 
 class Target(Protocol):
@@ -95,12 +95,9 @@ class GatewayProcess:
 class Interlingua(GatewayProcess):
     """The gateway under test, started from the working tree; a context manager."""
 
-    def __init__(self, nginx_base: str, tmp: Path, workers: int = 1, team: str = "") -> None:
+    def __init__(self, nginx_base: str, tmp: Path, workers: int = 1) -> None:
         self.label = "interlingua" if workers == 1 else f"interlingua ×{workers} workers"
-        if team:
-            self.label += f", team {team}"  # (report.py: TEAM_OFF / TEAM_ON)
-        self.tmp = tmp / f"interlingua-{workers}{'-' + team if team else ''}"
-        self.team = team
+        self.tmp = tmp / f"interlingua-{workers}"
         self.nginx_base = nginx_base
         self.workers = workers
         self.port = 0
@@ -112,12 +109,9 @@ class Interlingua(GatewayProcess):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = self.tmp / "config.yaml"
-        sections = team_sections(self.team, self.tmp) if self.team else None
-        config.write_text(gateway_config_yaml(self.nginx_base, self.port, team=sections))
+        config.write_text(gateway_config_yaml(self.nginx_base, self.port))
         command = serve_command(config, self.port, self.workers, self.workers > 1)
-        self.process = start(
-            command, self.tmp / "log", env={**os.environ, TEAM_KEY_ENV: CLIENT_KEY}
-        )
+        self.process = start(command, self.tmp / "log", env=dict(os.environ))
         try:
             wait_ready(f"{self.base}/health", self.process.proc, 60, "interlingua")
         except BenchError as exc:

@@ -261,6 +261,20 @@ def test_report_targets_say_met_or_not() -> None:
     assert "52 MB" in lines["gateway RSS after the run"]
 
 
+def test_team_targets_read_the_together_figures() -> None:
+    team = {
+        "passthrough": report.TeamFigure(ratio=0.91, rounds=5, cpu_ratio=1.12),
+        "a2o": report.TeamFigure(ratio=0.80, rounds=5, cpu_ratio=1.27),
+    }
+    text = report.render_targets(_rows(), [], "not measured", team)
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines()[2:]}
+    line = lines["team on vs off: passthrough, 50 conns"]
+    assert "0.91× (median of 5 rounds together; CPU per request 1.12×)" in line
+    assert line.endswith("| yes |")
+    assert lines["team on vs off: Anthropic→OpenAI, 50 conns"].endswith("| **no** |")
+    assert "not measured" in lines["team on vs off: passthrough stream, 50 conns"]
+
+
 def test_negative_overhead_is_unclear_not_met() -> None:
     rows = _rows()
     rows[0] = report.Row("nginx (direct)", "direct-json", 1, 20000, 0.08, 2.50, 8)
