@@ -126,7 +126,8 @@ class Window:
             wait = self.wait_needed(now, tokens)
             if wait > 0:
                 return wait, -1
-        tokens = min(tokens, _MAX_TOKENS)
+        if tokens > _MAX_TOKENS:  # (not min(): a builtin call on every admission)
+            tokens = _MAX_TOKENS
         entry = self._first + len(at)
         at.append(now)
         self._cost.append(tokens)
@@ -138,9 +139,11 @@ class Window:
         nothing once it has left the window."""
         index = entry - self._first
         if index >= self._head:
-            actual = min(actual, _MAX_TOKENS)
-            self._tokens += actual - self._cost[index]
-            self._cost[index] = actual
+            if actual > _MAX_TOKENS:
+                actual = _MAX_TOKENS
+            cost = self._cost
+            self._tokens += actual - cost[index]
+            cost[index] = actual
 
     def _expire(self, now: float) -> None:
         at, cost = self._at, self._cost
