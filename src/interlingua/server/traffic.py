@@ -176,27 +176,9 @@ class Traffic:
                         if failed:
                             self._failed(row)
                         continue
-                # (_Series.add, written out: the one path of nearly every record)
-                ring = combo.ring
-                i = minute % MINUTES
-                counts = ring.counts[i]
-                stamp = ring.stamps[i]
-                if stamp != minute:
-                    if stamp > minute:  # older than the whole ring (a very long request)
-                        continue
-                    ring.stamps[i] = minute
-                    counts[:] = _ZEROS
-                counts[0] += 1
-                counts[2] += row.input_tokens
-                counts[3] += row.output_tokens
-                counts[4] += row.latency
-                if row.ttft is not None:
-                    counts[5] += row.ttft
-                    counts[6] += 1
+                upstream_failed = failed and combo.deployment is not None and upstream_failure(row)
+                combo.ring.add(minute, row, failed, upstream_failed)
                 if failed:
-                    counts[1] += 1
-                    if combo.deployment is not None and upstream_failure(row):
-                        counts[7] += 1
                     self._failed(row)
             except Exception:
                 broken += 1
