@@ -29,6 +29,7 @@ from .mock_upstream import USAGE as CHAT_USAGE
 from .mock_upstream import (
     MockOpenAI,
     _start_sse,
+    completion,
     drop_after,
     mock_openai,
     status,
@@ -149,6 +150,42 @@ def test_messages_passthrough_and_translated(stack: Stack, stream: bool) -> None
             client.chat.completions.create(model="claude-x", messages=HELLO)
     row = stack.last("claude-x")
     assert tokens(row) == (5, 1, 0, 0) and row.dialect == "openai" and row.upstream == "anth"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_translated_answer_keeps_the_upstreams_counts(stack: Stack, stream: bool) -> None:
+    # Messages client -> Chat upstream: a Messages usage has no reasoning count, so only
+    # the upstream's own counts (the gateway's, as it renders the answer) can say 3.
+    usage = {
+        "prompt_tokens": 40,
+        "completion_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 30},
+        "completion_tokens_details": {"reasoning_tokens": 3},
+    }
+    if stream:
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1}
+        chunk |= {"model": "up-gpt", "choices": [], "usage": usage}
+        events = stream_events("up-gpt", include_usage=False)[:-1]
+        events += [b"data: " + orjson.dumps(chunk) + b"\n\n", b"data: [DONE]\n\n"]
+
+        async def behaviour(mock: Any, request: Any, body: dict[str, Any]) -> Any:
+            resp = await _start_sse(request)
+            for event in events:
+                await resp.write(event)
+            await resp.write_eof()
+            return resp
+
+        stack.chat.enqueue(behaviour)
+    else:
+        stack.chat.enqueue(status(200, {**completion("up-gpt"), "usage": usage}))
+    with claude(stack) as client:
+        if stream:
+            with client.messages.stream(model="gpt-x", max_tokens=8, messages=HELLO) as events:
+                list(events)
+        else:
+            client.messages.create(model="gpt-x", max_tokens=8, messages=HELLO)
+    row = stack.last("gpt-x")
+    assert tokens(row) == (40, 9, 30, 3) and row.dialect == "anthropic"
 
 
 @pytest.mark.parametrize("stream", [False, True])

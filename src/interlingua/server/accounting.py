@@ -15,7 +15,9 @@ the metrics, the status page. Where its counts come from:
   time of its first byte. An in-band error event marks the record failed though its
   status stays 200. A translated stream is not read back: the gateway puts its usage and
   its in-band error into the record as it encodes them (``StreamResponse.counted``), and
-  the meter only times its first byte.
+  the meter only times its first byte. A translated whole answer is not read back
+  either: the gateway puts its usage into the record as it renders it
+  (``CountedResponse``).
 
 On the passthrough path a Chat Completions stream whose client did not ask for usage is
 sent upstream with ``stream_options.include_usage`` (the gateway needs the count); the
@@ -42,7 +44,7 @@ from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
 from ..upstreams.relay_usage import USAGE_MARK, StreamUsage
 from ..usage.record import Record, RecordSink, body_counts, usage_counts
-from .http import BytesResponse, StreamResponse
+from .http import BytesResponse, CountedResponse, StreamResponse
 from .keys import Admission, LocalAdmission
 
 __all__ = [
@@ -128,10 +130,10 @@ class Accounting:
         stream); returns the response to send."""
         record, admission = tab.record, tab.admission
         record.status = response.status
-        if type(response) is BytesResponse:
+        if isinstance(response, BytesResponse):
             if response.status >= 400:
                 record.error = error_class_for_status(response.status).kind.value
-            else:
+            elif type(response) is not CountedResponse:  # (its usage is in the record)
                 _count_body(record, response.body)
             self._finish(record, admission)
             return response

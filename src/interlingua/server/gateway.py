@@ -40,7 +40,7 @@ from ..upstreams.base import RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
 from .accounting import RECORD, count_usage, strip_usage
 from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
-from .http import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
+from .http import JSON_CT, SSE_HEADERS, BytesResponse, CountedResponse, StreamResponse
 from .keep import Keep, keep_last_response
 
 log = logging.getLogger("interlingua.server")
@@ -257,6 +257,10 @@ class Gateway:
         rendered = self.scrub_bytes(rendered) if self.secrets else rendered
         if keep is not None:
             await keep(rendered)
+        record = RECORD.get()
+        if record is not None:  # (counted here: the accounting need not decode our body)
+            count_usage(record, response.usage)
+            return CountedResponse(rendered)
         return BytesResponse(rendered)
 
     @staticmethod

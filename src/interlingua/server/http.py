@@ -115,6 +115,14 @@ class BytesResponse:
         await send({"type": "http.response.body", "body": self.body})
 
 
+class CountedResponse(BytesResponse):
+    """A whole answer the gateway rendered itself, whose usage it put into the request's
+    record as it rendered it (server/accounting.py): its body is not decoded again for
+    the count, as a translated stream's is not (``StreamResponse.counted``)."""
+
+    __slots__ = ()
+
+
 class StreamResponse:
     """An SSE response relaying ``chunks`` as they come.
 
