@@ -96,6 +96,16 @@ def claude(stack: Stack) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=stack.url, api_key="x", max_retries=0)
 
 
+def ask_messages(stack: Stack, model: str, stream: bool) -> None:
+    """One Messages request for ``model`` through the gateway, its answer read whole."""
+    with claude(stack) as client:
+        if stream:
+            with client.messages.stream(model=model, max_tokens=8, messages=HELLO) as events:
+                list(events)
+        else:
+            client.messages.create(model=model, max_tokens=8, messages=HELLO)
+
+
 def tokens(row: Record) -> tuple[int, int, int, int]:
     return row.input_tokens, row.output_tokens, row.cached_tokens, row.reasoning_tokens
 
@@ -135,12 +145,7 @@ def test_a_chat_client_that_asked_for_usage_still_gets_it(stack: Stack) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_messages_passthrough_and_translated(stack: Stack, stream: bool) -> None:
-    with claude(stack) as client:
-        if stream:
-            with client.messages.stream(model="claude-x", max_tokens=8, messages=HELLO) as events:
-                list(events)
-        else:
-            client.messages.create(model="claude-x", max_tokens=8, messages=HELLO)
+    ask_messages(stack, "claude-x", stream)
     assert tokens(stack.last("claude-x")) == (5, 1, 0, 0)  # the mock's Usage(5, 1)
     stack.rows.rows.clear()
     with gpt(stack) as client:  # Chat client -> Messages upstream: translated
@@ -178,12 +183,7 @@ def test_a_translated_answer_keeps_the_upstreams_counts(stack: Stack, stream: bo
         stack.chat.enqueue(behaviour)
     else:
         stack.chat.enqueue(status(200, {**completion("up-gpt"), "usage": usage}))
-    with claude(stack) as client:
-        if stream:
-            with client.messages.stream(model="gpt-x", max_tokens=8, messages=HELLO) as events:
-                list(events)
-        else:
-            client.messages.create(model="gpt-x", max_tokens=8, messages=HELLO)
+    ask_messages(stack, "gpt-x", stream)
     row = stack.last("gpt-x")
     assert tokens(row) == (40, 9, 30, 3) and row.dialect == "anthropic"
 
