@@ -9,9 +9,11 @@ client against a real local server.
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 from collections.abc import Callable
 
+import httptools
 import pytest
 
 from interlingua.config import TimeoutConfig
@@ -175,6 +177,20 @@ async def test_answer_is_read_and_the_connection_reused() -> None:
     assert pool.idle_count(KEY) == 1
 
 
+def _holds_its_parser(resp: object) -> bool:
+    """Whether ``resp`` still refers to an httptools parser (which refers back to it:
+    a reference cycle only the garbage collector would free)."""
+    return any(isinstance(x, httptools.HttpResponseParser) for x in gc.get_referents(resp))
+
+
+async def test_a_whole_answer_leaves_no_reference_cycle() -> None:
+    pool, _net, target = make()
+    resp = await post(pool, target)
+    assert await resp.read() == b'{"a":1}'
+    resp.release()
+    assert not _holds_its_parser(resp)
+
+
 async def test_idle_connections_are_reused_last_in_first_out() -> None:
     pool, net, target = make()
     first, second = await asyncio.gather(post(pool, target), post(pool, target))
@@ -247,6 +263,7 @@ async def test_body_delimited_by_close_ends_at_the_close() -> None:
     assert await drain(resp) == [b"data: 1\n\n"]
     resp.release()
     assert pool.idle_count(KEY) == 0
+    assert not _holds_its_parser(resp)
 
 
 async def test_hang_up_mid_body_yields_what_came_then_fails() -> None:
