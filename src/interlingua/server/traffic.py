@@ -1,7 +1,9 @@
 """The last hour of traffic, minute by minute, and the last failed requests: what the status
 page (server/status_page.py) charts and lists.
 
-:class:`Traffic` is a ``RecordSink``. Each finished request counts in three *series*:
+:class:`Traffic` does the status page's counting (the page is the ``RecordSink``: it
+hands its batches of finished requests to :meth:`Traffic.records`). Each finished request
+counts in three *series*:
 its model's (the name the client asked for), its key's (the key's name; none when no
 named keys are configured) and its deployment's (``upstream/upstream-model``, as
 :class:`~interlingua.routing.Deployment` names it). A series is a ring of
