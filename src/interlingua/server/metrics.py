@@ -64,7 +64,7 @@ from starlette.routing import Route
 from ..limits import Limiter
 from ..upstreams.base import Upstream
 from ..upstreams.limited import LimitedUpstream
-from ..usage.record import Record
+from ..usage.record import Record, nothing_to_catch_up
 from .multiproc import forget_dead_workers, multiprocess_dir
 
 __all__ = [
@@ -220,7 +220,7 @@ class Metrics:
         #: the gauge shows these and what :meth:`request_started` counted
         self.live: Callable[[], int] = _none
         #: hands over the records that wait to be counted (the accounting sets it)
-        self.catch_up: Callable[[], None] = _nothing
+        self.catch_up: Callable[[], None] = nothing_to_catch_up
         self._in_flight_shown = -1
         self._lines = [
             _Line(upstream.limiter, self.queue_depth.labels(name))
@@ -469,10 +469,6 @@ class Metrics:
 
 def _none() -> int:
     return 0
-
-
-def _nothing() -> None:
-    pass
 
 
 def _flush_at_exit(ref: weakref.ref[Metrics]) -> None:

@@ -49,7 +49,7 @@ from starlette.routing import Route
 
 from ..errors import InterlinguaError
 from ..routing import Deployment, Router
-from ..usage.record import Record
+from ..usage.record import Record, nothing_to_catch_up
 from .multiproc import process_alive
 from .traffic import FIELDS, MINUTES, Traffic, merge
 
@@ -89,10 +89,6 @@ class Viewer(Protocol):
     def allows(self, model: str) -> bool: ...
 
 
-def _nothing() -> None:
-    pass
-
-
 def _page() -> bytes:
     return resources.files(__package__).joinpath("static/ui.html").read_bytes()
 
@@ -124,7 +120,7 @@ class StatusPage:
         self._share_due = False
         self._failed_once = False
         #: hands over the records that wait to be counted (the accounting sets it)
-        self.catch_up: Callable[[], None] = _nothing
+        self.catch_up: Callable[[], None] = nothing_to_catch_up
         self._page = _page()
         if self.share_dir is not None:
             self.share()  # (the others count this worker from its start, traffic or not)

@@ -3,10 +3,10 @@
 :meth:`UsageLog.records` (a :class:`~.record.RecordSink`) turns each finished
 :class:`~.record.Record` into a row and appends it to an in-memory queue: no I/O, no
 await, no lock, about 1.5 µs a row. A flush first asks the accounting for the records
-that ended since its last hand-over (``catch_up``). A background task started by :meth:`UsageLog.start`
-writes what waits every ``interval`` seconds (1 s), or as soon as ``batch`` rows (500)
-wait, in ONE transaction per flush, with the driver's ``executemany``
-(:meth:`~.db.Database.execute_rows`). Measured by bench/usage_writes.py at 500 rows a
+that ended since its last hand-over (``catch_up``). A background task started by
+:meth:`UsageLog.start` writes what waits every ``interval`` seconds (1 s), or as soon
+as ``batch`` rows (500) wait, in ONE transaction per flush, with the driver's
+``executemany`` (:meth:`~.db.Database.execute_rows`). Measured by bench/usage_writes.py at 500 rows a
 flush: on SQLite 3-7 µs a row, against 17-30 for multi-row ``INSERT ... VALUES`` or one
 statement per row; on PostgreSQL the least of the gateway's own CPU (2.5-4 µs a row,
 against 5-15 for multi-row VALUES or ``unnest`` arrays, 70+ for one statement per row),
@@ -36,17 +36,13 @@ from typing import Any
 
 from ..config import UsageConfig
 from .db import Database, _safe, connect, default_sqlite_url
-from .record import Record
+from .record import Record, nothing_to_catch_up
 from .rows import Row, is_data_error, row_values
 from .schema import INSERT, migrate
 
 __all__ = ["UsageLog", "default_usage_url", "open_usage_log"]
 
 logger = logging.getLogger("interlingua.usage")
-
-
-def _nothing() -> None:
-    pass
 
 
 def default_usage_url() -> str:
@@ -105,7 +101,7 @@ class UsageLog:
         self._drops_unlogged = 0
         self._next_drop_log = 0.0
         #: hands over the records that wait to be queued (the accounting sets it)
-        self.catch_up: Callable[[], None] = _nothing
+        self.catch_up: Callable[[], None] = nothing_to_catch_up
 
     @property
     def pending(self) -> int:
@@ -121,8 +117,8 @@ class UsageLog:
     def records(self, rows: Sequence[Record]) -> None:
         """Queue ``rows`` for the next flush; never blocks, never raises. Call it from
         the event loop's thread (the queue has no lock: it needs none there)."""
-        room = 0 if self._closed else self.capacity - len(self._queue) - self._in_flight
         queue = self._queue
+        room = 0 if self._closed else max(0, self.capacity - len(queue) - self._in_flight)
         for row in rows[:room] if len(rows) > room else rows:
             try:
                 values = row_values(row)
@@ -131,7 +127,7 @@ class UsageLog:
                 self.rejected += 1
                 continue
             queue.append(values)
-        for _ in range(len(rows) - max(room, 0)):
+        for _ in range(len(rows) - room):
             self._drop()
         if len(queue) >= self.batch:
             self._wake.set()

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Protocol
 import msgspec
 from msgspec import UNSET, UnsetType
 
-__all__ = ["Record", "RecordSink", "body_counts", "usage_counts"]
+__all__ = ["Record", "RecordSink", "body_counts", "nothing_to_catch_up", "usage_counts"]
 
 
 class Record(msgspec.Struct, kw_only=True, gc=False):
@@ -69,6 +69,12 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+def nothing_to_catch_up() -> None:
+    """The ``catch_up`` of a sink that no accounting feeds yet: a sink that shows what it
+    counted calls its ``catch_up`` first, and server/accounting.py sets it to hand over
+    the records that wait."""
 
 
 class RecordSink(Protocol):
