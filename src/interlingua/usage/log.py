@@ -15,7 +15,7 @@ loses the rows of the last interval at most.
 
 The queue is bounded (``capacity``, 10,000 rows: a few MB, text fields are cut at
 ``rows.MAX_TEXT`` characters). When the database is slow or down, rows wait there and
-later ones are dropped once it is full: ``record`` never blocks and memory stays
+later ones are dropped once it is full: ``records`` never blocks and memory stays
 bounded. Drops are counted (:attr:`UsageLog.dropped`) and logged at most once per
 interval. A failed flush keeps its rows at the head of the queue for the next one, and
 is logged once per outage, with a line when the database is back.
