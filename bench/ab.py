@@ -220,6 +220,31 @@ def off_cpu(cpu: int) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
+def compare_trees(
+    tools: dict[str, str],
+    nginx_base: str,
+    tmp: Path,
+    sides: tuple[tuple[str, str], tuple[str, str]],
+    scenarios: list[str],
+    rounds: int,
+    duration: float,
+    cpu: int | None,
+    together: bool,
+) -> Iterator[Comparison]:
+    """Both gateways up (``sides``: the base's and the new one's (src, team)), each
+    scenario compared in turn (:func:`compare`), the gateways stopped at the end."""
+    chosen = [BY_NAME[name] for name in scenarios]
+    servers: dict[str, tuple[str, Process]] = {}
+    try:
+        for name, (src, team) in zip(("base", "new"), sides, strict=True):
+            servers[name] = _start(name, src, nginx_base, tmp, cpu, chosen, team)
+        for scenario in scenarios:
+            yield compare(tools, servers, scenario, rounds, duration, tmp, together)
+    finally:
+        for _, proc in servers.values():
+            proc.stop()
+
+
 def team_together(
     tools: dict[str, str],
     nginx_base: str,
@@ -235,19 +260,12 @@ def team_together(
     cpu = shared_cpu()
     if cpu is None:
         raise ValueError("the together method needs two CPUs: one for both gateways, one for wrk")
-    chosen = [BY_NAME[name] for name in scenarios]
-    servers: dict[str, tuple[str, Process]] = {}
+    sides = ((src, "off"), (src, "on"))
     with off_cpu(cpu):
-        try:
-            for name, team in (("base", "off"), ("new", "on")):
-                servers[name] = _start(name, src, nginx_base, tmp, cpu, chosen, team)
-            return {
-                name: compare(tools, servers, name, rounds, duration, tmp, together=True)
-                for name in scenarios
-            }
-        finally:
-            for _, proc in servers.values():
-                proc.stop()
+        compared = compare_trees(
+            tools, nginx_base, tmp, sides, scenarios, rounds, duration, cpu, together=True
+        )
+        return {result.scenario: result for result in compared}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -277,32 +295,31 @@ def main(argv: list[str] | None = None) -> None:
         "the least noisy ratio on a shared machine (see the module docstring)",
     )
     args = parser.parse_args(argv)
+    # wrk and nginx (started below, our children) stay off the gateways' shared CPU
+    apart: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if args.together:
         cpu = shared_cpu()
         if cpu is None:
             parser.error("--together needs two CPUs: one for both gateways, one for wrk")
         if args.cpu is None:
             args.cpu = cpu
-        # wrk and nginx (started below, our children) stay off the gateways' CPU
-        os.sched_setaffinity(0, [c for c in os.sched_getaffinity(0) if c != args.cpu])
+        apart = off_cpu(args.cpu)
     tools = ensure_tools()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ab-"))
-    with Nginx(tools["nginx"], tmp) as nginx:
-        servers: dict[str, tuple[str, Process]] = {}
-        try:
-            names = args.scenarios.split(",")
-            chosen = [BY_NAME[n] for n in names]
-            sides = (("base", args.base_src, args.base_team), ("new", args.new_src, args.new_team))
-            for name, src, team in sides:
-                servers[name] = _start(name, src, nginx.base, tmp, args.cpu, chosen, team)
-            for scenario_name in names:
-                result = compare(
-                    tools, servers, scenario_name, args.rounds, args.duration, tmp, args.together
-                )
-                print(result.summary())
-        finally:
-            for _, proc in servers.values():
-                proc.stop()
+    sides = ((args.base_src, args.base_team), (args.new_src, args.new_team))
+    with apart, Nginx(tools["nginx"], tmp) as nginx:
+        for result in compare_trees(
+            tools,
+            nginx.base,
+            tmp,
+            sides,
+            args.scenarios.split(","),
+            args.rounds,
+            args.duration,
+            args.cpu,
+            args.together,
+        ):
+            print(result.summary())
 
 
 if __name__ == "__main__":
