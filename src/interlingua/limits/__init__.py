@@ -36,7 +36,7 @@ from .state import (
     MemoryLease,
     MemoryState,
 )
-from .window import WINDOW, Window
+from .window import WINDOW, Entry, Window
 
 __all__ = [
     "MIN_RETRY_AFTER",
@@ -44,6 +44,7 @@ __all__ = [
     "WINDOW",
     "Counters",
     "DayCounter",
+    "Entry",
     "LimitState",
     "Limiter",
     "MemoryCounters",

@@ -81,7 +81,7 @@ class MemoryState:
     (0, 0, 0)
     """
 
-    __slots__ = ("_clock", "_window", "in_flight", "max_concurrency")
+    __slots__ = ("_cap", "_clock", "_window", "in_flight", "max_concurrency")
 
     def __init__(
         self,
@@ -94,6 +94,8 @@ class MemoryState:
         self._window = Window(requests_per_minute, tokens_per_minute)
         self._clock = clock
         self.max_concurrency = max_concurrency
+        # (no count reaches it when unset: one comparison per admission)
+        self._cap = math.inf if max_concurrency is None else max_concurrency
         self.in_flight = 0
 
     async def acquire(self, tokens: int) -> MemoryLease | float:
@@ -108,17 +110,15 @@ class MemoryState:
 
     def admit(self, tokens: int) -> Entry | float:
         """:meth:`try_acquire` for a caller that keeps its own record of the admission
-        (a client key's): the window entry (-1: no window) or the wait, a float; end it
-        with :meth:`end`. No lease object: a key is admitted on every request."""
-        cap = self.max_concurrency
-        if cap is not None and self.in_flight >= cap:
+        (a client key's): the window entry, an int (-1: no window), or the wait, a
+        float; end it with :meth:`end`. No lease object: a key is admitted on every
+        request."""
+        if self.in_flight >= self._cap:
             return UNTIL_RELEASE
         window = self._window
-        entry = -1
-        if window.limited:
-            wait, entry = window.take(self._clock(), tokens)
-            if wait > 0:
-                return wait
+        entry = window.take(self._clock(), tokens) if window.limited else -1
+        if isinstance(entry, float):
+            return entry
         self.in_flight += 1
         return entry
 

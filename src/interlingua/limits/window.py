@@ -28,6 +28,9 @@ Entry = int
 
 # A token count the log can hold (a signed 64-bit slot); an upstream's absurd count is cut.
 _MAX_TOKENS = 2**62
+# The cap of a limit that is not set: no count reaches it (one comparison per admission
+# instead of a None test and a comparison).
+_UNCAPPED = 2**64
 
 
 class Window:
@@ -45,7 +48,9 @@ class Window:
         "_cost",
         "_first",
         "_head",
+        "_rpm",
         "_tokens",
+        "_tpm",
         "limited",
         "requests_per_minute",
         "tokens_per_minute",
@@ -59,6 +64,8 @@ class Window:
         #: False when neither limit is set (then nothing needs recording); an attribute,
         #: not a property: read on every admission
         self.limited = requests_per_minute is not None or tokens_per_minute is not None
+        self._rpm = _UNCAPPED if requests_per_minute is None else requests_per_minute
+        self._tpm = _UNCAPPED if tokens_per_minute is None else tokens_per_minute
         self._at = array("d")  # admission times, oldest first
         self._cost = array("q")  # the tokens each admission counts for
         self._head = 0  # index of the oldest admission still in the window
@@ -106,33 +113,32 @@ class Window:
         self._tokens += tokens
         return entry
 
-    def take(self, now: float, tokens: int) -> tuple[float, Entry]:
-        """:meth:`wait_needed` and :meth:`admit` in one call, for a limited window:
-        ``(0.0, entry)`` when ``tokens`` fit now (admitted), else ``(wait, -1)``.
+    def take(self, now: float, tokens: int) -> Entry | float:
+        """:meth:`wait_needed` and :meth:`admit` in one call, for a limited window: the
+        admission's entry (an int) when ``tokens`` fit now, else the seconds to wait (a
+        float, never 0: nothing was admitted).
 
         One call instead of four per request on the hot path (a key whose limits are
         never reached still logs every admission): the expiry walk only when the oldest
-        admission has left the window, the exact wait only when the request is refused.
+        admission has left the window, the exact wait only when the request is refused,
+        and no tuple to build.
         """
         at, head = self._at, self._head
         if head < len(at) and at[head] <= now - WINDOW:
             self._expire(now)
             head = self._head
         count = len(at) - head
-        rpm, tpm = self.requests_per_minute, self.tokens_per_minute
-        if (rpm is not None and count >= rpm) or (
-            tpm is not None and count and self._tokens + tokens > tpm
-        ):
+        if count >= self._rpm or (count and self._tokens + tokens > self._tpm):
             wait = self.wait_needed(now, tokens)
             if wait > 0:
-                return wait, -1
+                return wait
         if tokens > _MAX_TOKENS:  # (not min(): a builtin call on every admission)
             tokens = _MAX_TOKENS
         entry = self._first + len(at)
         at.append(now)
         self._cost.append(tokens)
         self._tokens += tokens
-        return 0.0, entry
+        return entry
 
     def settle(self, entry: Entry, actual: int) -> None:
         """Let ``entry`` count for ``actual`` tokens from now on (its estimate was wrong);

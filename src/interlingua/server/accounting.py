@@ -45,7 +45,7 @@ from ..errors import ErrorKind, InterlinguaError, error_class_for_status
 from ..upstreams.relay_usage import USAGE_MARK, StreamUsage
 from ..usage.record import Record, RecordSink, body_counts, usage_counts
 from .http import BytesResponse, CountedResponse, StreamResponse
-from .keys import Admission, LocalAdmission
+from .keys import Admission, ClientKey
 
 __all__ = [
     "DRAIN_MAX",
@@ -67,12 +67,16 @@ _UPSTREAM_ERROR = ErrorKind.UPSTREAM_ERROR.value
 
 
 class Tab(msgspec.Struct, gc=False):
-    """One request being answered: its record, and its key's admission once taken.
+    """One request being answered: its record, and its key's admission once taken: an
+    :class:`Admission` (a key whose counts are shared), or the key itself with the
+    request's window ``entry`` (counts in this process: ``ClientKey.admit_now``).
     Untracked by the garbage collector, like the record (usage/record.py): nothing it
     holds refers back to it."""
 
     record: Record
-    admission: Admission | LocalAdmission | None = None
+    admission: Admission | None = None
+    key: ClientKey | None = None
+    entry: int = -1
 
 
 #: seconds at most between a record's end and the sinks' taking it (they may ask sooner:
@@ -121,34 +125,38 @@ class Accounting:
         record = tab.record
         record.status = 499
         record.error = "cancelled"
-        self._finish(record, tab.admission)
+        self._finish(tab)
 
     def close(
         self, tab: Tab, response: BytesResponse | StreamResponse, dialect: Dialect
     ) -> BytesResponse | StreamResponse:
         """Finish the tab's record with ``response`` now (a body) or when it closes (a
         stream); returns the response to send."""
-        record, admission = tab.record, tab.admission
+        record = tab.record
         record.status = response.status
         if isinstance(response, BytesResponse):
             if response.status >= 400:
                 record.error = error_class_for_status(response.status).kind.value
             elif type(response) is not CountedResponse:  # (its usage is in the record)
                 _count_body(record, response.body)
-            self._finish(record, admission)
+            self._finish(tab)
             return response
         assert isinstance(response, StreamResponse)
         record.stream = True
-        meter = Meter(record, dialect, response.on_error, self, admission)
+        meter = Meter(record, dialect, response.on_error, self, tab)
         response.watch = meter.first_byte if response.counted else meter.see
         response.on_error = meter.failed
         response.finished = meter.finished
         return response
 
-    def _finish(self, record: Record, admission: Admission | LocalAdmission | None) -> None:
+    def _finish(self, tab: Tab) -> None:
+        record = tab.record
         record.latency = time.perf_counter() - record.latency
-        if admission is not None:
-            admission.end(record.input_tokens + record.output_tokens)
+        key = tab.key
+        if key is not None:
+            key.end(tab.entry, record.input_tokens + record.output_tokens)
+        elif tab.admission is not None:
+            tab.admission.end(record.input_tokens + record.output_tokens)
         self.in_flight -= 1
         done = self._done
         done.append(record)
@@ -206,12 +214,12 @@ class Meter:
 
     __slots__ = (
         "_accounting",
-        "_admission",
         "_dialect",
         "_head",
         "_on_error",
         "_record",
         "_started",
+        "_tab",
         "_tail",
         "_trim_at",
         "_usage",
@@ -223,17 +231,18 @@ class Meter:
         dialect: Dialect,
         on_error: Callable[[BaseException], bytes] | None = None,
         accounting: Accounting | None = None,
-        admission: Admission | LocalAdmission | None = None,
+        tab: Tab | None = None,
     ) -> None:
         """``on_error``: the response's own (renders an in-band error); ``accounting``
-        finishes the record (with ``admission``) when the response is over."""
+        finishes the record's ``tab`` (and its key's admission) when the response is
+        over."""
         # (not the response: it holds this meter's ``see``, and a cycle between them
         # would keep the reads held here until a full garbage collection)
         self._record = record
         self._dialect = dialect
         self._on_error = on_error
         self._accounting = accounting
-        self._admission = admission
+        self._tab = tab
         self._usage = StreamUsage()
         self._started = record.latency  # (the perf_counter start: see Accounting.open)
         #: the stream's bytes until its first event is whole (None: looked at, or no
@@ -292,9 +301,10 @@ class Meter:
     def finished(self, completed: bool) -> None:
         """The response's ``finished``: :meth:`done`, then the record to the sinks."""
         self.done(completed)
-        if self._accounting is not None:
-            self._accounting._finish(self._record, self._admission)
-            self._accounting = self._admission = None
+        accounting, tab = self._accounting, self._tab
+        if accounting is not None and tab is not None:
+            self._accounting = self._tab = None
+            accounting._finish(tab)
 
     def done(self, completed: bool) -> None:
         """The stream is over (``completed``: ran to its end): the usage of its last

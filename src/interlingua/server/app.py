@@ -204,7 +204,11 @@ class Handlers:
                         key.check_model(model)
                     if key.limited:
                         tokens = _token_estimate(raw, body) if key.counts_tokens else 0
-                        tab.admission = key.admit_now(tokens) or await key.admit(tokens)
+                        entry = key.admit_now(tokens)
+                        if entry is None:  # (shared counts: Redis)
+                            tab.admission = await key.admit(tokens)
+                        else:
+                            tab.key, tab.entry = key, entry
                 if dialect is RESPONSES:
                     response = await respond(
                         self.gateway, self.store, body, headers, receive, key=key

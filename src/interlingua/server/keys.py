@@ -17,7 +17,9 @@ authentication and the model check: ``rpm``/``tpm``/``max_concurrency`` on a
 ``tokens_per_day`` on a day counter. A request over a limit is refused at once with 429
 and Retry-After (a client's own limit is not a line to wait in: the client decides
 whether to wait). The :class:`Admission` it returns is ended with the request's actual
-token count when the answer has ended.
+token count when the answer has ended. A key whose counts all live in this process is
+admitted without a coroutine or an admission object (:meth:`ClientKey.admit_now`, then
+:meth:`ClientKey.end`): most keys, on every request.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from ..limits import (
     UNTIL_RELEASE,
     Counters,
     DayCounter,
+    Entry,
     LimitState,
     MemoryCounters,
     MemoryDayCounter,
     MemoryState,
 )
 
-__all__ = ["Admission", "ClientKey", "KeyRing", "LocalAdmission", "presented_key"]
+__all__ = ["Admission", "ClientKey", "KeyRing", "presented_key"]
 
 #: the Retry-After of a key refused for its concurrency (no release time is known)
 CONCURRENCY_RETRY_AFTER = 1.0
@@ -80,30 +83,6 @@ class Admission:
             self._day = None
 
 
-class LocalAdmission:
-    """An :class:`Admission` under limits counted in this process: the window entry
-    itself, no lease object, ended in one call (:meth:`MemoryState.end`). Every request
-    of a key with limits takes one: each object and call less counts."""
-
-    __slots__ = ("_day", "_entry", "_state")
-
-    def __init__(self, state: MemoryState | None, entry: int, day: MemoryDayCounter | None) -> None:
-        self._state = state
-        self._entry = entry
-        self._day = day
-
-    def end(self, tokens: int) -> None:
-        """The answer has ended having cost ``tokens`` (0: unknown; the estimate stays)."""
-        state = self._state
-        if state is not None:
-            self._state = None
-            state.end(self._entry, tokens)
-        day = self._day
-        if day is not None and tokens > 0:
-            self._day = None
-            day.add(tokens)
-
-
 class ClientKey:
     """One configured key: its name (None for a plain ``server.api_keys`` key), the
     models it may use and its limits."""
@@ -111,6 +90,8 @@ class ClientKey:
     __slots__ = (
         "_day",
         "_local",
+        "_local_day",
+        "_local_state",
         "_state",
         "counts_tokens",
         "digest",
@@ -151,6 +132,9 @@ class ClientKey:
         self._local = (self._state is None or type(self._state) is MemoryState) and (
             self._day is None or type(self._day) is MemoryDayCounter
         )
+        # (the same counters, typed as what admit_now and end call when _local)
+        self._local_state = self._state if type(self._state) is MemoryState else None
+        self._local_day = self._day if type(self._day) is MemoryDayCounter else None
 
     def allows(self, model: str) -> bool:
         """Whether this key may use ``model`` (every model when no globs are set)."""
@@ -166,12 +150,10 @@ class ClientKey:
                 param="model",
             )
 
-    async def admit(self, tokens: int) -> Admission | LocalAdmission:
+    async def admit(self, tokens: int) -> Admission:
         """Take a place under this key's limits for a request of about ``tokens``, or
-        raise RateLimitError (429, with Retry-After) when one is reached."""
-        admission = self.admit_now(tokens)
-        if admission is not None:
-            return admission
+        raise RateLimitError (429, with Retry-After) when one is reached. (Any key's
+        way; :meth:`admit_now` is the faster one of a key counted in this process.)"""
         if self._day is not None:
             wait = await self._day.check()
             if wait > 0:
@@ -181,25 +163,36 @@ class ClientKey:
             lease = self._leased(await self._state.acquire(tokens))
         return Admission(self._state, lease, self._day)
 
-    def admit_now(self, tokens: int) -> LocalAdmission | None:
-        """:meth:`admit` without a coroutine when this key's counts live in this process
-        (None when they are shared: await :meth:`admit`). Most keys' path: two coroutine
-        layers less per request."""
+    def admit_now(self, tokens: int) -> Entry | None:
+        """:meth:`admit` without a coroutine or an admission object when this key's
+        counts live in this process: the request's window entry (an int, -1 without a
+        window), to give to :meth:`end` with the actual tokens once the answer has ended;
+        None when the counts are shared (await :meth:`admit`). Raises RateLimitError
+        as :meth:`admit` does."""
         if not self._local:
             return None
-        state, day = self._state, self._day
+        day = self._local_day
         if day is not None:
-            assert type(day) is MemoryDayCounter
             wait = day.check_now()
             if wait > 0:
                 raise self._refused("tokens_per_day", wait)
+        state = self._local_state
         if state is None:
-            return LocalAdmission(None, -1, day)
-        assert type(state) is MemoryState
+            return -1
         got = state.admit(tokens)
         if isinstance(got, float):
             raise self._refused_after(got)
-        return LocalAdmission(state, got, day)
+        return got
+
+    def end(self, entry: Entry, tokens: int) -> None:
+        """The answer of a request :meth:`admit_now` admitted (``entry``) has ended
+        having cost ``tokens`` (0: unknown; the estimate stays)."""
+        state = self._local_state
+        if state is not None:
+            state.end(entry, tokens)
+        day = self._local_day
+        if day is not None and tokens > 0:
+            day.add(tokens)
 
     def _leased(self, got: object) -> object:
         """The lease of an acquire's answer, or its wait refused."""
