@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import astuple, fields
 
 import interlingua
 from interlingua.config import UsageConfig
@@ -29,7 +30,8 @@ from interlingua.usage import (
     open_usage_log,
 )
 from interlingua.usage.db import _chunk_sizes
-from interlingua.usage.rows import MAX_TEXT, _mended, row_values
+from interlingua.usage.record import Record
+from interlingua.usage.rows import MAX_TEXT, mended, rows_of
 from interlingua.usage.schema import COLUMNS, TABLE, VERSION_TABLE
 
 from .helpers import fresh_database, make_record, wait_until
@@ -145,33 +147,67 @@ async def test_values_no_database_takes_are_mended(url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "engine_refuses",
+    [
+        {"request_id": "req_\ud800"},  # (no UTF-8: neither driver binds it)
+        {"model": "a\x00b"},  # (PostgreSQL text holds no NUL; SQLite keeps it)
+    ],
+)
+async def test_text_a_database_refuses_is_mended_at_the_flush(
+    url: str, engine_refuses: dict[str, str]
+) -> None:
+    # The check on the way in leaves these to the database (usage/rows.py): a flush it
+    # refuses is mended and written again, the rows beside the odd one with it.
+    log = UsageLog(connect(url), interval=3600)
+    await log.start()
+    log.records([make_record(1), make_record(2, **engine_refuses), make_record(3)])
+    await log.aclose()
+    assert log.written == 3 and log.rejected == 0 and log.failures == 0
+    rows = [dict(zip(["id", *COLUMNS], row, strict=True)) for row in await _rows(url)]
+    assert [row["request_id"] for row in rows] == [
+        "req_1",
+        "req_?" if "request_id" in engine_refuses else "req_2",
+        "req_3",
+    ]
+    if "model" in engine_refuses:
+        assert rows[1]["model"] in ("a\x00b", "a\ufffdb")  # (kept by SQLite only)
+        assert url.startswith("sqlite") or rows[1]["model"] == "a\ufffdb"
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         {},
         {"key": None, "upstream": None, "upstream_model": None, "error": "timeout"},
-        {"model": "m" * 300},  # (each text short, all of them long: the mending path)
+        {"model": "m" * 300},
         {"model": "modèle"},
         {"model": 7, "status": True},
         {"input_tokens": -1},
         {"output_tokens": 2**64},
         {"ttft": math.inf},
+        {"latency": math.nan},
         {"latency": 1},  # (an int: a real column still gets a float)
         {"stream": 1},
         {"status": 2**40},
     ],
 )
-def test_row_values_as_the_value_by_value_mending(fields: dict[str, object]) -> None:
-    # row_values checks a row at once and mends it value by value only when the check
-    # fails: both ways must give the same row, and the same types.
-    row = make_record(5, **fields)
-    got, mended = row_values(row), _mended(row)
-    assert got == mended
-    assert [type(v) for v in got] == [type(v) for v in mended]
+def test_the_batch_check_agrees_with_the_mending(fields: dict[str, object]) -> None:
+    # rows_of checks a batch in one pass and mends it value by value only when the
+    # check refuses it: both ways must give the same rows, and the same types, for a
+    # batch the check passes, refuses, or refuses for one row only.
+    odd, plain = make_record(5, **fields), make_record(6)
+    for batch in ([odd], [plain, odd]):
+        got = rows_of(batch)
+        want = [mended(astuple(record)) for record in batch]
+        assert got == want
+        assert [[type(v) for v in row] for row in got] == [[type(v) for v in row] for row in want]
 
 
-def test_row_values_follow_the_insert_columns() -> None:
-    values = row_values(make_record(4))
-    assert len(values) == len(COLUMNS)
+def test_a_records_fields_are_the_insert_columns() -> None:
+    # astuple(record) is the row: the Record's fields in the columns' order
+    names = {"key": "key_name", "error": "error_kind"}
+    assert tuple(names.get(field.name, field.name) for field in fields(Record)) == COLUMNS
+    (values,) = rows_of([make_record(4)])
     assert dict(zip(COLUMNS, values, strict=True))["request_id"] == "req_4"
 
 

@@ -1,109 +1,43 @@
-"""A :class:`~.record.Record` as the row the usage log writes, every value made one its
+""":class:`~.record.Record` s as the rows the usage log writes, every value made one its
 column accepts; and which database errors are about the values written.
 
-A row that no database would take (a NUL in a model name for PostgreSQL, a lone
-surrogate, a count past 64 bits, a NaN duration) would fail its flush, and every flush
-after it; so each value is mended here, on the way in, at the cost of a few type checks.
+A row that no database would take (a count past 64 bits, a NaN duration, a number where
+text goes) would fail its flush, and every flush after it; so the rows are checked on
+the way in and a value out of its column's type or range is mended. The check is one C
+pass over a batch (:func:`rows_of`: ``msgspec.convert`` against each column's type,
+with its bounds); only a batch it refuses is mended, value by value (:func:`mended`).
 Text is cut at :data:`MAX_TEXT` characters: the model name is whatever the client sent,
 and the queue's memory bound counts rows.
+
+Two faults of text only a database finds cheaply: a NUL (PostgreSQL text cannot hold
+one; SQLite can) and a lone surrogate (no UTF-8: neither driver binds it). Looking for
+them in every row cost more than the rest of the check, and neither comes from the
+gateway's own values, so the writer mends a flush the database refused for its values
+(:func:`is_data_error`) and writes it again (usage/log.py).
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+import msgspec
+from msgspec.structs import astuple
 
 from .record import Record
+from .schema import COLUMNS
 
-__all__ = ["MAX_TEXT", "Row", "is_data_error", "row_values"]
+__all__ = ["MAX_TEXT", "Row", "is_data_error", "mended", "rows_of"]
 
 #: characters kept of a text field
 MAX_TEXT = 256
 _MAX_BIGINT = 2**63 - 1
 _MAX_INTEGER = 2**31 - 1
+_MAX_REAL = 1.7976931348623157e308  # (the largest finite double: the bounds refuse inf, NaN)
 
 Row = tuple[Any, ...]
-
-
-def row_values(row: Record) -> Row:
-    """The row of :data:`~.schema.INSERT` for ``row``, with every value of the type its
-    column takes: a value no database would accept could otherwise fail every flush."""
-    values = (
-        row.at,
-        row.request_id,
-        row.key,
-        row.dialect,
-        row.model,
-        row.upstream,
-        row.upstream_model,
-        row.status,
-        row.error,
-        row.input_tokens,
-        row.output_tokens,
-        row.cached_tokens,
-        row.reasoning_tokens,
-        row.latency,
-        row.ttft,
-        row.stream,
-    )
-    # Nearly every row is fine as it is: checked at once (one string of the texts, one
-    # sum of the counts, of the times) rather than value by value (~4x the cost).
-    try:
-        texts = "".join(
-            (
-                row.request_id,
-                row.key or "",
-                row.dialect,
-                row.model,
-                row.upstream or "",
-                row.upstream_model or "",
-                row.error or "",
-            )
-        )
-        counts = (row.input_tokens, row.output_tokens, row.cached_tokens, row.reasoning_tokens)
-        plain = (
-            len(texts) <= MAX_TEXT
-            and texts.isascii()
-            and "\x00" not in texts
-            and type(row.status) is int
-            and 0 <= row.status <= _MAX_INTEGER
-            and type(counts[0]) is int
-            and type(counts[1]) is int
-            and type(counts[2]) is int
-            and type(counts[3]) is int
-            and min(counts) >= 0
-            and max(counts) <= _MAX_BIGINT
-            and type(row.at) is float
-            and type(row.latency) is float
-            and (row.ttft is None or type(row.ttft) is float)
-            and math.isfinite(row.at + row.latency + (row.ttft or 0.0))
-            and type(row.stream) is bool
-        )
-    except TypeError:  # (a text that is not a str: mended below)
-        plain = False
-    return values if plain else _mended(row)
-
-
-def _mended(row: Record) -> Row:
-    return (
-        _real(row.at),
-        _text(row.request_id),
-        _optional_text(row.key),
-        _text(row.dialect),
-        _text(row.model),
-        _optional_text(row.upstream),
-        _optional_text(row.upstream_model),
-        _count(row.status, _MAX_INTEGER),
-        _optional_text(row.error),
-        _count(row.input_tokens),
-        _count(row.output_tokens),
-        _count(row.cached_tokens),
-        _count(row.reasoning_tokens),
-        _real(row.latency),
-        None if row.ttft is None else _real(row.ttft),
-        bool(row.stream),
-    )
 
 
 def _text(value: object) -> str:
@@ -126,10 +60,69 @@ def _count(value: Any, limit: int = _MAX_BIGINT) -> int:
     return number if 0 <= number <= limit else min(max(number, 0), limit)
 
 
+def _status(value: Any) -> int:
+    return _count(value, _MAX_INTEGER)
+
+
 def _real(value: Any) -> float:
     number = float(value)
     # SQLite stores NaN as NULL (refused by NOT NULL); neither is a duration or a time
     return number if math.isfinite(number) else 0.0
+
+
+def _optional_real(value: Any) -> float | None:
+    return None if value is None else _real(value)
+
+
+_Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
+_Count = Annotated[int, msgspec.Meta(ge=0, le=_MAX_BIGINT)]
+_Real = Annotated[float, msgspec.Meta(ge=-_MAX_REAL, le=_MAX_REAL)]
+_Status = Annotated[int, msgspec.Meta(ge=0, le=_MAX_INTEGER)]
+
+#: each column's type (what the check accepts) and its mending (a value of that type
+#: from anything close enough; raises for what is not), in :data:`~.schema.COLUMNS` order
+_COLUMN_TYPES: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+    "at": (_Real, _real),
+    "request_id": (_Text, _text),
+    "key_name": (_Text | None, _optional_text),
+    "dialect": (_Text, _text),
+    "model": (_Text, _text),
+    "upstream": (_Text | None, _optional_text),
+    "upstream_model": (_Text | None, _optional_text),
+    "status": (_Status, _status),
+    "error_kind": (_Text | None, _optional_text),
+    "input_tokens": (_Count, _count),
+    "output_tokens": (_Count, _count),
+    "cached_tokens": (_Count, _count),
+    "reasoning_tokens": (_Count, _count),
+    "latency": (_Real, _real),
+    "ttft": (_Real | None, _optional_real),
+    "stream": (bool, bool),
+}
+assert tuple(_COLUMN_TYPES) == COLUMNS, "usage/rows.py: a column without its type"
+_ROWS: Any = list[tuple[tuple(kind for kind, _ in _COLUMN_TYPES.values())]]  # type: ignore[misc]
+_MENDERS = tuple(mend for _, mend in _COLUMN_TYPES.values())
+
+
+def rows_of(records: Sequence[Record]) -> list[Row]:
+    """The rows of :data:`~.schema.INSERT` for ``records`` (a Record's fields are in the
+    columns' order), checked in one pass; each value of a batch the check refuses is
+    mended (:func:`mended`). Raises what a value that cannot be mended raises (a
+    ValueError or TypeError: a bug upstream of the log); nothing is then taken."""
+    rows = list(map(astuple, records))
+    try:
+        checked: list[Row] = msgspec.convert(rows, _ROWS)
+    except msgspec.ValidationError:
+        return [mended(row) for row in rows]
+    return checked
+
+
+def mended(row: Row) -> Row:
+    """``row`` (of :data:`~.schema.COLUMNS`) with every value of its column's type and
+    range: text cut at :data:`MAX_TEXT` without NUL or lone surrogates, counts within
+    0..2**63-1, times finite. Raises ValueError or TypeError for a value that is no
+    such thing at all (a count of ``"abc"``)."""
+    return tuple(mend(value) for mend, value in zip(_MENDERS, row, strict=True))
 
 
 def is_data_error(exc: BaseException) -> bool:
@@ -139,7 +132,8 @@ def is_data_error(exc: BaseException) -> bool:
         sqlite3.IntegrityError,
         sqlite3.DataError,
         sqlite3.InterfaceError,  # (a value sqlite3 cannot bind)
-        ValueError,  # (asyncpg's client-side DataError is one)
+        ValueError,  # (asyncpg's client-side DataError is one; a lone surrogate's
+        # UnicodeEncodeError too)
         TypeError,
         OverflowError,
         *_asyncpg_data_errors(),
