@@ -139,25 +139,43 @@ UPSTREAMS = {
 TEAM_KEY_ENV = "BENCH_TEAM_KEY"
 
 
-#: the ``team`` variants (:func:`team_sections`): all on, all off, and one feature alone
-TEAMS = ("off", "on", "keys", "usage", "metrics")
+#: the ``team`` variants (:func:`team_sections`): all on, all off, one feature alone, and
+#: all on but one (what each feature costs beside the others: compare with ``on``)
+TEAMS = (
+    "off",
+    "on",
+    "keys",
+    "usage",
+    "metrics",
+    "on-no-limits",
+    "on-no-usage",
+    "on-no-metrics",
+)
 
 
 def team_sections(team: str, tmp: Path) -> dict[str, Any]:
     """The operational sections (issue 12) of a ``team`` variant: ``off`` (no usage log,
     no metrics, the plain shared key), ``on`` (a named key with limits that a bench never
-    reaches, the usage log in SQLite under ``tmp``, metrics), or one of those alone
-    (``keys``, ``usage``, ``metrics``: what each costs)."""
+    reaches, the usage log in SQLite under ``tmp``, metrics), one of those alone
+    (``keys``, ``usage``, ``metrics``), or ``on`` less one (``on-no-limits``: the named
+    key without limits; ``on-no-usage``; ``on-no-metrics``)."""
     if team not in TEAMS:
         raise ValueError(f"unknown team variant {team!r} (known: {', '.join(TEAMS)})")
     limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
-    keys = [{"name": "bench", "key_env": TEAM_KEY_ENV, "limits": limits}]
+    key: dict[str, Any] = {"name": "bench", "key_env": TEAM_KEY_ENV}
+    if team != "on-no-limits":
+        key["limits"] = limits
     usage = {"url": f"sqlite:///{tmp / 'usage.db'}"}
-    on = team in ("on", "keys", "usage", "metrics")
+    has = {
+        "keys": team in ("keys", "on") or team.startswith("on-"),
+        "usage": team in ("usage", "on") or (team.startswith("on-") and team != "on-no-usage"),
+        "metrics": team in ("metrics", "on")
+        or (team.startswith("on-") and team != "on-no-metrics"),
+    }
     return {
-        **({"keys": keys} if team in ("on", "keys") else {}),
-        "usage": usage if team in ("on", "usage") else False,
-        "metrics": on and team in ("on", "metrics"),
+        **({"keys": [key]} if has["keys"] else {}),
+        "usage": usage if has["usage"] else False,
+        "metrics": has["metrics"],
     }
 
 

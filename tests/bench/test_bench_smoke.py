@@ -169,6 +169,21 @@ def test_gateway_config_is_valid_and_routes_every_scenario() -> None:
     assert config.upstreams["anthropic_stream"].kind == "anthropic"
 
 
+@pytest.mark.parametrize("team", scenarios.TEAMS)
+def test_every_team_variant_is_a_valid_config(team: str, tmp_path: Path) -> None:
+    sections = scenarios.team_sections(team, tmp_path)
+    config = parse_config(scenarios.gateway_config("http://127.0.0.1:9", 8000, None, sections))
+    assert config.metrics is sections["metrics"]
+
+
+def test_on_less_one_is_on_without_that_feature(tmp_path: Path) -> None:
+    on = scenarios.team_sections("on", tmp_path)
+    assert scenarios.team_sections("on-no-usage", tmp_path) == {**on, "usage": False}
+    assert scenarios.team_sections("on-no-metrics", tmp_path) == {**on, "metrics": False}
+    (key,) = scenarios.team_sections("on-no-limits", tmp_path)["keys"]
+    assert key == {k: v for k, v in on["keys"][0].items() if k != "limits"}
+
+
 def test_litellm_config_mirrors_the_gateway_routes() -> None:
     config = peers.litellm_config("http://127.0.0.1:9")
     entries = {e["model_name"]: e["litellm_params"] for e in config["model_list"]}
