@@ -42,6 +42,9 @@ def test_take_is_wait_needed_then_admit(seed: int, rpm: int | None, tpm: int | N
 
 def test_an_estimate_over_the_whole_limit_passes_an_empty_window() -> None:
     window = Window(None, 100)
-    assert window.take(0.0, 500) == 0  # (the first entry)
-    assert window.take(1.0, 1) == pytest.approx(59.0)  # (a wait)
-    assert window.take(61.0, 500) == 1
+    first = window.take(0.0, 500)
+    assert first == 0 and type(first) is int  # (the first entry)
+    wait = window.take(1.0, 1)
+    assert wait == pytest.approx(59.0) and type(wait) is float
+    second = window.take(61.0, 500)
+    assert second == 1 and type(second) is int

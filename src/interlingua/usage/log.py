@@ -251,7 +251,7 @@ class UsageLog:
         be."""
         try:
             return mended(row)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, ArithmeticError) as exc:
             self.rejected += 1
             logger.error("usage log: a row could not be mended (%s); dropped: %r", exc, row)
             return None

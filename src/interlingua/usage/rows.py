@@ -100,6 +100,11 @@ _COLUMN_TYPES: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "stream": (bool, bool),
 }
 assert tuple(_COLUMN_TYPES) == COLUMNS, "usage/rows.py: a column without its type"
+# astuple(record) is the row: a Record field out of the columns' order would shift values
+assert (
+    tuple({"key": "key_name", "error": "error_kind"}.get(f, f) for f in Record.__struct_fields__)
+    == COLUMNS
+), "usage/record.py: Record's fields must follow the usage table's columns"
 #: a row as the check sees it (a Struct, not a ``tuple[...]`` alias: msgspec keeps a
 #: Struct's type analysis, where it would redo an alias's at every call, ~40 µs)
 _Row = msgspec.defstruct(
@@ -112,8 +117,8 @@ _MENDERS = tuple(mend for _, mend in _COLUMN_TYPES.values())
 def rows_of(records: Sequence[Record]) -> list[Row]:
     """The rows of :data:`~.schema.INSERT` for ``records`` (a Record's fields are in the
     columns' order), checked in one pass; each value of a batch the check refuses is
-    mended (:func:`mended`). Raises what a value that cannot be mended raises (a
-    ValueError or TypeError: a bug upstream of the log); nothing is then taken."""
+    mended (:func:`mended`). Raises what a value that cannot be mended raises (a bug
+    upstream of the log); nothing is then taken."""
     rows = list(map(astuple, records))
     try:
         checked = msgspec.convert(rows, _ROWS)
@@ -125,8 +130,8 @@ def rows_of(records: Sequence[Record]) -> list[Row]:
 def mended(row: Row) -> Row:
     """``row`` (of :data:`~.schema.COLUMNS`) with every value of its column's type and
     range: text cut at :data:`MAX_TEXT` without NUL or lone surrogates, counts within
-    0..2**63-1, times finite. Raises ValueError or TypeError for a value that is no
-    such thing at all (a count of ``"abc"``)."""
+    0..2**63-1, times finite. Raises ValueError, TypeError or OverflowError for a value
+    that is no such thing at all (a count of ``"abc"``, a time of ``10**400``)."""
     return tuple(mend(value) for mend, value in zip(_MENDERS, row, strict=True))
 
 
