@@ -223,28 +223,28 @@ class UsageLog:
     async def _write(self, rows: list[Row]) -> None:
         """Write ``rows``. When it raises, ``rows`` holds those not written."""
         await self._migrate()
-        try:
-            await self.db.execute_rows(INSERT, rows)
-        except Exception as exc:
-            if not is_data_error(exc):
-                raise
-        else:
-            self.written += len(rows)
-            rows.clear()
+        if await self._written(rows):
             return
         # Refused for its values (a NUL or a lone surrogate in some text: usage/rows.py
         # leaves those to the database): mend every row and write them again, then
         # each alone (the database may refuse a row for its own reasons: a trigger).
         rows[:] = [row for row in map(self._mended, rows) if row is not None]
+        if not await self._written(rows):
+            await self._write_one_by_one(rows)
+
+    async def _written(self, rows: list[Row]) -> bool:
+        """Write ``rows`` in one transaction (then empty the list): False when the
+        database refused them for their values (nothing was written); raises any other
+        failure."""
         try:
             await self.db.execute_rows(INSERT, rows)
         except Exception as exc:
             if not is_data_error(exc):
                 raise
-            await self._write_one_by_one(rows)
-        else:
-            self.written += len(rows)
-            rows.clear()
+            return False
+        self.written += len(rows)
+        rows.clear()
+        return True
 
     def _mended(self, row: Row) -> Row | None:
         """``row`` mended (usage/rows.py), or None (counted as rejected) when it cannot
