@@ -173,13 +173,13 @@ class Traffic:
                 combo = combos.get((row.model, row.key, row.upstream, row.upstream_model))
                 if combo is None:
                     combo = self._combo(row)
-                    if combo is None:
-                        self._add_alone(minute, row, failed)
-                        if failed:
-                            self._failed(row)
-                        continue
-                upstream_failed = failed and combo.deployment is not None and upstream_failure(row)
-                combo.ring.add(minute, row, failed, upstream_failed)
+                if combo is not None:
+                    upstream_failed = (
+                        failed and combo.deployment is not None and upstream_failure(row)
+                    )
+                    combo.ring.add(minute, row, failed, upstream_failed)
+                else:
+                    self._add_alone(minute, row, failed)
                 if failed:
                     self._failed(row)
             except Exception:
