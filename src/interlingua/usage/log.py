@@ -1,17 +1,16 @@
 """The usage log's writer: one row per request, written in batches off the request path.
 
 :meth:`UsageLog.records` (a :class:`~.record.RecordSink`) turns the finished
-:class:`~.record.Record` s into rows (usage/rows.py: one C pass over the batch) and
-appends them to an in-memory queue: no I/O, no await, no lock, about 0.4 µs a row. A flush first asks the accounting for the records
-that ended since its last hand-over (``catch_up``). A background task started by
-:meth:`UsageLog.start` writes what waits every ``interval`` seconds (1 s), or as soon as
-``batch`` rows (500) wait, in ONE transaction per flush, with the driver's
-``executemany`` (:meth:`~.db.Database.execute_rows`). Measured by bench/usage_writes.py
-at 500 rows a flush: on SQLite 3-7 µs a row, against 17-30 for multi-row ``INSERT ...
-VALUES`` or one statement per row; on PostgreSQL the least of the gateway's own CPU
-(2.5-4 µs a row, against 5-15 for multi-row VALUES or ``unnest`` arrays, 70+ for one
-statement per row), its wall time level with the best of them. A process that crashes
-loses the rows of the last interval at most.
+:class:`~.record.Record` s into rows (usage/rows.py: one C pass over the batch, about
+0.5 µs a row) and appends them to an in-memory queue: no I/O, no await, no lock. A flush
+first asks the accounting for the records that ended since its last hand-over
+(``catch_up``). A background task started by :meth:`UsageLog.start` writes what waits
+every ``interval`` seconds (1 s), or as soon as ``batch`` rows (500) wait, in ONE
+transaction per flush (:meth:`~.db.Database.execute_rows`: SQLite a few multi-row
+``INSERT`` s of power-of-two sizes, 4-5 µs a row; PostgreSQL asyncpg's pipelined
+``executemany``, 2.5-4 µs a row of the gateway's own CPU, its wall time level with the
+best of multi-row VALUES and ``unnest`` arrays: bench/usage_writes.py). A process that
+crashes loses the rows of the last interval at most.
 
 The queue is bounded (``capacity``, 10,000 rows: a few MB, text fields are cut at
 ``rows.MAX_TEXT`` characters). When the database is slow or down, rows wait there and
