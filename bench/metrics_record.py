@@ -7,7 +7,7 @@ microseconds it takes in single-process mode and in prometheus-client's multipro
 child process, since the mode is chosen when prometheus-client is first imported), and
 what ``StatusPage.record`` adds; and, apart, what a flush of the counts into
 prometheus-client costs (at each scrape; in multiprocess mode also once a second while
-traffic comes: server/metrics.py). Rows cycle through a few models, keys and statuses, as
+traffic comes: server/views/metrics.py). Rows cycle through a few models, keys and statuses, as
 traffic does, so label lookups are not all one dict hit.
 """
 
@@ -24,9 +24,9 @@ import orjson
 
 from interlingua.config import fake_config
 from interlingua.routing import Router
-from interlingua.server.metrics import Metrics
-from interlingua.server.multiproc import MULTIPROC_ENV, multiprocess_dir
-from interlingua.server.status_page import StatusPage
+from interlingua.server.views.metrics import Metrics
+from interlingua.server.views.multiproc import MULTIPROC_ENV, multiprocess_dir
+from interlingua.server.views.status_page import StatusPage
 from interlingua.upstreams.fake import FakeUpstream
 from interlingua.usage.record import Record
 

@@ -73,11 +73,11 @@ def _serve(args: argparse.Namespace) -> int:
     # from inside the server's startup.
     build_upstreams(config, None)
 
-    from .server.factory import configure_logging
-    from .server.serve import run
+    from .server.process.factory import configure_logging
+    from .server.process.serve import run
 
     configure_logging(args.log_level)
-    # uvicorn with the connection guard and graceful drain (server/serve.py); with
+    # uvicorn with the connection guard and graceful drain (server/process/serve.py); with
     # --workers each worker process builds its own app, guard and drain.
     return run(config, workers=args.workers, log_level=args.log_level)
 

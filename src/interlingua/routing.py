@@ -243,7 +243,7 @@ class Router:
         self.strategy = config.routing.strategy
         self.cooldowns: CooldownBook = Cooldowns(config.routing.cooldown, clock)
         #: told of every attempt's end, as (upstream name, "ok" or the error kind): the
-        #: metrics' attempt counters (server/metrics.py); None: nobody listens
+        #: metrics' attempt counters (server/views/metrics.py); None: nobody listens
         self.observe: Callable[[str, str], None] | None = None
         self._rng = rng or random.Random()
         self._retries = {name: cfg.retries for name, cfg in config.upstreams.items()}

@@ -12,12 +12,12 @@ import pytest
 
 from interlingua.dialects import get_dialect
 from interlingua.server.accounting import DRAIN_MAX, DRAIN_SECONDS, Accounting
-from interlingua.server.http import BytesResponse
-from interlingua.server.metrics import Metrics
+from interlingua.server.asgi_io import BytesResponse
+from interlingua.server.views.metrics import Metrics
 from interlingua.usage import UsageLog, connect
 from interlingua.usage.record import Record
 
-from .test_metrics import samples, value
+from .views.test_metrics import samples, value
 
 OPENAI = get_dialect("openai")
 ANSWER = b'{"id":"x","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}'

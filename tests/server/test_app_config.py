@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from interlingua.config import ConfigError, parse_config
-from interlingua.server import create_app, factory
+from interlingua.server import create_app
+from interlingua.server.process import factory
 
 # config.py accepts it (kind-specific keys are the kind's to check); kind fake does not.
 BAD = parse_config(

@@ -14,9 +14,9 @@ from interlingua.dialects import get_dialect
 from interlingua.errors import InterlinguaError, RateLimitError, UpstreamError
 from interlingua.routing import Router
 from interlingua.server import gateway as gateway_module
+from interlingua.server.asgi_io import BytesResponse, StreamResponse
 from interlingua.server.attempts import _retry_wait
 from interlingua.server.gateway import Gateway
-from interlingua.server.http import BytesResponse, StreamResponse
 from interlingua.upstreams.fake import FakeUpstream
 
 CHAT = get_dialect("openai")

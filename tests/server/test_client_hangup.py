@@ -2,7 +2,7 @@
 
 uvicorn lets a handler run on after its client left; for a non-streaming request the
 gateway would then keep the upstream generating to the end for nobody. The guarded
-connection (server/guard.py) cancels the request's task instead, which closes the
+connection (server/process/guard.py) cancels the request's task instead, which closes the
 upstream connection. Run against a real ``serve`` process, where that protocol is used.
 """
 

@@ -12,7 +12,7 @@ from interlingua.config import KeyLimits
 from interlingua.dialects import get_dialect
 from interlingua.errors import RateLimitError
 from interlingua.server.accounting import Accounting, Tab
-from interlingua.server.http import BytesResponse, StreamResponse
+from interlingua.server.asgi_io import BytesResponse, StreamResponse
 from interlingua.server.keys import ClientKey
 
 OPENAI = get_dialect("openai")

@@ -23,8 +23,6 @@ from interlingua.server import create_app
 from interlingua.usage.record import Record
 
 from ..live_server import live_server
-from .mock_responses import USAGE as RESPONSES_USAGE
-from .mock_responses import mock_responses
 from .mock_upstream import USAGE as CHAT_USAGE
 from .mock_upstream import (
     MockOpenAI,
@@ -35,6 +33,8 @@ from .mock_upstream import (
     status,
     stream_events,
 )
+from .responses.mock_responses import USAGE as RESPONSES_USAGE
+from .responses.mock_responses import mock_responses
 from .test_keys import Rows
 from .test_shaping import anthropic_answer
 

@@ -36,8 +36,8 @@ from interlingua.dialects import get_dialect
 from interlingua.errors import AuthenticationError, RateLimitError
 from interlingua.routing import Router
 from interlingua.server import create_app
+from interlingua.server.asgi_io import StreamResponse
 from interlingua.server.gateway import Gateway
-from interlingua.server.http import StreamResponse
 from interlingua.upstreams import build_upstreams
 
 from ..stub_upstream import Stub

@@ -31,8 +31,8 @@ from interlingua.server.gateway import Gateway
 from interlingua.upstreams import build_upstreams
 
 from ..live_server import live_server
-from .mock_responses import mock_responses
 from .mock_upstream import Behaviour, MockOpenAI, mock_openai, ok
+from .responses.mock_responses import mock_responses
 
 SHAPED = {
     "params": {

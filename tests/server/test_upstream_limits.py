@@ -27,7 +27,7 @@ from interlingua.upstreams.fake import FakeUpstream
 from interlingua.upstreams.limited import LimitedUpstream
 
 from ..live_server import live_server
-from .socket_helpers import guarded_gateway
+from .responses.socket_helpers import guarded_gateway
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 

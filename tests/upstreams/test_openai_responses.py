@@ -1,5 +1,5 @@
 """Kind ``responses`` without sockets: stop sequences cut by :class:`StopCut`, the body a
-translated request renders (the end-to-end SDK tests are tests/server/test_responses_upstream.py)."""
+translated request renders (the end-to-end SDK tests are tests/server/responses/test_upstream.py)."""
 
 from __future__ import annotations
 

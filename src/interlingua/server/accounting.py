@@ -44,7 +44,7 @@ from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
 from ..upstreams.relay_usage import USAGE_MARK, StreamUsage
 from ..usage.record import Record, RecordSink, body_counts, usage_counts
-from .http import BytesResponse, CountedResponse, StreamResponse
+from .asgi_io import BytesResponse, CountedResponse, StreamResponse
 from .keys import Admission, ClientKey
 
 __all__ = [
@@ -196,7 +196,7 @@ class Accounting:
 class Meter:
     """Watches a stream's bytes for the request's record: first byte, usage, errors.
 
-    :meth:`see` is the response's ``watch`` hook (server/http.py): a plain call per chunk
+    :meth:`see` is the response's ``watch`` hook (server/asgi_io.py): a plain call per chunk
     rather than one more async generator around the chunks, which cost every read of a
     relayed stream a layer of coroutine calls.
 

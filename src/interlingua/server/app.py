@@ -8,12 +8,12 @@ the upstreams and closes them, and the engines, at shutdown.
 
 Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
-``POST /v1/responses`` (OpenAI Responses, with stored state: server/responses_state.py)
+``POST /v1/responses`` (OpenAI Responses, with stored state: server/responses/state.py)
 and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
-/v1/responses/{id}/input_items``: server/responses_api.py), ``GET /v1/models`` (OpenAI
+/v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` (OpenAI
 list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
 and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
-is the Responses API's socket mode (server/websocket.py).
+is the Responses API's socket mode (server/responses/websocket.py).
 """
 
 from __future__ import annotations
@@ -50,9 +50,7 @@ from ..upstreams.base import Upstream
 from ..usage import ResponseStore, StoreError, open_store, open_usage_log
 from ..usage.record import RecordSink
 from .accounting import RECORD, Accounting
-from .drain import Drain, shutting_down_error
-from .gateway import Gateway, internal_error
-from .http import (
+from .asgi_io import (
     JSON_CT,
     BytesResponse,
     StreamResponse,
@@ -60,15 +58,17 @@ from .http import (
     plain_headers,
     read_body,
 )
+from .drain import Drain, shutting_down_error
+from .gateway import Gateway, internal_error
 from .keys import ClientKey, KeyRing
-from .metrics import Metrics, metrics_routes
 from .middleware import REQUEST_ID, Front
-from .multiproc import multiprocess_dir
-from .responses_api import StoredResponses
-from .responses_state import respond
-from .sealing_key import sealing_key
-from .status_page import StatusPage
-from .websocket import ResponsesSocket
+from .responses.api import StoredResponses
+from .responses.sealing_key import sealing_key
+from .responses.state import respond
+from .responses.websocket import ResponsesSocket
+from .views.metrics import Metrics, metrics_routes
+from .views.multiproc import multiprocess_dir
+from .views.status_page import StatusPage
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -244,7 +244,7 @@ class Handlers:
     async def responses_from_body(
         self, body: dict[str, Any], headers: Mapping[str, str], receive: Any = None
     ) -> BytesResponse | StreamResponse:
-        """A decoded Responses request of a WebSocket frame (server/websocket.py), after
+        """A decoded Responses request of a WebSocket frame (server/responses/websocket.py), after
         the connection's authentication: its key's model check and limits apply, and it
         is counted, per frame."""
         if self.accounting is not None:
@@ -392,7 +392,7 @@ def create_app(
 
     ``upstreams`` replaces building them from ``config.upstreams`` (tests pass fakes);
     ``transports`` replaces the app's own HTTP engines (the caller closes them); ``drain``
-    is the shutdown state the server's connection guard sets (server/serve.py; default:
+    is the shutdown state the server's connection guard sets (server/process/serve.py; default:
     one never set); ``record_sinks`` are told of every finished generation request
     besides the usage log and the metrics (usage/record.py).
     """
@@ -479,7 +479,7 @@ def create_app(
         *metrics_routes(metrics),
         *(status_page.routes() if status_page is not None else ()),
         # Codex and the openai SDK's responses.connect() (the server's ``ws`` protocol:
-        # server/serve.py; a server without one answers the upgrade as a plain GET)
+        # server/process/serve.py; a server without one answers the upgrade as a plain GET)
         WebSocketRoute("/v1/responses", ResponsesSocket(handlers)),
         WebSocketRoute("/responses", ResponsesSocket(handlers)),
     ]

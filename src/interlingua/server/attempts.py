@@ -38,7 +38,7 @@ from ..config import RetriesConfig
 from ..errors import InterlinguaError, error_class_for_status, parse_retry_after
 from ..retry import retry_delay, should_retry
 from ..routing import Deployment, Route, Router
-from .http import BytesResponse, StreamResponse
+from .asgi_io import BytesResponse, StreamResponse
 from .middleware import REQUEST_ID
 
 __all__ = [

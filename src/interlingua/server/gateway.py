@@ -39,9 +39,9 @@ from ..routing import Route, Router
 from ..upstreams.base import RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
 from .accounting import RECORD, count_usage, strip_usage
+from .asgi_io import JSON_CT, SSE_HEADERS, BytesResponse, CountedResponse, StreamResponse
 from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
-from .http import JSON_CT, SSE_HEADERS, BytesResponse, CountedResponse, StreamResponse
-from .keep import Keep, keep_last_response
+from .last_event import Keep, keep_last_response
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -65,7 +65,7 @@ class Gateway:
     ) -> None:
         self.config = config
         self.router = router
-        #: the Responses codec with this gateway's sealing key (server/sealing_key.py):
+        #: the Responses codec with this gateway's sealing key (server/responses/sealing_key.py):
         #: what answers and reads the Responses endpoints' generations
         self.responses = responses or get_dialect("responses")
         self.max_body = int(config.server.max_body_mb * 1024 * 1024)
@@ -79,7 +79,7 @@ class Gateway:
     # every error a client gets leaves through it, it knows every configured key, and it
     # covers every upstream kind, outside ones too. It scrubs the decoded message, so a
     # key the upstream wrote JSON-escaped is caught; an upstream's error may hold the key
-    # until it is rendered here, so the mid-stream warning (server/http.py) logs the
+    # until it is rendered here, so the mid-stream warning (server/asgi_io.py) logs the
     # rendered copy.
 
     def scrub(self, text: str) -> str:

@@ -26,12 +26,12 @@ from contextvars import ContextVar
 from starlette.requests import Request as HTTPRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .http import BytesResponse, StreamResponse
+from .asgi_io import BytesResponse, StreamResponse
 
 access_log = logging.getLogger("interlingua.access")
 log = logging.getLogger("interlingua.server")
 
-#: ``scope["state"]`` keys shared with the connection (server/guard.py): the task running
+#: ``scope["state"]`` keys shared with the connection (server/process/guard.py): the task running
 #: the request, and the flag the connection sets when it cancels that task because its
 #: client hung up before the answer began (uvicorn itself would let it run on for nobody)
 TASK = "task"

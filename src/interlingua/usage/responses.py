@@ -276,7 +276,7 @@ class ResponseStore:
         """Whether a row of ``response_id`` belongs to an owner other than ``owner``
         (expired or not, until it is purged). For the one caller that must tell "not
         held here" from "not yours": an id it would otherwise hand on to an upstream
-        (server/responses_state.py); never for an answer to a client."""
+        (server/responses/state.py); never for an answer to a client."""
         await self.open()
         rows = await self.db.fetch(
             "SELECT 1 FROM interlingua_responses WHERE id = $1 AND owner <> $2",

@@ -7,7 +7,7 @@ bodies, ``endpoint`` builds the upstream URL and ``validate`` is the passthrough
 fast check of a request body. ``DIALECT`` satisfies
 :class:`interlingua.dialects.base.Dialect` (``get_dialect("responses")``);
 ``sealed`` packs reasoning into the ``encrypted_content`` tokens the gateway issues.
-Stored state (``previous_response_id``) is the server's (server/responses_state.py); the
+Stored state (``previous_response_id``) is the server's (server/responses/state.py); the
 codec only echoes what it is told through ``response.STATE``.
 
 >>> DIALECT.parse_request({"model": "m", "input": "hi"}).messages[0].parts[0].text

@@ -51,7 +51,7 @@ __all__ = [
 
 NAME = DIALECT_NAME
 """The dialect's name, as :class:`~interlingua.core.UnknownPart` ``dialect`` records it."""
-#: ``Request.extra`` key the gateway's stored state sets (server/responses_state.py):
+#: ``Request.extra`` key the gateway's stored state sets (server/responses/state.py):
 #: ``{"store": bool, "previous_response_id": str | None, "id": str | None}``, what a
 #: rendered response says of the first two (absent: ``store: false``, no previous id:
 #: nothing was kept) and the response id to use instead of one derived from the
