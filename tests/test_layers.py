@@ -18,6 +18,14 @@ came to import `upstreams`). The floors, bottom to top:
 
 and no module-level import circle anywhere; a private `_module` is imported only from
 inside its own package (others use what the package exports).
+
+Inside ``server``, by concern, bottom to top:
+
+    server.views                 nothing else of server (they read records and the router)
+    the request path             views never; the modules at the top of server/ but app
+    server.responses             the request path
+    server.app                   all of the above (it assembles them)
+    server.process               anything in server (serve, factory, the connection guard)
 """
 
 from __future__ import annotations
@@ -52,6 +60,16 @@ ALLOWED: dict[str, set[str]] = {
     "server": _LOW | {"__init__", "dialects", "text", "upstreams", "routing", "usage"},
     "cli": _LOW
     | {"__init__", "dialects", "upstreams", "routing", "server", "batch", "client", "usage"},
+}
+
+
+#: server's concerns (see the module docstring) -> the concerns each may import
+SERVER_ALLOWED: dict[str, set[str]] = {
+    "views": set(),
+    "request path": set(),
+    "responses": {"request path"},
+    "app": {"views", "request path", "responses"},
+    "process": {"views", "request path", "responses", "app"},
 }
 
 
@@ -154,6 +172,28 @@ def test_imports_follow_the_floors() -> None:
         if _layer(a) != _layer(b) and _layer(b) not in ALLOWED[_layer(a)]
     )
     assert not wrong, "imports against the layer rules:\n" + "\n".join(wrong)
+
+
+def _server_concern(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[1:2] != ["server"] or len(parts) < 3:
+        return None  # (server/__init__.py re-exports create_app: the package's face)
+    if parts[2] in ("views", "responses", "process") and len(parts) > 3:
+        return parts[2]
+    return "app" if parts[2] == "app" else "request path"
+
+
+def test_server_concerns_follow_their_floors() -> None:
+    wrong = sorted(
+        f"{a} -> {b}"
+        for a, targets in _graph().items()
+        for b in targets
+        if (here := _server_concern(a)) is not None
+        and (there := _server_concern(b)) is not None
+        and here != there
+        and there not in SERVER_ALLOWED[here]
+    )
+    assert not wrong, "server imports against its concerns' floors:\n" + "\n".join(wrong)
 
 
 def test_no_import_circle() -> None:
