@@ -239,12 +239,16 @@ class Router:
         *,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        cooldowns: CooldownBook | None = None,
+        observe: Callable[[str, str], None] | None = None,
     ) -> None:
         self.strategy = config.routing.strategy
-        self.cooldowns: CooldownBook = Cooldowns(config.routing.cooldown, clock)
+        #: which deployments cool down (default: counted in this process, on ``clock``;
+        #: the gateway passes ones shared through Redis when ``state.url`` is set)
+        self.cooldowns: CooldownBook = cooldowns or Cooldowns(config.routing.cooldown, clock)
         #: told of every attempt's end, as (upstream name, "ok" or the error kind): the
         #: metrics' attempt counters (server/views/metrics.py); None: nobody listens
-        self.observe: Callable[[str, str], None] | None = None
+        self.observe = observe
         self._rng = rng or random.Random()
         self._retries = {name: cfg.retries for name, cfg in config.upstreams.items()}
         # Each wildcard entry with its upstream already wrapped for its options: built

@@ -110,6 +110,11 @@ class Accounting:
         for sink in self.sinks:
             if hasattr(sink, "catch_up"):
                 sink.catch_up = self.drain
+            if hasattr(sink, "live"):  # (the metrics' in-flight gauge reads our count)
+                sink.live = self._live
+
+    def _live(self) -> int:
+        return self.in_flight
 
     def open(self, request_id: str, dialect: str) -> Tab:
         """The tab of a request that just arrived (model and key are filled later)."""

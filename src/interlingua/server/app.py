@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp
 
 from ..config import Config
@@ -44,10 +44,10 @@ from ..errors import (
     NotFoundError,
 )
 from ..limits import SharedCounters
-from ..routing import Cooldowns, Router
+from ..routing import CooldownBook, Cooldowns, Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
-from ..usage import ResponseStore, StoreError, open_store, open_usage_log
+from ..usage import ResponseStore, StoreError, UsageLog, open_store, open_usage_log
 from ..usage.record import RecordSink
 from .accounting import RECORD, Accounting
 from .asgi_io import (
@@ -112,7 +112,7 @@ class Handlers:
         """The key the request presents (None: the gateway is open); 401 when wrong."""
         return self.keys.authenticate(headers)
 
-    async def _answer(
+    async def answer(
         self, request: HTTPRequest, dialect: Dialect, work: Awaitable[T]
     ) -> T | BytesResponse:
         """``work``'s response, or the error it raised as a response in ``dialect``.
@@ -124,7 +124,7 @@ class Handlers:
         # (the scope's path, not request.url.path: building the URL cost every request
         # ~300 bytecodes for a name that only an unexpected failure's log line shows)
         path = request.scope["path"]
-        return await _answered(self.gateway, dialect, work, _request_id(request), path)
+        return await _as_response(self.gateway, dialect, work, _request_id(request), path)
 
     async def _generate(
         self, request: HTTPRequest, dialect: Dialect
@@ -141,7 +141,7 @@ class Handlers:
                     request=request,
                 )
             else:
-                response = await self._answer(request, dialect, self._generation(request, dialect))
+                response = await self.answer(request, dialect, self._generation(request, dialect))
         except asyncio.CancelledError:
             # The drain's shutdown_timeout passed before the answer began (server/drain.py).
             task = asyncio.current_task()
@@ -269,7 +269,7 @@ class Handlers:
         return await self._generate(request, RESPONSES)
 
     async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
-        return await self._answer(request, ANTHROPIC, self._count_tokens(request))
+        return await self.answer(request, ANTHROPIC, self._count_tokens(request))
 
     async def _count_tokens(self, request: HTTPRequest) -> BytesResponse:
         headers = plain_headers(request)
@@ -283,7 +283,7 @@ class Handlers:
 
     async def models(self, request: HTTPRequest) -> BytesResponse:
         dialect = _client_dialect(request)
-        return await self._answer(request, dialect, self._models(request, dialect))
+        return await self.answer(request, dialect, self._models(request, dialect))
 
     async def _models(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
         key = self._check_auth(request.headers)
@@ -306,11 +306,11 @@ class Handlers:
 _STARTED = int(time.time())
 
 
-async def _answered(
+async def _as_response(
     gateway: Gateway, dialect: Dialect, work: Awaitable[T], request_id: str, where: str
 ) -> T | BytesResponse:
     """``work``'s response, or the error it raised as a response in ``dialect`` (see
-    :meth:`Handlers._answer`)."""
+    :meth:`Handlers.answer`)."""
     try:
         return await work
     except InterlinguaError as err:
@@ -392,86 +392,78 @@ def create_app(
 
     ``upstreams`` replaces building them from ``config.upstreams`` (tests pass fakes);
     ``transports`` replaces the app's own HTTP engines (the caller closes them); ``drain``
-    is the shutdown state the server's connection guard sets (server/process/serve.py; default:
-    one never set); ``record_sinks`` are told of every finished generation request
-    besides the usage log and the metrics (usage/record.py).
+    is the shutdown state the server's connection guard sets (server/process/serve.py;
+    default: one never set); ``record_sinks`` are told of every finished generation
+    request besides the usage log and the metrics (usage/record.py).
     """
     check_config(config)  # the kinds' half of validation: refuse a bad entry before serving
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
-    own_transports = None
     # state.url: limits and cooldowns counted in Redis with the other replicas (nothing
     # connects before the first request, in the worker's own loop)
     counters = SharedCounters(config.state.url) if config.state.url else None
+    own_transports = Transports() if upstreams is None and transports is None else None
     if upstreams is None:
-        if transports is None:
-            transports = own_transports = Transports()
-        upstreams = build_upstreams(config, transports, counters)
-    built = upstreams  # (a name the lifespan closure sees narrowed to not-None)
+        upstreams = build_upstreams(config, transports or own_transports, counters)
+    # GET /metrics (Prometheus) and GET /ui, /ui/data (the status page) are both off with
+    # ``metrics: false`` (then /metrics is a 404); both are RecordSinks.
+    metrics = Metrics(upstreams) if config.metrics else None
+    router = Router(
+        config,
+        upstreams,
+        cooldowns=_cooldowns(config, counters),
+        observe=metrics.attempt if metrics is not None else None,
+    )
     sealer = Sealer(sealing_key(config.responses))
-    gateway = Gateway(config, Router(config, built), secrets, ResponsesDialect(sealer))
+    gateway = Gateway(config, router, secrets, ResponsesDialect(sealer))
     stored = config.responses
     store = open_store(stored.url, stored.expire_after) if stored.store else None
     keys = KeyRing.from_config(config, counters)
-    if counters is not None:
-        local = gateway.router.cooldowns
-        assert isinstance(local, Cooldowns)  # (the router's own, not yet shared)
-        gateway.router.cooldowns = counters.cooldowns(local)
     usage_log = open_usage_log(config.usage)  # (None with `usage: false`)
-    # Issue 12's views: GET /metrics (Prometheus) and GET /ui, /ui/data (the status page),
-    # both off with ``metrics: false`` (then /metrics is a 404). Both are RecordSinks.
-    metrics = Metrics(built) if config.metrics else None
     status_page = (
-        StatusPage(gateway.router, keys.authenticate, share_dir=multiprocess_dir())
-        if config.metrics
-        else None
+        StatusPage(router, keys.authenticate, share_dir=multiprocess_dir()) if metrics else None
     )
     sinks = [*record_sinks, *(s for s in (usage_log, metrics, status_page) if s is not None)]
-    if metrics is not None:
-        gateway.router.observe = metrics.attempt
     limited_keys = any(key.limited for key in keys.keys)
     accounting = Accounting(sinks) if sinks or limited_keys else None
-    if metrics is not None and accounting is not None:
-        live = accounting  # (a name the closure sees narrowed to not-None)
-        metrics.live = lambda: live.in_flight
     handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)
+    services = _Services(upstreams, counters, usage_log, store, accounting, own_transports)
+    generation = _generation(handlers)
+    app = Starlette(
+        routes=_routes(handlers, generation, metrics, status_page),
+        lifespan=services.lifespan,
+        exception_handlers={HTTPException: _NotFoundAsError(gateway)},
+    )
+    # No redirects to the slash-less path: the Location would come from the client's Host
+    # header. The generation routes answer with or without the slash (server/middleware.py).
+    app.router.redirect_slashes = False
+    return Front(app, {("POST", path): handler for path, handler in generation.items()})
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        for upstream in built.values():
-            await upstream.start()
-        if counters is not None:
-            await counters.start()  # (Redis away: logged once; limits per process until back)
-        if usage_log is not None:
-            await usage_log.start()  # (a database that is down is logged and retried)
-        if store is not None:
-            try:
-                await store.open()
-            except StoreError as exc:
-                # Chat and Messages need no store: serve them; stored-response requests
-                # retry the connection and answer 503 while it fails.
-                log.error("stored responses unavailable (retried on use): %s", exc)
-        try:
-            yield
-        finally:
-            if accounting is not None:
-                accounting.drain()  # (the records of the last tenth of a second)
-            for upstream in built.values():
-                await upstream.aclose()
-            if store is not None:
-                await store.aclose()
-            if usage_log is not None:
-                await usage_log.aclose()
-            if counters is not None:
-                await counters.aclose()
-            if own_transports is not None:
-                await own_transports.aclose()
 
-    # Bound methods, not partials: Starlette calls a Route's endpoint as a request handler
-    # only when it is a function or method (else it is taken for an ASGI app).
-    generation = {path: endpoint.__get__(handlers) for path, endpoint in GENERATION_ROUTES.items()}
-    routes = [
+def _cooldowns(config: Config, counters: SharedCounters | None) -> CooldownBook:
+    """The router's cooldowns: in this process, or shared through Redis (``state.url``)."""
+    local = Cooldowns(config.routing.cooldown)
+    return counters.cooldowns(local) if counters is not None else local
+
+
+def _generation(handlers: Handlers) -> dict[str, Callable[[HTTPRequest], Awaitable[Any]]]:
+    """The generation paths and their handlers, as bound methods: Starlette calls a
+    Route's endpoint as a request handler only when it is a function or method (else it
+    is taken for an ASGI app)."""
+    return {path: endpoint.__get__(handlers) for path, endpoint in GENERATION_ROUTES.items()}
+
+
+def _routes(
+    handlers: Handlers,
+    generation: Mapping[str, Callable[[HTTPRequest], Awaitable[Any]]],
+    metrics: Metrics | None,
+    status_page: StatusPage | None,
+) -> list[BaseRoute]:
+    """The route table (the generation routes are served by server/middleware.py:Front
+    first: Starlette's copies of them answer another method with a 405)."""
+    socket = ResponsesSocket(handlers)
+    return [
         *(Route(path, handler, methods=["POST"]) for path, handler in generation.items()),
-        *StoredResponses(store, handlers._answer, handlers._check_auth).routes(),
+        *StoredResponses(handlers.store, handlers.answer, handlers._check_auth).routes(),
         Route("/v1/models", handlers.models, methods=["GET"]),
         Route("/models", handlers.models, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
@@ -480,18 +472,61 @@ def create_app(
         *(status_page.routes() if status_page is not None else ()),
         # Codex and the openai SDK's responses.connect() (the server's ``ws`` protocol:
         # server/process/serve.py; a server without one answers the upgrade as a plain GET)
-        WebSocketRoute("/v1/responses", ResponsesSocket(handlers)),
-        WebSocketRoute("/responses", ResponsesSocket(handlers)),
+        WebSocketRoute("/v1/responses", socket),
+        WebSocketRoute("/responses", socket),
     ]
-    app = Starlette(
-        routes=routes,
-        lifespan=lifespan,
-        exception_handlers={HTTPException: _NotFoundAsError(gateway)},
-    )
-    # No redirects to the slash-less path: the Location would come from the client's Host
-    # header. The generation routes answer with or without the slash (server/middleware.py).
-    app.router.redirect_slashes = False
-    return Front(app, {("POST", path): handler for path, handler in generation.items()})
+
+
+class _Services:
+    """What the app starts before serving and stops after: each is stopped only if it
+    was started, the last started first (an ``AsyncExitStack``)."""
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, Upstream],
+        counters: SharedCounters | None,
+        usage_log: UsageLog | None,
+        store: ResponseStore | None,
+        accounting: Accounting | None,
+        transports: Transports | None,
+    ) -> None:
+        self.upstreams = upstreams
+        self.counters = counters
+        self.usage_log = usage_log
+        self.store = store
+        self.accounting = accounting
+        #: the app's own HTTP engines (None: the caller's, which the caller closes)
+        self.transports = transports
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if self.transports is not None:
+                stack.push_async_callback(self.transports.aclose)
+            if self.counters is not None:
+                await self.counters.start()  # (Redis away: logged once; limits per process)
+                stack.push_async_callback(self.counters.aclose)
+            if self.usage_log is not None:
+                await self.usage_log.start()  # (a database that is down is logged, retried)
+                stack.push_async_callback(self.usage_log.aclose)
+            if self.store is not None:
+                await _open_store(self.store)
+                stack.push_async_callback(self.store.aclose)
+            for upstream in self.upstreams.values():
+                await upstream.start()
+                stack.push_async_callback(upstream.aclose)
+            if self.accounting is not None:
+                stack.callback(self.accounting.drain)  # (the last tenth of a second's records)
+            yield
+
+
+async def _open_store(store: ResponseStore) -> None:
+    try:
+        await store.open()
+    except StoreError as exc:
+        # Chat and Messages need no store: serve them; stored-response requests retry the
+        # connection and answer 503 while it fails.
+        log.error("stored responses unavailable (retried on use): %s", exc)
 
 
 __all__ = ["GENERATION_ROUTES", "create_app"]

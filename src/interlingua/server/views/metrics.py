@@ -216,7 +216,7 @@ class Metrics:
         self._dirty: list[_Requests | _Count] = []
         self._models: set[str] = set()
         self._in_flight = 0
-        #: requests in flight that another counts (the accounting's, set by create_app);
+        #: requests in flight that another counts (the accounting's, which sets this);
         #: the gauge shows these and what :meth:`request_started` counted
         self.live: Callable[[], int] = _none
         #: hands over the records that wait to be counted (the accounting sets it)
