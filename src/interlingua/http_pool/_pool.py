@@ -19,7 +19,7 @@ client does only what the gateway needs:
   while someone waits for data, ``total_timeout`` the whole answer from the moment the
   request is sent (a drip-feeding upstream cannot hold a request forever); one timer per
   response, re-armed lazily;
-* ``http`` only: TLS stays on aiohttp (``upstreams/_transport.py``, ``client/_lean.py``).
+* ``http`` only: TLS stays on aiohttp (the other engine of :mod:`.engines`).
 
 Errors: the :class:`._errors.TransportError` tree, raised natively: :class:`ConnectFailed`
 (carries the ``OSError``), :class:`ConnectTimeout`, :class:`ReadTimeout` and
@@ -78,7 +78,7 @@ class PooledResponse:
 
     Read it with :meth:`read` (whole) or :meth:`iter_any` / :meth:`readany` (chunks as
     they arrive), then :meth:`release` it: a fully read answer returns its connection to
-    the pool, anything else closes it. It is the gateway's lean engine's ``Answer`` as it
+    the pool, anything else closes it. It is the lean engine's ``EngineAnswer`` as it
     is.
     """
 
