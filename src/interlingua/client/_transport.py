@@ -247,6 +247,8 @@ class HttpTransport:
         raise status_error(self._codec, self.url, answer.status, data, answer.headers)
 
     async def get(self, url: str) -> bytes:
+        if self._closed:  # (aiohttp would open a session nobody closes)
+            raise RuntimeError("this client is closed; create a new one")
         try:
             answer = await self._aiohttp.get(url, timeout=self._limits)
             try:

@@ -26,12 +26,22 @@ from ._errors import (
     TransportError,
 )
 from ._head import Target, check_headers
-from ._pool import HIGH_WATER, IDLE_TTL, MAX_HEAD, NO_DEADLINE, Opener, Pool, PooledResponse
+from ._pool import (
+    HIGH_WATER,
+    IDLE_TTL,
+    MAX_HEAD,
+    MAX_IDLE,
+    NO_DEADLINE,
+    Opener,
+    Pool,
+    PooledResponse,
+)
 
 __all__ = [
     "HIGH_WATER",
     "IDLE_TTL",
     "MAX_HEAD",
+    "MAX_IDLE",
     "NO_DEADLINE",
     "ConnectFailed",
     "ConnectTimeout",

@@ -63,6 +63,8 @@ HIGH_WATER = 256 * 1024
 MAX_HEAD = 1024 * 1024
 #: seconds an idle connection may be reused: under gunicorn's 2 s keep-alive timeout
 IDLE_TTL = 1.5
+#: idle connections kept per host unless the pool's owner says otherwise
+MAX_IDLE = 256
 #: total timeout when the caller sets none
 NO_DEADLINE = float("inf")
 #: ``(protocol_factory, host, port) -> (transport, protocol)``: ``loop.create_connection``
@@ -438,7 +440,7 @@ class Pool:
     """
 
     def __init__(
-        self, *, max_idle: int = 256, idle_ttl: float = IDLE_TTL, opener: Opener | None = None
+        self, *, max_idle: int = MAX_IDLE, idle_ttl: float = IDLE_TTL, opener: Opener | None = None
     ) -> None:
         self.max_idle = max_idle
         self.idle_ttl = idle_ttl

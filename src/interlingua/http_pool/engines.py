@@ -48,7 +48,7 @@ from ._errors import (
     TransportError,
 )
 from ._head import Target
-from ._pool import NO_DEADLINE, Pool, PooledResponse
+from ._pool import MAX_IDLE, NO_DEADLINE, Pool, PooledResponse
 
 __all__ = [
     "ENGINE_ENV",
@@ -161,7 +161,7 @@ class LeanTransport:
     #: upstream passes one, so only a caller that builds a new mapping per call reaches it)
     MAX_HEADER_SETS = 1024
 
-    def __init__(self, pool: Pool | None = None, *, max_idle: int = 256) -> None:
+    def __init__(self, pool: Pool | None = None, *, max_idle: int = MAX_IDLE) -> None:
         self._owns_pool = pool is None
         self._pool = Pool(max_idle=max_idle) if pool is None else pool
         # Encoded request heads by the identity of the caller's headers, then by URL: one
@@ -446,7 +446,7 @@ class Transports:
         http: Engine | None = None,
         https: Engine | None = None,
         proxies: Proxies | None = None,
-        max_idle: int = 256,
+        max_idle: int = MAX_IDLE,
     ) -> None:
         #: ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY``, read once, now
         self.proxies = Proxies() if proxies is None else proxies
