@@ -193,6 +193,7 @@ class HttpTransport:
             http=injected, https=self._aiohttp, proxies=proxies, max_idle=connections
         )
         self._engine = self._engines.for_url(self.url)
+        self._post = self._engine.bind(self.url, self._headers, timeout=self._limits)
         self._free = asyncio.Semaphore(connections)
         self._closed = False
 
@@ -228,7 +229,7 @@ class HttpTransport:
             raise RuntimeError("this client is closed; create a new one")
         await self._free.acquire()
         try:
-            answer = await self._engine.post(self.url, body, self._headers, timeout=self._limits)
+            answer = await self._post(body)
         except TransportError as exc:
             self._free.release()
             raise self.transport_error(exc) from exc

@@ -31,7 +31,7 @@ sockets) or the pool's fake network.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Protocol
 
 import aiohttp
@@ -146,6 +146,13 @@ class Engine(Protocol):
         """
         ...
 
+    def bind(
+        self, url: str, headers: Mapping[str, str], *, timeout: Timeouts
+    ) -> Callable[[bytes], Awaitable[EngineAnswer]]:
+        """:meth:`post` to one URL with these headers and timeouts, as a function of the
+        body: the per-URL work done now, not per call (a client posts to one endpoint)."""
+        ...
+
     async def aclose(self) -> None:
         """Close what this engine opened (it may be used again: it reopens)."""
         ...
@@ -193,6 +200,21 @@ class LeanTransport:
             total_timeout=timeout.total,
             extra_headers=extra,
         )
+
+    def bind(
+        self, url: str, headers: Mapping[str, str], *, timeout: Timeouts
+    ) -> Callable[[bytes], Awaitable[PooledResponse]]:
+        """:meth:`Engine.bind`: the request head encoded now (``InvalidTarget`` now, for
+        a header that cannot be sent), the pool's ``post`` called straight per body."""
+        target = self._target(url, headers)
+        connect, read, total = timeout.connect, timeout.read, timeout.total
+
+        def post(body: bytes) -> Awaitable[PooledResponse]:
+            return self._pool.post(
+                target, body, connect_timeout=connect, read_timeout=read, total_timeout=total
+            )
+
+        return post
 
     def _target(self, url: str, headers: Mapping[str, str]) -> Target:
         try:
@@ -277,6 +299,16 @@ class AiohttpTransport:
         """:meth:`Engine.post`."""
         sent = {**headers, **extra} if extra else headers
         return await self._request("POST", url, body, sent, timeout, self._follow)
+
+    def bind(
+        self, url: str, headers: Mapping[str, str], *, timeout: Timeouts
+    ) -> Callable[[bytes], Awaitable[EngineAnswer]]:
+        """:meth:`Engine.bind`."""
+
+        def post(body: bytes) -> Awaitable[EngineAnswer]:
+            return self._request("POST", url, body, headers, timeout, self._follow)
+
+        return post
 
     async def get(self, url: str, *, timeout: Timeouts) -> EngineAnswer:
         """GET ``url`` (redirects followed): the answer, as :meth:`post` gives it."""
