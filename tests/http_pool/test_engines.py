@@ -12,6 +12,7 @@ from interlingua.http_pool import (
     ConnectionLost,
     ConnectTimeout,
     DeadlineExceeded,
+    InvalidTarget,
     Pool,
     ReadTimeout,
 )
@@ -80,6 +81,21 @@ async def test_lean_transport_keeps_one_head_per_header_set() -> None:
     assert len(net.transports) == 1  # one pool: the connection serves both
     await lean.aclose()
     assert lean._pool.idle_count(KEY) == 0
+
+
+async def test_a_bound_lean_engine_posts_its_head_and_refuses_a_bad_header_at_once() -> None:
+    net = FakeNet()
+    lean = LeanTransport(Pool(opener=net.open))  # type: ignore[arg-type]
+    post = lean.bind(URL, {"authorization": "Bearer a"}, timeout=TimeoutConfig(5, 5))
+    for _ in range(2):
+        answer = await post(b"{}")
+        assert await answer.read() == b'{"a":1}'
+        answer.release()
+    assert [b"Bearer a" in r for r in net.requests] == [True, True]
+    assert len(net.transports) == 1
+    with pytest.raises(InvalidTarget):
+        lean.bind(URL, {"x-bad": "a\r\nhost: evil"}, timeout=TimeoutConfig(5, 5))
+    await lean.aclose()
 
 
 # --- the aiohttp engine's errors ------------------------------------------------------
