@@ -287,7 +287,7 @@ class AiohttpTransport:
         proxies = Proxies() if proxies is None else proxies
         self._proxies = proxies if proxies else None
 
-    async def post(
+    def post(
         self,
         url: str,
         body: bytes,
@@ -295,10 +295,11 @@ class AiohttpTransport:
         *,
         timeout: Timeouts,
         extra: Mapping[str, str] | None = None,
-    ) -> EngineAnswer:
-        """:meth:`Engine.post`."""
+    ) -> Awaitable[EngineAnswer]:
+        """:meth:`Engine.post` (the request's coroutine returned as it is: one frame
+        less per request)."""
         sent = {**headers, **extra} if extra else headers
-        return await self._request("POST", url, body, sent, timeout, self._follow)
+        return self._request("POST", url, body, sent, timeout, self._follow)
 
     def bind(
         self, url: str, headers: Mapping[str, str], *, timeout: Timeouts
@@ -310,9 +311,9 @@ class AiohttpTransport:
 
         return post
 
-    async def get(self, url: str, *, timeout: Timeouts) -> EngineAnswer:
+    def get(self, url: str, *, timeout: Timeouts) -> Awaitable[EngineAnswer]:
         """GET ``url`` (redirects followed): the answer, as :meth:`post` gives it."""
-        return await self._request("GET", url, None, None, timeout, True)
+        return self._request("GET", url, None, None, timeout, True)
 
     async def _request(
         self,
