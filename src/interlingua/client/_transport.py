@@ -206,9 +206,11 @@ class HttpTransport:
     # --- sending -----------------------------------------------------------------------
 
     async def open(self, body: bytes) -> Answer:
+        """:meth:`Transport.open`."""
         return _EngineAnswer(await self._send(body), self._free)
 
     async def post(self, body: bytes) -> tuple[bytes, dict[str, str]]:
+        """:meth:`Transport.post`."""
         answer = await self._send(body)
         try:
             data = await answer.read()
@@ -248,6 +250,7 @@ class HttpTransport:
         raise status_error(self._codec, self.url, answer.status, data, answer.headers)
 
     async def get(self, url: str) -> bytes:
+        """:meth:`Transport.get`, through aiohttp (redirects followed)."""
         if self._closed:  # (aiohttp would open a session nobody closes)
             raise RuntimeError("this client is closed; create a new one")
         try:
