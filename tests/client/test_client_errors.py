@@ -24,8 +24,8 @@ from interlingua.client import (
     RateLimitError,
     UnprocessableEntityError,
 )
-from interlingua.client._lean import ENGINE_ENV
 from interlingua.core import TextDelta
+from interlingua.http_pool.engines import ENGINE_ENV
 
 from .conftest import Drop, FakeServer, Reply, Stream, error_body, openai_body, openai_chunks
 
@@ -44,7 +44,7 @@ def patched(client: AsyncClient) -> list[float]:
 
 @pytest.fixture(autouse=True, params=["lean", "aiohttp"])
 def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here with each engine (client/_lean.py picks the lean one for http://)."""
+    """Every test here with each engine (the lean one is the default for http://)."""
     monkeypatch.setenv(ENGINE_ENV, request.param)
     return str(request.param)
 

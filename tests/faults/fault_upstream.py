@@ -20,8 +20,10 @@ The answer is in the wire dialect of the path (``/v1/chat/completions`` -> OpenA
                        cut in the middle
 ``bad-json-event``     stream: one event mid-stream has invalid JSON, then the rest
                        normally; non-stream: a 200 ``application/json`` body that is not JSON
-``bad-chunk-size``     chunked, then an invalid chunk-size line after a chunk that ended
-                       mid-event (mid-JSON); the rest unframed, then held open
+``bad-chunk-size:<s>`` chunked, then an invalid chunk-size line after a chunk that ended
+                       mid-event (mid-JSON); the rest unframed, then held open. With
+                       ``<s>``, the line follows ``<s>`` seconds after the chunk (in a
+                       read of its own), else at once
 ``short-content-length``  Content-Length larger than what is sent, then close (a stream
                        cut mid-event; a JSON body sent whole but short of its length)
 ``hang-headers``       read the request, never answer
@@ -281,12 +283,14 @@ async def _bad_chunk_size(up: FaultUpstream, conn: Conn, call: Call) -> bool:
     whole = b"".join(full_events(call)) if call.stream else full_json(call)
     ctype = _EVENT_STREAM if call.stream else _JSON
     cut = len(whole) // 3  # inside an event (or the JSON), so a relay holds half a line
-    await conn.send(
-        head(200, ctype, ("transfer-encoding", "chunked")),
-        chunk(whole[:cut]),
-        b"zz; not hex\r\n",  # RFC 9112 7.1: chunk-size = 1*HEXDIG
-        whole[cut:],
-    )
+    first = (head(200, ctype, ("transfer-encoding", "chunked")), chunk(whole[:cut]))
+    broken = (b"zz; not hex\r\n", whole[cut:])  # RFC 9112 7.1: chunk-size = 1*HEXDIG
+    if call.param:
+        await conn.send(*first)
+        await asyncio.sleep(float(call.param))
+        await conn.send(*broken)
+    else:
+        await conn.send(*first, *broken)
     await conn.hold()
     return False
 

@@ -31,8 +31,8 @@ import httpx
 import pytest
 
 from interlingua.config import parse_config
+from interlingua.http_pool.engines import ENGINE_ENV
 from interlingua.server.app import create_app
-from interlingua.upstreams._transport import CLIENT_ENV
 
 from ..live_server import live_server
 from .fault_upstream import RETRY_AFTER, FaultUpstream, expected_text, parse_fault
@@ -170,7 +170,7 @@ def aiohttp_gateway(up: FaultUpstream) -> Iterator[Gateway]:
     https:// upstream uses (the app reads the variable once, when built)."""
     config = parse_config(gateway_config(up, [f.spec for f in BODY_FAULTS], total=None))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(CLIENT_ENV, "aiohttp")
+        mp.setenv(ENGINE_ENV, "aiohttp")
         app = create_app(config)
     with live_server(app) as url:
         yield Gateway(url, up)
@@ -253,7 +253,7 @@ def test_body_fault_through_aiohttp(
     aiohttp_gateway: Gateway, expect: Expect, client: str, stream: bool, path: str
 ) -> None:
     # aiohttp 3.14 waited out timeout.total on an invalid chunk-size line after the first
-    # chunk (upstreams/_transport.py:_AiohttpAnswer); the lean pool never did.
+    # chunk (http_pool/engines.py:_AiohttpAnswer); the lean pool never did.
     run_cell(aiohttp_gateway, expect, client, stream, path)
 
 

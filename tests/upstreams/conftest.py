@@ -12,7 +12,7 @@ import pytest
 
 from interlingua.config import TimeoutConfig
 from interlingua.errors import InterlinguaError
-from interlingua.upstreams._transport import CLIENT_ENV, Transports
+from interlingua.http_pool.engines import ENGINE_ENV, Transports
 from interlingua.upstreams.http import HttpUpstream
 
 from ..stub_upstream import Handler, Seen, Stub, json_response, sse_response, stub
@@ -60,7 +60,7 @@ async def transports(
 ) -> AsyncIterator[Transports]:
     """The HTTP engines, shared as the app shares them: each test runs on both engines
     for ``http://`` (the lean pool, and aiohttp as ``INTERLINGUA_HTTP_CLIENT`` picks it)."""
-    monkeypatch.setenv(CLIENT_ENV, request.param)
+    monkeypatch.setenv(ENGINE_ENV, request.param)
     engines = Transports()
     try:
         yield engines

@@ -16,7 +16,7 @@ from aiohttp import web
 from interlingua.core import Message, Request, TextPart, ToolSpec
 from interlingua.dialects.anthropic import DIALECT
 from interlingua.errors import AuthenticationError
-from interlingua.upstreams._transport import Transports
+from interlingua.http_pool.engines import Transports
 from interlingua.upstreams.anthropic import AnthropicUpstream
 
 from .conftest import SECRET, Stub, build_upstream, json_response

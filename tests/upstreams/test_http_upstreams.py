@@ -26,7 +26,7 @@ from interlingua.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from interlingua.upstreams._transport import Transports
+from interlingua.http_pool.engines import Transports
 from interlingua.upstreams.http import HttpUpstream
 
 from . import test_anthropic_upstream as anthropic

@@ -11,8 +11,8 @@ from aiohttp import web
 
 from interlingua.client import AsyncClient
 from interlingua.core import Message, Request, TextPart
+from interlingua.http_pool.engines import LeanTransport, Transports
 from interlingua.proxies import Proxies
-from interlingua.upstreams._transport import LeanTransport, Transports
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
 
 from ..forward_proxy import forward_proxy

@@ -15,8 +15,8 @@ Many prompts at once (in input order; failures as :class:`Failure` values)::
     results = await client.generate(["Hi", {"prompt": "Hello", "temperature": 0}])
 
 Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
-``_generate`` (in-process batches, Failure), ``_transport`` (the HTTP seam: aiohttp
-session, endpoint, failure mapping), ``_policy`` (retries and rate limits), ``_inputs``
+``_generate`` (in-process batches, Failure), ``_transport`` (the HTTP seam over
+:mod:`interlingua.http_pool`'s engines: endpoint, failure mapping), ``_policy`` (retries and rate limits), ``_inputs``
 (prompt forms), ``_images`` (image encoding, its cache), ``_audio`` (audio in, spoken answers out), ``_outputs``
 (ChatResult, usage, JSON, reasoning folding), ``_answers`` (reading and judging a 2xx
 body, RawReply), ``_settings`` (client-wide defaults), ``_tools`` (the agent loop), ``_errors``

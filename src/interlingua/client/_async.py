@@ -11,10 +11,10 @@ again, at most ``max_retries`` times, each retry logged at debug with its reason
 
 The parts: :mod:`._transport` sends bytes and maps failures (one pool of connections per
 client, sized to the client's concurrency, because a batch runner drives hundreds of
-calls in flight through one client: the lean HTTP/1.1 pool of :mod:`._lean` for a plain
-``http://`` server, aiohttp for ``https://`` and proxies; aiohttp over httpx for
-throughput, as measured in a prototype: DESIGN.md); :mod:`._policy` holds the retries and
-rate limits; :class:`~._stream.ChatStream` runs a streaming call with both.
+calls in flight through one client: the lean HTTP/1.1 pool of :mod:`interlingua.http_pool`
+for a plain ``http://`` server, aiohttp for ``https://`` and proxies; aiohttp over httpx
+for throughput, as measured in a prototype: DESIGN.md); :mod:`._policy` holds the retries
+and rate limits; :class:`~._stream.ChatStream` runs a streaming call with both.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from ._build import (
 )
 from ._generate import Batch, Failure, generate_iter, generate_list
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
-from ._lean import default_transport
 from ._outputs import (
     CallOptions,
     ChatResult,
@@ -61,6 +60,7 @@ from ._tools import run_tools as _run_tools
 from ._transport import (
     DEFAULT_CONNECTIONS,
     DEFAULT_TIMEOUT,
+    HttpTransport,
     Transport,
     request_id,
 )
@@ -157,7 +157,7 @@ class AsyncClient:
         self.concurrency = connections
         if transport is None:
             base = base_url or os.environ.get("INTERLINGUA_BASE_URL") or _DEFAULT_BASE[dialect]
-            transport = default_transport(
+            transport = HttpTransport(
                 self._codec, base, api_key, headers=headers, timeout=timeout,
                 connections=connections, session=session,
             )  # fmt: skip

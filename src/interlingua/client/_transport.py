@@ -6,16 +6,24 @@
 it, so a test can answer calls from memory instead of a socket (like httpx's
 ``MockTransport``).
 
-:class:`AiohttpTransport` is the default: one pooled aiohttp ``ClientSession``, created
-lazily and sized to the client's concurrency (aiohttp rather than httpx for throughput:
-measured in a prototype, see DESIGN.md). The URL and the auth headers come from the
-dialect's ``endpoint()``. It maps failures once:
+:class:`HttpTransport` is the default. The URL and the auth headers come from the
+dialect's ``endpoint()``; the bytes travel through the HTTP engines the gateway's
+upstreams use too (:mod:`interlingua.http_pool.engines`, whose ``Transports`` picks one
+once, when the client is built): interlingua's lean HTTP/1.1 pool for a plain ``http://``
+server that no proxy variable applies to (a data pipeline sending thousands of small
+requests to vLLM, llama.cpp or the gateway on its own network: aiohttp's request
+machinery cost about half of ``generate()``'s busy time, docs/decisions.md), aiohttp for
+``https://`` (TLS), for a URL behind a proxy, for an injected aiohttp session, for
+images fetched by URL, and for everything with ``INTERLINGUA_HTTP_CLIENT=aiohttp``. At
+most ``connections`` requests hold a connection at once (more wait for one), and a
+request is never sent twice on a reused connection (a POST is not idempotent: the
+client's retry policy decides what to retry). It maps failures once:
 
 - a non-2xx answer -> the :class:`~interlingua.client.APIStatusError` subclass for its
   status (:func:`status_error`, the body parsed by the dialect);
-- no answer at all (cannot connect, timeout, dropped connection) -> an
-  :class:`~interlingua.client.APIConnectionError` saying what to do
-  (:meth:`AiohttpTransport.transport_error`).
+- no answer at all (cannot connect, timeout, dropped connection): the engines' one
+  ``TransportError`` tree -> an :class:`~interlingua.client.APIConnectionError` saying
+  what to do (:func:`connection_error`, the same words whichever engine posted).
 
 A stream reads its :class:`Answer` chunk by chunk with ``answer.readany`` and catches
 ``transport.errors`` itself: mapping inside the transport would wrap every chunk read in
@@ -24,6 +32,7 @@ one more coroutine, and the stream needs its own wording once part of the answer
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
@@ -31,6 +40,14 @@ import aiohttp
 
 from ..dialects import Dialect
 from ..errors import describe_os_error
+from ..http_pool import (
+    NO_DEADLINE,
+    ConnectFailed,
+    ConnectTimeout,
+    TransportError,
+    check_headers,
+)
+from ..http_pool.engines import AiohttpTransport, EngineAnswer, Transports
 from ..proxies import Proxies
 from ._errors import APIConnectionError, APIError, APITimeoutError, error_for_status
 from ._inputs import InputError
@@ -38,26 +55,19 @@ from ._inputs import InputError
 __all__ = [
     "DEFAULT_CONNECTIONS",
     "DEFAULT_TIMEOUT",
-    "AiohttpTransport",
     "Answer",
+    "HttpTransport",
     "Transport",
-    "connect_timeout",
-    "dropped",
+    "connection_error",
     "endpoint",
-    "finish",
-    "read_timeout",
     "request_id",
     "status_error",
     "timeouts",
-    "unreachable",
 ]
 
 DEFAULT_TIMEOUT = (10.0, 600.0)
 """(connect, read) seconds; read bounds the silence between two reads, not the whole call."""
 DEFAULT_CONNECTIONS = 256
-
-# What aiohttp raises when there is no (more) answer: the one list for the whole client.
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError)
 
 
 class Answer(Protocol):
@@ -78,7 +88,7 @@ class Answer(Protocol):
 
 
 class Transport(Protocol):
-    """Sends a client's rendered requests. See the module doc; :class:`AiohttpTransport`."""
+    """Sends a client's rendered requests. See the module doc; :class:`HttpTransport`."""
 
     @property
     def url(self) -> str:
@@ -116,29 +126,47 @@ class Transport(Protocol):
         ...
 
 
-class _AiohttpAnswer:
-    """An aiohttp response seen as an :class:`Answer` (one per stream, not per chunk)."""
+class _Limits:
+    """A client's (connect, read) timeouts as the engines take them (no total)."""
 
-    __slots__ = ("_resp", "headers", "readany")
+    __slots__ = ("connect", "read", "total")
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
-        self._resp = resp
-        self.headers: Mapping[str, str] = resp.headers
-        self.readany: Callable[[], Awaitable[bytes]] = resp.content.readany
+    def __init__(self, connect: float | None, read: float | None) -> None:
+        self.connect = NO_DEADLINE if connect is None else connect
+        self.read = NO_DEADLINE if read is None else read
+        self.total = NO_DEADLINE
+
+
+class _EngineAnswer:
+    """An engine's 2xx answer seen as an :class:`Answer`; finishing it gives its
+    connection back (read to the end) or closes it, and frees its place."""
+
+    __slots__ = ("_answer", "_done", "_free", "headers", "readany")
+
+    def __init__(self, answer: EngineAnswer, free: asyncio.Semaphore) -> None:
+        self._answer = answer
+        self._free = free
+        self._done = False
+        self.headers: Mapping[str, str] = answer.headers
+        self.readany: Callable[[], Awaitable[bytes]] = answer.readany
 
     def finish(self) -> None:
-        finish(self._resp)
+        if not self._done:
+            self._done = True
+            self._answer.release()
+            self._free.release()
 
 
-class AiohttpTransport:
-    """The default transport: one pooled aiohttp session to the dialect's endpoint.
+class HttpTransport:
+    """POSTs to one endpoint through the engine its URL gets (see the module doc).
 
-    ``session`` injects an aiohttp session (then not closed by :meth:`aclose`); without
-    one, a session with ``connections`` pooled connections is created on first use.
-    ``headers`` are added to (and override) the dialect's own.
+    ``connections`` bounds the requests that hold a connection at once; ``headers`` are
+    added to (and override) the dialect's own (``ValueError`` for one that cannot be
+    sent); ``session`` injects an aiohttp session, then used for every request and not
+    closed by :meth:`aclose`.
     """
 
-    errors: ClassVar[tuple[type[BaseException], ...]] = _TRANSPORT_ERRORS
+    errors: ClassVar[tuple[type[BaseException], ...]] = (TransportError,)
 
     def __init__(
         self,
@@ -154,99 +182,118 @@ class AiohttpTransport:
         self._codec = codec
         self.base_url, self.url, self._headers = endpoint(codec, base_url, api_key, headers)
         self._connect, self._read = timeouts(timeout)
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self._connect, sock_read=self._read
-        )
-        self._connections = connections
-        self._session = session
-        self._owns_session = session is None
-        self._closed = False
+        self._limits = _Limits(self._connect, self._read)
         # HTTPS_PROXY / HTTP_PROXY / NO_PROXY, read now (interlingua.proxies says why
-        # not aiohttp's trust_env): the endpoint's proxy is resolved once.
-        self._proxies = Proxies()
-        self._proxy = self._proxies.for_url(self.url) if self._proxies else None
-
-    # --- lifecycle ---------------------------------------------------------------------
+        # not aiohttp's trust_env). aiohttp also fetches images, and follows a redirect
+        # as it always has for a client's own requests.
+        proxies = Proxies()
+        self._aiohttp = AiohttpTransport(session, proxies, follow_redirects=True)
+        injected = None if session is None else self._aiohttp
+        self._engines = Transports(
+            http=injected, https=self._aiohttp, proxies=proxies, max_idle=connections
+        )
+        self._engine = self._engines.for_url(self.url)
+        self._post = self._engine.bind(self.url, self._headers, timeout=self._limits)
+        self._free = asyncio.Semaphore(connections)
+        self._closed = False
 
     async def aclose(self) -> None:
-        """Close the pooled connections (an injected session is left open)."""
+        """Close the idle connections (those in use close when their answer is done; an
+        injected session is left open)."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None and self._owns_session:
-            await session.close()
-
-    def _get_session(self) -> aiohttp.ClientSession:
-        session = self._session
-        if session is None or session.closed:
-            if self._closed:
-                raise RuntimeError("this client is closed; create a new one")
-            connector = aiohttp.TCPConnector(
-                limit=self._connections, limit_per_host=0, ttl_dns_cache=300
-            )
-            session = self._session = aiohttp.ClientSession(connector=connector)
-            self._owns_session = True
-        return session
+        await self._engines.aclose()
 
     # --- sending -----------------------------------------------------------------------
 
     async def open(self, body: bytes) -> Answer:
-        return _AiohttpAnswer(await self._send(body))
+        """:meth:`Transport.open`."""
+        return _EngineAnswer(await self._send(body), self._free)
 
     async def post(self, body: bytes) -> tuple[bytes, dict[str, str]]:
-        resp = await self._send(body)
+        """:meth:`Transport.post`."""
+        answer = await self._send(body)
         try:
-            data = await resp.read()
-        except _TRANSPORT_ERRORS as exc:
+            data = await answer.read()
+        except TransportError as exc:
             raise self.transport_error(exc) from exc
         finally:
-            finish(resp)
-        return data, {k.lower(): v for k, v in resp.headers.items()}
+            answer.release()
+            self._free.release()
+        headers = answer.headers
+        if type(headers) is dict:  # the lean pool's: lowercase already
+            return data, headers
+        return data, {k.lower(): v for k, v in headers.items()}  # aiohttp's, as they came
 
-    async def _send(self, body: bytes) -> aiohttp.ClientResponse:
-        """POST; a 2xx response (caller reads and finishes it) or raise the typed error."""
-        session = self._get_session()
+    async def _send(self, body: bytes) -> EngineAnswer:
+        """POST; a 2xx answer holding a place (the caller reads it, then releases the
+        answer and the place) or raise the typed error, the place given back."""
+        if self._closed:
+            raise RuntimeError("this client is closed; create a new one")
+        await self._free.acquire()
         try:
-            resp = await session.post(
-                self.url,
-                data=body,
-                headers=self._headers,
-                timeout=self._timeout,
-                proxy=self._proxy,
-            )
-        except _TRANSPORT_ERRORS as exc:
+            answer = await self._post(body)
+        except TransportError as exc:
+            self._free.release()
             raise self.transport_error(exc) from exc
-        if 200 <= resp.status < 300:
-            return resp
+        except BaseException:
+            self._free.release()
+            raise
+        if 200 <= answer.status < 300:
+            return answer
         try:
-            data = await resp.read()
-        except _TRANSPORT_ERRORS:
+            data = await answer.read()
+        except TransportError:
             data = b""
         finally:
-            finish(resp)
-        raise status_error(self._codec, self.url, resp.status, data, resp.headers)
+            answer.release()
+            self._free.release()
+        raise status_error(self._codec, self.url, answer.status, data, answer.headers)
 
     async def get(self, url: str) -> bytes:
-        session = self._get_session()
+        """:meth:`Transport.get`, through aiohttp (redirects followed)."""
+        if self._closed:  # (aiohttp would open a session nobody closes)
+            raise RuntimeError("this client is closed; create a new one")
         try:
-            proxy = self._proxies.for_url(url) if self._proxies else None
-            async with session.get(url, timeout=self._timeout, proxy=proxy) as resp:
-                if resp.status != 200:
-                    raise InputError(f"cannot fetch image {url}: HTTP {resp.status}")
-                return await resp.read()
-        except _TRANSPORT_ERRORS as exc:
+            answer = await self._aiohttp.get(url, timeout=self._limits)
+            try:
+                if answer.status != 200:
+                    raise InputError(f"cannot fetch image {url}: HTTP {answer.status}")
+                return await answer.read()
+            finally:
+                answer.release()
+        except TransportError as exc:
             raise InputError(f"cannot fetch image {url}: {exc or type(exc).__name__}") from exc
-
-    # --- failures ----------------------------------------------------------------------
 
     def transport_error(self, exc: BaseException) -> APIConnectionError:
         """A failure with no HTTP answer -> the typed error, saying what to do."""
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return connect_timeout(self.base_url, self._connect)
-        if isinstance(exc, TimeoutError):
-            return read_timeout(self.base_url, self._read)
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return unreachable(self.base_url, exc.os_error)
-        return dropped(self.base_url, exc)
+        return connection_error(exc, self.base_url, self._connect, self._read)
+
+
+def connection_error(
+    exc: BaseException, where: str, connect: float | None, read: float | None
+) -> APIConnectionError:
+    """The typed error for a call to ``where`` that got no HTTP answer: one of the
+    engines' ``TransportError`` tree (or any other exception: a dropped connection),
+    with what to do about it. ``connect`` and ``read`` are the client's timeouts."""
+    if isinstance(exc, ConnectTimeout):
+        return APITimeoutError(
+            f"timed out connecting to {where} after {connect}s — is the host "
+            "reachable? raise timeout=(connect, read) if it is slow to accept"
+        )
+    if isinstance(exc, TimeoutError):  # ReadTimeout, DeadlineExceeded
+        return APITimeoutError(
+            f"no data from {where} for {read}s (read timeout) — the server may be "
+            "overloaded; raise timeout=(connect, read) for long generations"
+        )
+    if isinstance(exc, ConnectFailed):
+        return APIConnectionError(
+            f"cannot reach {where}: {describe_os_error(exc.os_error)} — is the server running?"
+        )
+    detail = str(exc) or type(exc).__name__
+    return APIConnectionError(
+        f"connection to {where} failed: {detail} — the server closed the connection "
+        "(crashed, restarted, or a proxy cut it)"
+    )
 
 
 def endpoint(
@@ -254,44 +301,14 @@ def endpoint(
 ) -> tuple[str, str, dict[str, str]]:
     """(base URL, generation URL, request headers) of a client: the dialect knows its URL
     and auth headers (Anthropic: with or without /v1); ``headers`` add to (and override)
-    them."""
+    them (``ValueError`` for one no engine may send: CR, LF, NUL)."""
     base_url = base_url.rstrip("/")
     url, sent = codec.endpoint(base_url, api_key)
     sent["accept"] = "application/json"
     for key, value in (headers or {}).items():
         sent[key.lower()] = value
+    check_headers(sent)
     return base_url, url, sent
-
-
-# The typed errors of a call that got no HTTP answer, worded alike by every transport.
-
-
-def connect_timeout(where: str, seconds: float | None) -> APITimeoutError:
-    return APITimeoutError(
-        f"timed out connecting to {where} after {seconds}s — is the host "
-        "reachable? raise timeout=(connect, read) if it is slow to accept"
-    )
-
-
-def read_timeout(where: str, seconds: float | None) -> APITimeoutError:
-    return APITimeoutError(
-        f"no data from {where} for {seconds}s (read timeout) — the server may be "
-        "overloaded; raise timeout=(connect, read) for long generations"
-    )
-
-
-def unreachable(where: str, os_error: OSError) -> APIConnectionError:
-    return APIConnectionError(
-        f"cannot reach {where}: {describe_os_error(os_error)} — is the server running?"
-    )
-
-
-def dropped(where: str, exc: BaseException) -> APIConnectionError:
-    detail = str(exc) or type(exc).__name__
-    return APIConnectionError(
-        f"connection to {where} failed: {detail} — the server closed the connection "
-        "(crashed, restarted, or a proxy cut it)"
-    )
 
 
 def status_error(
@@ -311,16 +328,6 @@ def request_id(headers: Mapping[str, Any]) -> str | None:
     """The server's request id (``x-request-id``, or Anthropic's ``request-id``)."""
     value = headers.get("x-request-id") or headers.get("request-id")
     return str(value) if value else None
-
-
-def finish(resp: aiohttp.ClientResponse) -> None:
-    """Release a read response's connection, or close one abandoned halfway."""
-    # A fully read answer hands its connection back to the pool; one abandoned halfway
-    # must not, or the next request on that connection would read the leftovers.
-    if resp.content.at_eof():
-        resp.release()
-    else:
-        resp.close()
 
 
 def timeouts(timeout: float | tuple[float, float] | None) -> tuple[float | None, float | None]:

@@ -1,14 +1,19 @@
-"""A lean keep-alive HTTP/1.1 client for plain ``http://`` calls: the gateway's upstream
-calls (``upstreams/_transport.py``) and the client's (``client/_lean.py``).
+"""The HTTP floor under the gateway's upstreams and the client: a lean keep-alive HTTP/1.1
+client for plain ``http://`` calls, and the engines both post through.
 
-Why not aiohttp for those: to a local server (vLLM, llama.cpp, a mock, another gateway)
-a call is one ``write`` and one parse, and aiohttp's request machinery (request object,
-header merging, timers, URL and payload handling) cost more than both: 13 % of the
-gateway's busy time on its passthrough path, and about half of a client batch's. What
-it does and does not do: :mod:`._pool`'s docstring. TLS, proxies and anything but a POST
-stay on aiohttp in both users.
+Why not aiohttp for those calls: to a local server (vLLM, llama.cpp, a mock, another
+gateway) a call is one ``write`` and one parse, and aiohttp's request machinery (request
+object, header merging, timers, URL and payload handling) cost more than both: 13 % of
+the gateway's busy time on its passthrough path, and about half of a client batch's.
+What it does and does not do: :mod:`._pool`'s docstring.
 
-Errors are the :class:`TransportError` tree (:mod:`._errors`), raised natively.
+:mod:`.engines` (imported on its own: it loads aiohttp) holds the two engines behind one
+seam, this pool for ``http://`` and aiohttp for TLS, proxies and GETs, and
+``Transports``, which picks one by URL; the gateway's upstreams (``upstreams/http.py``)
+and the client (``client/_transport.py``) both post through it.
+
+Errors are the :class:`TransportError` tree (:mod:`._errors`): raised natively by the
+pool, mapped once from aiohttp's by its engine.
 """
 
 from ._errors import (
@@ -20,13 +25,23 @@ from ._errors import (
     ReadTimeout,
     TransportError,
 )
-from ._head import Target
-from ._pool import HIGH_WATER, IDLE_TTL, MAX_HEAD, NO_DEADLINE, Opener, Pool, PooledResponse
+from ._head import Target, check_headers
+from ._pool import (
+    HIGH_WATER,
+    IDLE_TTL,
+    MAX_HEAD,
+    MAX_IDLE,
+    NO_DEADLINE,
+    Opener,
+    Pool,
+    PooledResponse,
+)
 
 __all__ = [
     "HIGH_WATER",
     "IDLE_TTL",
     "MAX_HEAD",
+    "MAX_IDLE",
     "NO_DEADLINE",
     "ConnectFailed",
     "ConnectTimeout",
@@ -39,4 +54,5 @@ __all__ = [
     "ReadTimeout",
     "Target",
     "TransportError",
+    "check_headers",
 ]

@@ -1,10 +1,10 @@
-"""The transport failures of the lean pool, which the gateway's aiohttp engine raises too.
+"""The transport failures of the lean pool, which the aiohttp engine raises too.
 
 A failure to talk HTTP to the server at all, with no status to show for it. The lean
-pool (:mod:`._pool`) raises these natively; the gateway's aiohttp engine maps aiohttp's
-errors onto them once (``upstreams/_transport.py``), so its ``HttpUpstream`` catches one
-family and turns it into :mod:`interlingua.errors` (502/504) in one place, and the
-client maps them onto its ``APIConnectionError`` tree (``client/_lean.py``)::
+pool (:mod:`._pool`) raises these natively; the aiohttp engine maps aiohttp's errors
+onto them once (:mod:`.engines`), so the gateway's ``HttpUpstream`` catches one family
+and turns it into :mod:`interlingua.errors` (502/504) in one place, and the client maps
+them onto its ``APIConnectionError`` tree in one function (``client/_transport.py``)::
 
     TransportError
     ├── InvalidTarget        the request cannot be sent as given (a header with CR/LF)
@@ -14,8 +14,8 @@ client maps them onto its ``APIConnectionError`` tree (``client/_lean.py``)::
     ├── DeadlineExceeded     the answer not done within the total timeout (also TimeoutError)
     └── ConnectionLost       closed, reset, or an answer that is not HTTP
 
-Kept apart from the transports so that the pool, which they wrap, can raise them
-without importing either.
+Kept apart from the engines so that the pool, which one of them wraps, can raise them
+without importing aiohttp.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from .. import __version__
 
-__all__ = ["Target"]
+__all__ = ["Target", "check_headers"]
 
 _BAD_HEADER_CHARS = ("\r", "\n", "\0")
 
@@ -25,6 +25,13 @@ def _header_block(headers: Mapping[str, str]) -> bytes:
             raise ValueError(f"invalid character in HTTP header {name!r}")
         lines.append(f"{name}: {value}\r\n")
     return "".join(lines).encode("latin-1")
+
+
+def check_headers(headers: Mapping[str, str]) -> None:
+    """Raise ``ValueError`` for a header no engine may send (CR, LF or NUL; a colon in
+    a name), as :class:`Target` would when encoding it: for a caller that wants to know
+    when it is configured, before its first request."""
+    _header_block(headers)
 
 
 class Target:

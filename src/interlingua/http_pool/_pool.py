@@ -19,7 +19,7 @@ client does only what the gateway needs:
   while someone waits for data, ``total_timeout`` the whole answer from the moment the
   request is sent (a drip-feeding upstream cannot hold a request forever); one timer per
   response, re-armed lazily;
-* ``http`` only: TLS stays on aiohttp (``upstreams/_transport.py``, ``client/_lean.py``).
+* ``http`` only: TLS stays on aiohttp (the other engine of :mod:`.engines`).
 
 Errors: the :class:`._errors.TransportError` tree, raised natively: :class:`ConnectFailed`
 (carries the ``OSError``), :class:`ConnectTimeout`, :class:`ReadTimeout` and
@@ -63,6 +63,8 @@ HIGH_WATER = 256 * 1024
 MAX_HEAD = 1024 * 1024
 #: seconds an idle connection may be reused: under gunicorn's 2 s keep-alive timeout
 IDLE_TTL = 1.5
+#: idle connections kept per host unless the pool's owner says otherwise
+MAX_IDLE = 256
 #: total timeout when the caller sets none
 NO_DEADLINE = float("inf")
 #: ``(protocol_factory, host, port) -> (transport, protocol)``: ``loop.create_connection``
@@ -78,7 +80,7 @@ class PooledResponse:
 
     Read it with :meth:`read` (whole) or :meth:`iter_any` / :meth:`readany` (chunks as
     they arrive), then :meth:`release` it: a fully read answer returns its connection to
-    the pool, anything else closes it. It is the gateway's lean engine's ``Answer`` as it
+    the pool, anything else closes it. It is the lean engine's ``EngineAnswer`` as it
     is.
     """
 
@@ -438,7 +440,7 @@ class Pool:
     """
 
     def __init__(
-        self, *, max_idle: int = 256, idle_ttl: float = IDLE_TTL, opener: Opener | None = None
+        self, *, max_idle: int = MAX_IDLE, idle_ttl: float = IDLE_TTL, opener: Opener | None = None
     ) -> None:
         self.max_idle = max_idle
         self.idle_ttl = idle_ttl

@@ -3,7 +3,7 @@
 A *kind* (``openai``, ``anthropic``, ``responses``, ``local``, ``fake``) owns its part of the config: a
 :class:`KindSpec` holds the factory ``(UpstreamConfig, Transports | None) -> Upstream``,
 the option keys the kind takes beyond the common ones, and a check of their values.
-:class:`Transports` are the shared HTTP engines (``upstreams/_transport.py``) an HTTP kind
+:class:`Transports` are the shared HTTP engines (``http_pool/engines.py``) an HTTP kind
 posts through; a kind that makes no HTTP calls ignores them. :mod:`interlingua.config`
 validates only what every entry shares and leaves the rest in ``UpstreamConfig.options``;
 :func:`check_config` runs the kinds' checks. The built-in kinds are registered below
@@ -42,8 +42,8 @@ from ..config import COMMON_UPSTREAM_KEYS, Config, ConfigError, UpstreamConfig
 from .base import RawResponse, Upstream
 
 if TYPE_CHECKING:
+    from ..http_pool.engines import Transports
     from ..limits import SharedCounters
-    from ._transport import Transports
 
 __all__ = [
     "KindSpec",
@@ -84,7 +84,7 @@ def __getattr__(name: str) -> Any:
     # Transports imports aiohttp (a quarter of a second): loaded when first named, so
     # that importing the registry (config checks, the CLI) stays cheap.
     if name == "Transports":
-        from ._transport import Transports
+        from ..http_pool.engines import Transports
 
         return Transports
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from ..config import TimeoutConfig, UpstreamConfig
 from ..core import Request
 from ..dialects.anthropic import DIALECT, api_root
 from ..errors import UpstreamError
-from ._transport import Transports
+from ..http_pool.engines import Transports
 from .http import HttpUpstream, merge_headers
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicUpstream"]

@@ -5,8 +5,9 @@ The neutral path renders the request with the dialect codec, posts it, and parse
 answer back; the passthrough path posts the client's bytes and relays the upstream's.
 
 How the bytes travel is not its business: it posts through the
-:class:`~._transport.Transport` its :class:`~._transport.Transports` picks for its URL
-(the lean keep-alive pool for ``http://``, aiohttp for ``https://``; see that module),
+:class:`~interlingua.http_pool.engines.Engine` its
+:class:`~interlingua.http_pool.engines.Transports` picks for its URL (the lean keep-alive
+pool for ``http://``, aiohttp for ``https://``; see that module),
 chosen once, at construction. Headers are built once, bodies are ``orjson`` bytes.
 Failures (the transport raises one family, ``http_pool.TransportError``) map onto
 :mod:`interlingua.errors`:
@@ -54,8 +55,8 @@ from ..http_pool import (
     ReadTimeout,
     TransportError,
 )
+from ..http_pool.engines import EngineAnswer, Transports
 from ..sse import SSEEvent
-from ._transport import Answer, Transports
 from .base import RawResponse, Upstream
 from .shaping import drop_params, drop_refused, merge_params, take_shaping
 
@@ -198,7 +199,7 @@ class HttpUpstream(Upstream):
             resp.release()
 
     async def _decode_batches(
-        self, resp: Answer, events: EventDecoder
+        self, resp: EngineAnswer, events: EventDecoder
     ) -> AsyncGenerator[list[StreamEvent], None]:
         """One list of events per upstream read; a StreamError ends its list and the
         stream; a stream that stops before its end event ends with an error."""
@@ -325,7 +326,7 @@ class HttpUpstream(Upstream):
         }
         return extra or None
 
-    async def _relay(self, resp: Answer) -> AsyncIterator[bytes]:
+    async def _relay(self, resp: EngineAnswer) -> AsyncIterator[bytes]:
         """The upstream's whole, well-formed events; a fault or a cut raises (502/504)
         after the events before it, so the gateway's error event follows a whole one."""
         check = self.codec.relay_check()
@@ -385,7 +386,9 @@ class HttpUpstream(Upstream):
         finally:
             resp.release()
 
-    async def _post(self, url: str, body: bytes, extra: Mapping[str, str] | None = None) -> Answer:
+    async def _post(
+        self, url: str, body: bytes, extra: Mapping[str, str] | None = None
+    ) -> EngineAnswer:
         try:
             return await self._transport.post(
                 url, body, self._headers, timeout=self.timeout, extra=extra
@@ -393,7 +396,7 @@ class HttpUpstream(Upstream):
         except TransportError as exc:
             raise self.transport_error(exc) from exc
 
-    async def _status_error(self, resp: Answer) -> InterlinguaError:
+    async def _status_error(self, resp: EngineAnswer) -> InterlinguaError:
         if resp.status < 400:
             return self._unexpected_status(resp.status, resp.headers)
         try:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Self
 from ..config import ConfigError, TimeoutConfig, UpstreamConfig
 from ..dialects import Dialect
 from ..dialects.openai_chat import DIALECT, MAX_TOKENS_FIELDS, place_max_tokens
-from ._transport import Transports
+from ..http_pool.engines import Transports
 from .http import HttpUpstream, merge_headers
 
 __all__ = ["MAX_TOKENS_FIELDS", "OpenAICompatibleUpstream", "check_options"]

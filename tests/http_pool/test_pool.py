@@ -2,8 +2,8 @@
 
 No sockets: :class:`FakeNet` is the pool's ``opener``; each connection is a
 :class:`FakeTransport` whose "server" side is a handler called with every request written.
-The HTTP upstream tests (test_http_upstreams.py and each kind's own file) run the same
-client against a real local server.
+The HTTP upstream tests (tests/upstreams/test_http_upstreams.py and each kind's own
+file) and the client's run the same pool against real local servers.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Callable
 import httptools
 import pytest
 
-from interlingua.config import TimeoutConfig
-from interlingua.errors import UpstreamConnectionError, UpstreamTimeoutError
 from interlingua.http_pool import (
     HIGH_WATER,
     MAX_HEAD,
@@ -30,7 +28,6 @@ from interlingua.http_pool import (
     ReadTimeout,
     Target,
 )
-from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
 
 URL = "http://upstream.test:8000/v1/chat/completions"
 KEY = ("upstream.test", 8000)
@@ -490,26 +487,6 @@ async def test_refused_connect_carries_the_os_error() -> None:
     with pytest.raises(ConnectFailed) as info:
         await post(pool, target)
     assert isinstance(info.value.os_error, ConnectionRefusedError)
-
-
-# --- the HTTP upstream's side ----------------------------------------------------------
-
-
-def test_upstream_maps_pool_errors() -> None:
-    up = OpenAICompatibleUpstream("vllm", "http://127.0.0.1:9/v1", timeout=TimeoutConfig(3, 7))
-    refused = up.transport_error(ConnectFailed(ConnectionRefusedError(111, "refused")))
-    assert isinstance(refused, UpstreamConnectionError)
-    assert refused.message == (
-        "cannot reach upstream 'vllm' at http://127.0.0.1:9/v1: connection refused"
-    )
-    slow = up.transport_error(ConnectTimeout("x"))
-    assert (
-        isinstance(slow, UpstreamTimeoutError) and "timed out connecting (after 3s)" in slow.message
-    )
-    silent = up.transport_error(ReadTimeout("x"))
-    assert isinstance(silent, UpstreamTimeoutError) and "no data for 7s" in silent.message
-    lost = up.transport_error(ConnectionLost("the upstream closed the connection mid-answer"))
-    assert isinstance(lost, UpstreamConnectionError) and "mid-answer" in lost.message
 
 
 async def test_endless_upstream_headers_are_cut_off() -> None:

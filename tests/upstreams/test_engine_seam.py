@@ -1,12 +1,12 @@
-"""The transport seam (``upstreams/_transport.py``): an HTTP upstream over a fake engine
-(no sockets), the engine chosen by URL scheme, and each engine's errors in one tree."""
+"""An HTTP upstream over its engine seam (``http_pool/engines.py``): a fake engine (no
+sockets) answering, and each of the engines' ``TransportError`` tree mapped onto one
+gateway error (the engines themselves: tests/http_pool/test_engines.py)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Mapping
 
-import aiohttp
 import orjson
 import pytest
 
@@ -18,22 +18,14 @@ from interlingua.http_pool import (
     ConnectionLost,
     ConnectTimeout,
     DeadlineExceeded,
-    Pool,
     ReadTimeout,
     TransportError,
 )
-from interlingua.upstreams._transport import (
-    CLIENT_ENV,
-    AiohttpTransport,
-    LeanTransport,
-    Transports,
-    aiohttp_error,
-)
+from interlingua.http_pool.engines import LeanTransport, Transports
 from interlingua.upstreams.anthropic import AnthropicUpstream
 from interlingua.upstreams.openai_compatible import OpenAICompatibleUpstream
 
 from .test_openai_compatible import COMPLETION, REQUEST, STREAM
-from .test_pool import KEY, URL, FakeNet
 
 
 class FakeAnswer:
@@ -68,7 +60,7 @@ class FakeAnswer:
         self.released = True
 
 
-class FakeTransport:
+class FakeEngine:
     """Records every post; answers with ``answer`` or raises ``error``."""
 
     def __init__(
@@ -98,8 +90,8 @@ class FakeTransport:
         self.closed = True
 
 
-def openai(fake: FakeTransport) -> OpenAICompatibleUpstream:
-    engines = Transports(http=fake, https=FakeTransport())
+def openai(fake: FakeEngine) -> OpenAICompatibleUpstream:
+    engines = Transports(http=fake, https=FakeEngine())
     return OpenAICompatibleUpstream(
         "vllm", "http://up.test/v1", api_key="k", timeout=TimeoutConfig(2, 7), transports=engines
     )
@@ -109,7 +101,7 @@ def openai(fake: FakeTransport) -> OpenAICompatibleUpstream:
 
 
 async def test_complete_posts_through_the_injected_transport() -> None:
-    fake = FakeTransport(FakeAnswer([orjson.dumps(COMPLETION)]))
+    fake = FakeEngine(FakeAnswer([orjson.dumps(COMPLETION)]))
     up = openai(fake)
     assert (await up.complete(REQUEST)).text == "Hello there"
     [(url, body, headers, extra)] = fake.posts
@@ -123,7 +115,7 @@ async def test_complete_posts_through_the_injected_transport() -> None:
 
 async def test_stream_decodes_the_transports_chunks_and_releases_the_answer() -> None:
     answer = FakeAnswer(STREAM, headers={"content-type": "text/event-stream"})
-    up = openai(FakeTransport(answer))
+    up = openai(FakeEngine(answer))
     events = [event async for event in up.stream(REQUEST)]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
     assert answer.released
@@ -135,7 +127,7 @@ async def test_a_transport_error_mid_stream_is_one_stream_error() -> None:
         headers={"content-type": "text/event-stream"},
         error=DeadlineExceeded("the answer did not end"),
     )
-    events = [event async for event in openai(FakeTransport(answer)).stream(REQUEST)]
+    events = [event async for event in openai(FakeEngine(answer)).stream(REQUEST)]
     assert isinstance(events[-1], StreamError)
     assert isinstance(events[-1].error, UpstreamTimeoutError)
     assert "did not finish its answer" in events[-1].error.message
@@ -147,7 +139,7 @@ async def test_a_relayed_stream_cut_short_raises_after_its_whole_events() -> Non
     answer = FakeAnswer(
         [STREAM[0], STREAM[1][:10]], headers={"content-type": "text/event-stream"}, error=lost
     )
-    raw = await openai(FakeTransport(answer)).passthrough(b"{}", True, {})
+    raw = await openai(FakeEngine(answer)).passthrough(b"{}", True, {})
     assert raw.chunks is not None
     got = []
     with pytest.raises(
@@ -161,7 +153,7 @@ async def test_a_relayed_stream_cut_short_raises_after_its_whole_events() -> Non
 
 
 async def test_forwarded_client_headers_go_as_extra() -> None:
-    fake = FakeTransport(FakeAnswer([b'{"type":"message"}'], status=400))
+    fake = FakeEngine(FakeAnswer([b'{"type":"message"}'], status=400))
     engines = Transports(http=fake, https=fake)
     up = AnthropicUpstream("claude", "http://up.test", api_key="k", transports=engines)
     await up.passthrough(b"{}", False, {"Anthropic-Beta": "b1", "Authorization": "theirs"})
@@ -185,71 +177,15 @@ async def test_each_transport_error_maps_to_one_gateway_error(
     error: TransportError, kind: type[Exception], text: str
 ) -> None:
     with pytest.raises(kind, match=re.escape(text)):
-        await openai(FakeTransport(error=error)).complete(REQUEST)
+        await openai(FakeEngine(error=error)).complete(REQUEST)
 
 
 async def test_an_upstream_without_transports_makes_and_closes_its_own() -> None:
     up = OpenAICompatibleUpstream("u", "http://up.test/v1")
     assert type(up._transport) is LeanTransport
-    fake = up._transports.http = up._transports.https = FakeTransport()
+    fake = up._transports.http = up._transports.https = FakeEngine()
     await up.aclose()
     assert fake.closed
-
-
-# --- picking an engine ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("choice", "url", "engine"),
-    [
-        (None, "http://127.0.0.1:8000/v1", LeanTransport),
-        ("lean", "http://127.0.0.1:8000/v1", LeanTransport),
-        (" AIOHTTP ", "http://127.0.0.1:8000/v1", AiohttpTransport),
-        (None, "https://api.openai.com/v1", AiohttpTransport),
-        ("aiohttp", "https://api.openai.com/v1", AiohttpTransport),
-    ],
-)
-def test_transports_pick_by_scheme_and_honour_the_variable(
-    monkeypatch: pytest.MonkeyPatch, choice: str | None, url: str, engine: type
-) -> None:
-    if choice is None:
-        monkeypatch.delenv(CLIENT_ENV, raising=False)
-    else:
-        monkeypatch.setenv(CLIENT_ENV, choice)
-    engines = Transports()
-    assert type(engines.for_url(url)) is engine
-    if engine is AiohttpTransport:
-        # one aiohttp engine (one session) for both schemes
-        assert engines.for_url(url) is engines.https
-
-
-def test_the_variable_is_read_once_when_transports_are_built(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv(CLIENT_ENV, raising=False)
-    engines = Transports()
-    monkeypatch.setenv(CLIENT_ENV, "aiohttp")
-    assert type(engines.for_url("http://h/v1")) is LeanTransport
-    up = OpenAICompatibleUpstream("u", "http://h/v1", transports=engines)
-    assert up._transport is engines.http
-
-
-# --- the lean engine ------------------------------------------------------------------
-
-
-async def test_lean_transport_keeps_one_head_per_header_set() -> None:
-    net = FakeNet()
-    lean = LeanTransport(Pool(opener=net.open))  # type: ignore[arg-type]
-    limits = TimeoutConfig(5, 5)
-    first, second = {"authorization": "Bearer a"}, {"authorization": "Bearer b"}
-    for headers in (first, second, first):
-        answer = await lean.post(URL, b"{}", headers, timeout=limits)
-        await answer.read()
-        answer.release()
-    assert [b"Bearer a" in r for r in net.requests] == [True, False, True]
-    assert len(net.transports) == 1  # one pool: the connection serves both
-    await lean.aclose()
-    assert lean._pool.idle_count(KEY) == 0
 
 
 async def test_a_header_that_cannot_be_sent_is_a_connection_error() -> None:
@@ -260,25 +196,18 @@ async def test_a_header_that_cannot_be_sent_is_a_connection_error() -> None:
         await up.complete(REQUEST)
 
 
-# --- the aiohttp engine's errors ------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("error", "mapped"),
-    [
-        (aiohttp.ConnectionTimeoutError(), ConnectTimeout),
-        (TimeoutError(), DeadlineExceeded),
-        (aiohttp.SocketTimeoutError(), ReadTimeout),
-        (aiohttp.ServerDisconnectedError(), ConnectionLost),
-        (aiohttp.ClientPayloadError("Response payload is not completed"), ConnectionLost),
-    ],
-)
-def test_aiohttp_errors_map_onto_the_tree(error: Exception, mapped: type) -> None:
-    assert type(aiohttp_error(error)) is mapped
-
-
-def test_aiohttp_connect_failure_keeps_its_os_error() -> None:
-    refused = ConnectionRefusedError(111, "Connection refused")
-    key = aiohttp.client_reqrep.ConnectionKey("h", 1, False, True, None, None, None)
-    mapped = aiohttp_error(aiohttp.ClientConnectorError(key, refused))
-    assert isinstance(mapped, ConnectFailed) and mapped.os_error is refused
+def test_upstream_maps_pool_errors() -> None:
+    up = OpenAICompatibleUpstream("vllm", "http://127.0.0.1:9/v1", timeout=TimeoutConfig(3, 7))
+    refused = up.transport_error(ConnectFailed(ConnectionRefusedError(111, "refused")))
+    assert isinstance(refused, UpstreamConnectionError)
+    assert refused.message == (
+        "cannot reach upstream 'vllm' at http://127.0.0.1:9/v1: connection refused"
+    )
+    slow = up.transport_error(ConnectTimeout("x"))
+    assert (
+        isinstance(slow, UpstreamTimeoutError) and "timed out connecting (after 3s)" in slow.message
+    )
+    silent = up.transport_error(ReadTimeout("x"))
+    assert isinstance(silent, UpstreamTimeoutError) and "no data for 7s" in silent.message
+    lost = up.transport_error(ConnectionLost("the upstream closed the connection mid-answer"))
+    assert isinstance(lost, UpstreamConnectionError) and "mid-answer" in lost.message
