@@ -2,7 +2,9 @@
 
 The gateway stores Responses API objects in the user's data directory by default
 (``$XDG_DATA_HOME/interlingua/responses.db``): every test, and every gateway a test
-starts in a subprocess, gets a throwaway data directory instead of the real one.
+starts in a subprocess, gets a throwaway data directory instead of the real one. One per
+process: each pytest-xdist worker imports this module itself, so workers never share
+a database or a sealing key.
 """
 
 from __future__ import annotations

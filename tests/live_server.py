@@ -7,6 +7,7 @@ The server is stopped (and its port released) when the context exits.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -17,10 +18,21 @@ import uvicorn
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port nothing listens on right now, and one no other pytest-xdist worker of this
+    run is handed: worker N of W takes only ports whose ``port >> 1`` is N modulo W.
+
+    The port is released before the server binds it; without the split, a server that
+    another worker starts in that gap could be handed the same port. (``>> 1``: Linux
+    hands out odd ports first on ``bind(0)``, so the low bit cannot split them.)
+    """
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if (port >> 1) % workers == worker:
+            return port
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 import time
 from collections import deque
@@ -22,6 +21,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
+from ..live_server import free_port
 
 Behaviour = Callable[["MockOpenAI", web.Request, dict[str, Any]], Awaitable[web.StreamResponse]]
 
@@ -225,14 +226,6 @@ class MockOpenAI:
         self.received.append(Received(request.path, headers, body))
         behaviour = self.script.popleft() if self.script else (self.default or ok)
         return await behaviour(self, request, body)
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

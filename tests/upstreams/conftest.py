@@ -3,7 +3,6 @@ both HTTP engines, a closed port, and the key that must never leak."""
 
 from __future__ import annotations
 
-import socket
 import traceback
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
@@ -15,6 +14,7 @@ from interlingua.errors import InterlinguaError
 from interlingua.http_pool.engines import ENGINE_ENV, Transports
 from interlingua.upstreams.http import HttpUpstream
 
+from ..live_server import free_port
 from ..stub_upstream import Handler, Seen, Stub, json_response, sse_response, stub
 
 # Re-exported: the tests here import them from this conftest; ``stub`` is the fixture.
@@ -71,7 +71,4 @@ async def transports(
 @pytest.fixture
 def closed_port() -> int:
     """A port nothing listens on (bound, read, released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+    return free_port()
