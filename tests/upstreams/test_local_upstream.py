@@ -247,8 +247,10 @@ async def test_max_tokens_is_clipped_to_what_fits(small: LocalUpstream) -> None:
 
 
 async def test_the_model_loads_lazily_without_start(small: LocalUpstream) -> None:
-    # `small` was built by the registry's factory and never started.
-    assert small.engine.loaded  # loaded by the earlier tests' first request
+    # `small` was built by the registry's factory and never started: a request loads it
+    # (whichever test asks first; this one does not count on an earlier one having asked).
+    assert await small.count_tokens(ask()) > 10
+    assert small.engine.loaded
     fresh = create_upstream(
         UpstreamConfig(name="f", kind="local", options={"bundled": "smollm2", "n_ctx": 64}), None
     )
