@@ -6,7 +6,9 @@ The server is stopped (and its port released) when the context exits.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import math
 import os
 import socket
 import threading
@@ -35,10 +37,48 @@ def free_port() -> int:
             return port
 
 
+class QuickServer(uvicorn.Server):
+    """uvicorn's server without its fixed pauses: it looks for ``should_exit`` every
+    0.1 s, and its shutdown sleeps 0.1 s before it starts waiting, then polls every 0.1 s.
+    A suite that starts hundreds of servers paid about 0.2 s for each stop; these poll
+    every few milliseconds instead. The steps and their order are uvicorn's: stop
+    listening, ask every connection to shut down, wait for connections and tasks (at most
+    ``timeout_graceful_shutdown``, then cancel the tasks), then the lifespan shutdown."""
+
+    async def main_loop(self) -> None:
+        """uvicorn's loop, ticking every 10 ms (``on_tick`` dates the responses)."""
+        ticks = 0
+        while not await self.on_tick(ticks):
+            ticks = (ticks + 1) % 864000
+            await asyncio.sleep(0.01)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown (see the class docstring), polling every 5 ms."""
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        limit = self.config.timeout_graceful_shutdown
+        deadline = time.monotonic() + (math.inf if limit is None else limit)
+        state = self.server_state
+        while (state.connections or state.tasks) and not self.force_exit:
+            if time.monotonic() > deadline:
+                for task in state.tasks:
+                    task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+                break
+            await asyncio.sleep(0.005)
+        for server in self.servers:
+            await server.wait_closed()
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+
 @contextlib.contextmanager
 def running(config: uvicorn.Config, stop_within: float = 10) -> Iterator[uvicorn.Server]:
     """A uvicorn server of ``config`` running in a thread until the context exits."""
-    server = uvicorn.Server(config)
+    server = QuickServer(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
