@@ -154,11 +154,11 @@ def test_429_retry_after_is_waited_then_the_same_deployment_answers(
     ]
     retries = {"a": {"max": 2, "max_wait": 5}}
     with gateway(models, WIRE[client, path], retries=retries) as (url, fakes):
-        fakes["a"].enqueue(RateLimitError("slow down", retry_after=1))
+        fakes["a"].enqueue(RateLimitError("slow down", retry_after=0.3))
         fakes["a"].enqueue(reply("after the wait"))
         started = time.monotonic()
         assert ask(url, client, "main", stream) == "after the wait"
-        assert time.monotonic() - started >= 1.0
+        assert time.monotonic() - started >= 0.3
         assert counts(fakes) == {"a": 2, "b": 0}
 
 
