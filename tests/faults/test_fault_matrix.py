@@ -11,11 +11,11 @@ never ``JSONDecodeError``, never a raw transport exception, never a hang. After 
 cell ``/health`` must answer 200.
 
 Two pairs of upstreams serve the cells. The hang cells go to ``to``/``ta`` with
-``read: 1``, so a timeout costs a second. All others go to ``o``/``a`` with ``read: 30``,
+``read: 0.3``, so a timeout costs little. All others go to ``o``/``a`` with ``read: 30``,
 longer than the SDK's own timeout: a gateway that stalls on them (waiting for a read
 timeout instead of acting on what it got) shows up as a client-side hang, not as a quick
 error that would hide the stall. The drip cells run against a second gateway whose
-upstreams also have an overall deadline (``timeout.total: 1.5``: past their ``read: 1``,
+upstreams also have an overall deadline (``timeout.total: 0.8``: past their ``read: 0.3``,
 which the drip's byte every 20 ms keeps from firing) and a drip that would take far
 longer.
 """
@@ -45,7 +45,9 @@ UPSTREAM_KEY = "sk-upstream-S3CR3T-fault-matrix-4f1d2c9a"
 SDK_TIMEOUT = 6.0
 #: a whole stream must end within this (the SDK timeout bounds only each read)
 STREAM_DEADLINE = 12.0
-DRIP_TOTAL = 1.5
+#: the short read timeout of the ``t`` upstreams, and the drip gateway's overall deadline
+SHORT_READ = 0.3
+DRIP_TOTAL = 0.8
 CLIENTS = (OPENAI_CLIENT, ANTHROPIC_CLIENT)
 PATHS = ("passthrough", "translated")
 
@@ -126,7 +128,7 @@ def gateway_config(up: FaultUpstream, specs: list[str], total: float | None) -> 
     time out (``to``, ``ta``); the model ``<prefix>/<spec>`` goes to upstream
     ``f<prefix>`` as model ``<spec>``."""
     upstreams = {}
-    for prefix, read in (("", 30), ("t", 1)):
+    for prefix, read in (("", 30), ("t", SHORT_READ)):
         timeout: dict[str, float] = {"connect": 2, "read": read}
         if total is not None:
             timeout["total"] = total
