@@ -24,3 +24,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_DATA_HOME, ignore_errors=True)
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """After a failed run in random order, name its seed (above the short summary):
+    ``-q``, the README's command, hides the header line that says it, and the order
+    may be what failed."""
+    if exitstatus != 0 and config.pluginmanager.hasplugin("randomly"):
+        seed = config.getoption("randomly_seed")
+        terminalreporter.write_line(f"random order: replay it with --randomly-seed={seed}")
