@@ -150,8 +150,12 @@ def test_redis_state_answers_as_memory_state_does(
 async def _compare(url: str, limits: tuple[int | None, int | None, int | None], ops: list) -> None:
     rpm, tpm, cap = limits
     clock = Clock()
-    counters = SharedCounters(url)
-    redis_state = RedisState(counters.client, name(), rpm, tpm, cap, lease_ttl=1e6, clock=clock)
+    # Generous bounds (the default is 0.5 s): what is compared is the answers, and a
+    # loaded machine (two test workers and more) can take longer to connect or reply.
+    counters = SharedCounters(url, timeout=10)
+    redis_state = RedisState(
+        counters.client, name(), rpm, tpm, cap, lease_ttl=1e6, clock=clock, timeout=10
+    )
     memory = MemoryState(rpm, tpm, cap, clock=clock)
     leases: list[tuple[RedisLease, MemoryLease]] = []
     held: list[tuple[RedisLease, MemoryLease]] = []
