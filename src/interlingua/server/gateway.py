@@ -170,6 +170,7 @@ class Gateway:
         *,
         extra: Mapping[str, Any] | None = None,
         keep: Keep | None = None,
+        relay_only: bool = False,
     ) -> BytesResponse | StreamResponse:
         """Answer a generation request body of ``dialect`` (the passthrough path sends it
         upstream as parsed, never as the client's bytes).
@@ -179,9 +180,18 @@ class Gateway:
         is awaited with the final response object's JSON (scrubbed) once a non-stream
         answer is rendered or a stream has sent its terminal event, before the answer
         ends (so a client that reads the end finds it kept); it must not raise.
+        ``relay_only``: the body means something only to an upstream of its own dialect
+        (a Responses ``previous_response_id`` the gateway does not hold), so only the
+        deployments that relay it unchanged are tried, and :class:`NotRelayable` is
+        raised when the plan has none. The plan itself decides, not the config's first
+        deployment: a translating one would get the new input without its conversation.
         """
         name = _model_of(body)
         plan = self.router.plan(name)
+        if relay_only:
+            plan = [d for d in plan if self.passes_through(dialect, d.route)]
+            if not plan:
+                raise NotRelayable(name)
         if len(plan) > 1 or not plan[0].alone:
             parsed: list[Request] = []  # the neutral request, parsed on the first translation
 
@@ -509,9 +519,20 @@ def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
     ]
 
 
+class NotRelayable(InvalidRequestError):
+    """No deployment of the model relays the request unchanged (``relay_only``): the
+    caller says what that means for its request (the Responses endpoint: an unknown
+    ``previous_response_id``)."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"No deployment of model {model!r} takes this request unchanged.", param="model"
+        )
+
+
 def internal_error(exc: BaseException) -> UpstreamError:
     """A bug or an unexpected failure, as an error safe to show (no internals leaked)."""
     return UpstreamError(f"internal gateway error ({type(exc).__name__})", status=500)
 
 
-__all__ = ["Gateway", "internal_error"]
+__all__ = ["Gateway", "NotRelayable", "internal_error"]

@@ -262,6 +262,36 @@ def test_an_unknown_previous_id_goes_to_a_responses_upstream_unchanged(
         gpt.responses.retrieve(response.id)
 
 
+@pytest.mark.parametrize("order", [("rsp", "oai"), ("oai", "rsp")], ids=["rsp-first", "oai-first"])
+def test_a_foreign_previous_id_never_reaches_a_chat_deployment(
+    tmp_path: Path, order: tuple[str, str]
+) -> None:
+    """A model with a Responses deployment and a Chat one, equal weights: an id only the
+    Responses upstream holds goes there on every request, whichever deployment the config
+    lists first. The Chat deployment would get the new input alone (the conversation
+    silently dropped): whether a request may be relayed unchanged is decided per attempt,
+    from the deployments that attempt may use."""
+    config = parse_config(
+        {
+            "upstreams": {name: {"kind": "fake"} for name in ("oai", "ant", "rsp")},
+            "models": [{"name": "m", "upstream": name, "model": "x"} for name in order],
+            "server": {"api_keys": ["sk-test"]},
+            "responses": {"url": f"sqlite://{tmp_path}/responses.db"},
+        }
+    )
+    fakes = _fakes()
+    with _serve(config, fakes) as url, _client(url) as gpt:
+        for _ in range(12):
+            response = gpt.responses.create(
+                model="m", input="and?", previous_response_id="resp_held_upstream"
+            )
+            assert response.output_text == "echo: and?"
+    assert fakes["via-chat"].requests == []
+    sent = fakes["via-responses"].wire_requests
+    assert len(sent) == 12
+    assert all(wire["previous_response_id"] == "resp_held_upstream" for wire in sent)
+
+
 def test_a_deleted_ancestor_is_reported(gpt: openai.OpenAI, gateway: Gateway) -> None:
     fake = gateway[1]["via-chat"]
     fake.enqueue(_answer("one"))

@@ -9,9 +9,10 @@ Three steps, each a function the HTTP handler and the WebSocket handler share:
   conversation we hold, the body to generate from (``input`` = the conversation's items,
   per response its input then its output, oldest first, then the new input). The
   previous response's ``instructions`` are not inherited (PROTOCOLS.md §3.1): only the
-  new body's own apply. An unknown id is a 400 ``previous_response_not_found``, unless
-  the route's upstream itself speaks Responses (passthrough): then the request goes on
-  unchanged, since that upstream may hold the id.
+  new body's own apply. An unknown id may be a Responses upstream's own: the request
+  goes on unchanged, to the deployments that relay it as it is (passthrough) and to no
+  other, since a translating one would get the new input without its conversation; with
+  none in the request's plan it is a 400 ``previous_response_not_found``.
 * :func:`remember` -- store the final response object with the turn's own items. It
   never raises: a store that fails is logged and the answer, already delivered or about
   to be, stands.
@@ -43,7 +44,7 @@ from ...dialects.openai_responses.response import STATE
 from ...errors import InvalidRequestError, UpstreamError
 from ...usage import Chain, ResponseStore, StoredResponse, StoreError
 from ..asgi_io import BytesResponse, StreamResponse
-from ..gateway import Gateway
+from ..gateway import Gateway, NotRelayable
 from ..keys import ClientKey
 
 __all__ = [
@@ -100,6 +101,9 @@ class Turn:
     #: the id a translated answer gets when it is stored: ours, so it is unique (an
     #: upstream's own may repeat, and a repeated id would knot a conversation)
     response_id: str | None = None
+    #: the ``previous_response_id`` left for the upstream to find (``body`` goes on as
+    #: the client sent it): only a deployment that relays it unchanged may answer
+    relayed: str | None = None
 
     @property
     def echo(self) -> dict[str, Any] | None:
@@ -262,8 +266,8 @@ async def resolve(
 
     ``lookup`` finds conversations (None: nothing is held anywhere); ``storing`` says the
     answer may be kept (then it is, unless the body says ``store: false``); ``may_relay``
-    says the route's upstream speaks Responses itself, so an id we do not hold is its
-    business -- unless ``foreign`` says we hold it for another owner.
+    says an id we do not hold may be an upstream's business (the turn is then
+    :attr:`Turn.relayed`) -- unless ``foreign`` says we hold it for another owner.
     """
     previous = _check(body)
     store = storing and body.get("store") is not False
@@ -279,6 +283,7 @@ async def resolve(
             # The upstream's own conversation: it gets the request as sent, and what it
             # answers is not stored here (its ancestors are not ours to rebuild).
             turn.previous_response_id, turn.store = None, False
+            turn.relayed = previous
             return turn
         raise previous_not_found(previous)
     if chain.missing is not None:
@@ -344,16 +349,13 @@ async def respond(
 ) -> BytesResponse | StreamResponse:
     """Answer one ``POST /v1/responses`` body with stored state (module docstring), as
     the request's authenticated ``key`` (None: the gateway is open)."""
-    may_relay = False
-    model = body.get("model")
-    if body.get("previous_response_id") is not None and isinstance(model, str) and model:
-        may_relay = gateway.passes_through(gateway.responses, gateway.router.resolve(model))
     owner = owner_of(key)
     lookup = lookup_in(store, owner) if store is not None else None
-    foreign = foreign_in(store, owner) if store is not None and may_relay else None
-    turn = await resolve(
-        body, lookup, storing=store is not None, may_relay=may_relay, foreign=foreign
-    )
+    relaying = store is not None and body.get("previous_response_id") is not None
+    foreign = foreign_in(store, owner) if relaying else None
+    # Any id we do not hold may be an upstream's: whether some deployment can take it is
+    # decided by the attempts themselves (relay_only below), from the plan they follow.
+    turn = await resolve(body, lookup, storing=store is not None, may_relay=True, foreign=foreign)
     keep = None
     if turn.store and store is not None:
         kept = store
@@ -361,6 +363,18 @@ async def respond(
         async def keep(response: bytes) -> None:
             await remember(kept, turn, response, owner)
 
-    return await gateway.generate(
-        gateway.responses, turn.body, headers, receive, extra=turn.echo, keep=keep
-    )
+    relay = turn.relayed
+    try:
+        return await gateway.generate(
+            gateway.responses,
+            turn.body,
+            headers,
+            receive,
+            extra=turn.echo,
+            keep=keep,
+            relay_only=relay is not None,
+        )
+    except NotRelayable:
+        # What a setup without a Responses upstream answers: nobody can hold the id.
+        assert relay is not None
+        raise previous_not_found(relay) from None
