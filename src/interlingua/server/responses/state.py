@@ -351,8 +351,9 @@ async def respond(
     the request's authenticated ``key`` (None: the gateway is open)."""
     owner = owner_of(key)
     lookup = lookup_in(store, owner) if store is not None else None
-    relaying = store is not None and body.get("previous_response_id") is not None
-    foreign = foreign_in(store, owner) if relaying else None
+    foreign = None
+    if store is not None and body.get("previous_response_id") is not None:
+        foreign = foreign_in(store, owner)
     # Any id we do not hold may be an upstream's: whether some deployment can take it is
     # decided by the attempts themselves (relay_only below), from the plan they follow.
     turn = await resolve(body, lookup, storing=store is not None, may_relay=True, foreign=foreign)
