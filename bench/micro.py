@@ -7,7 +7,7 @@ calls the gateway makes (``server/gateway.py``, ``upstreams/http.py``):
   upstream dialect's stream decoder) -> the client dialect's stream encoder -> bytes
   (both directions);
 * request: body bytes -> ``orjson.loads`` -> ``parse_request`` -> ``render_request``
-  (+ ``finalize_wire``) -> ``orjson.dumps``, for the small and the 80 KB body;
+  (+ ``ask_stream``) -> ``orjson.dumps``, for the small and the 80 KB body;
 * response: upstream body -> ``parse_response`` -> client ``render_response`` -> bytes;
 * passthrough request: body bytes -> ``orjson.loads`` -> ``validate_request`` ->
   ``encode_body`` (what the passthrough path does to a body before forwarding it);
@@ -30,7 +30,6 @@ from interlingua.config import parse_config
 from interlingua.dialects import EventDecoder, encode_body, get_dialect
 from interlingua.routing import Router
 from interlingua.upstreams.base import Upstream
-from interlingua.upstreams.http import finalize_wire
 
 from . import mock
 from .scenarios import BY_NAME, request_body
@@ -95,7 +94,8 @@ def _request_translation(scenario: str) -> Callable[[], None]:
 
     def run() -> None:
         request = source.parse_request(orjson.loads(raw))
-        wire = finalize_wire(target.name, target.render_request(request), False)
+        wire = target.render_request(request)
+        target.ask_stream(wire, False)
         orjson.dumps(wire)
 
     return run

@@ -163,9 +163,9 @@ _MAX_FIELDS = {
 def _fill(body: dict[str, Any], dialect: str, defaults: Defaults) -> dict[str, Any]:
     """A copy of a batch body with the defaults filled in and streaming turned off."""
     body = dict(body)
+    codec = _codec(dialect)
     # Batch output is one JSON body per line; a streamed answer has no such body.
-    body.pop("stream", None)
-    body.pop("stream_options", None)
+    codec.drop_stream(body)
     if "model" not in body and defaults.model:
         body["model"] = defaults.model
     fields = _MAX_FIELDS[dialect]
@@ -218,8 +218,7 @@ def _render(client: AsyncClient, request: Request) -> dict[str, Any]:
     copy on the server.
     """
     body = client.render(request)  # (the client places a Chat body's output limit)
-    body.pop("stream", None)
-    body.pop("stream_options", None)
+    _codec(client.dialect).drop_stream(body)
     if client.dialect == "responses" and request.source_dialect != "responses":
         body.setdefault("store", False)
     return body

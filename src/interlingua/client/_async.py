@@ -278,8 +278,7 @@ class AsyncClient:
     def _render(self, request: Request) -> dict[str, Any]:
         body = self.render(request)
         if not request.stream:
-            body.pop("stream", None)
-            body.pop("stream_options", None)
+            self._codec.drop_stream(body)  # (extra_body may have asked for one)
         return body
 
     # --- calls -------------------------------------------------------------------------

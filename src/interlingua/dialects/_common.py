@@ -109,6 +109,26 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def ask_stream(body: dict[str, Any], stream: bool) -> bool:
+    """``body`` asking for a stream of events or for one whole answer, in place, said
+    either way with ``stream``; a whole answer without ``stream_options``, which the APIs
+    that have it take only with ``stream: true``. What :class:`~.base.Dialect` asks of
+    ``ask_stream`` where the usage needs no asking (Messages and Responses streams always
+    report it): False, nothing was asked for the gateway."""
+    body["stream"] = stream
+    if not stream:
+        body.pop("stream_options", None)
+    return False
+
+
+def drop_stream(body: dict[str, Any]) -> None:
+    """``body`` without ``stream`` and ``stream_options`` (in place): one whole answer, the
+    API's default, said by leaving the fields out. (Messages has no ``stream_options``; a
+    body that carries one anyway meant it for a stream too.)"""
+    body.pop("stream", None)
+    body.pop("stream_options", None)
+
+
 def missing(param: str) -> InvalidRequestError:
     """The error for a required field that is absent."""
     return InvalidRequestError(

@@ -88,6 +88,21 @@ class Dialect(Protocol):
         for content this dialect cannot carry (after the drop policy)."""
         ...
 
+    def ask_stream(self, body: dict[str, Any], stream: bool) -> bool:
+        """Make a request body ask for a stream of events (``stream``) or for one whole
+        answer, in place, saying which either way (what an upstream is sent).
+
+        A stream also asks for its usage where the dialect makes that optional (Chat's
+        ``stream_options.include_usage``): True when this call asked for it, so the
+        gateway keeps that part of the answer from a client that did not. A whole answer
+        carries no field that only a stream may carry."""
+        ...
+
+    def drop_stream(self, body: dict[str, Any]) -> None:
+        """Take every stream field out of a request body, in place: one whole answer, by
+        the API's default (what a client sends when it wants no stream)."""
+        ...
+
     def parse_response(self, body: Any, request: Request | None = None) -> Response:
         """An upstream's non-stream answer -> Response. ``request`` is the neutral
         request it answers, when known: Anthropic needs it to turn a wrapped custom-tool

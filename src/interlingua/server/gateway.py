@@ -356,7 +356,9 @@ class Gateway:
         stream = body.get("stream") is True
         body["model"] = route.upstream_model
         record = RECORD.get()
-        strip = record is not None and stream and _asks_usage(dialect, body)
+        # The usage log needs a stream's usage: asked for when the client did not, and
+        # then cut from the client's stream (server/accounting.py).
+        strip = record is not None and stream and dialect.ask_stream(body, True)
         shape_body(body, route.entry, route.upstream)  # params, max_tokens_field, drops
         # The body as parsed, never the client's bytes: with a key given twice (`model`,
         # `messages`) the upstream's parser might take the copy we did not route by or
@@ -459,24 +461,6 @@ async def _pause(seconds: float, receive: Receive | None) -> None:
 async def _disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
-
-
-def _asks_usage(dialect: Dialect, body: dict[str, Any]) -> bool:
-    """Ask a Chat Completions upstream for the stream's usage when the client did not
-    (the usage log needs it); True when the gateway asked, so the chunk that brings it
-    must be cut from the client's stream (server/accounting.py)."""
-    if dialect.name != "openai":
-        return False
-    options = body.get("stream_options")
-    if isinstance(options, dict):
-        if options.get("include_usage") is True:
-            return False
-        body["stream_options"] = {**options, "include_usage": True}
-        return True
-    if options is None:
-        body["stream_options"] = {"include_usage": True}
-        return True
-    return False  # (not an object: the request's validation answers it)
 
 
 def _went_to(route: Route) -> None:

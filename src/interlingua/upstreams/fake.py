@@ -50,7 +50,6 @@ from ..core.tokens import estimate_request_tokens, estimate_text
 from ..dialects import Dialect, EventDecoder, get_dialect, random_id
 from ..errors import InterlinguaError
 from .base import RawResponse, Upstream
-from .http import finalize_wire
 from .shaping import drop_params, drop_refused, merge_params, neutral_request, take_shaping
 
 __all__ = ["FakeItem", "FakeUpstream", "check_options", "echo_response"]
@@ -169,11 +168,11 @@ class FakeUpstream(Upstream):
         )
         if shaping is not None:
             merge_params(rendered, shaping)
-        wire = finalize_wire(self.wire or "", rendered, stream)
+        self._codec.ask_stream(rendered, stream)
         if shaping is not None:
-            drop_params(wire, shaping)
-        self.wire_requests.append(wire)
-        return request, self._codec.parse_request(orjson.loads(orjson.dumps(wire)))
+            drop_params(rendered, shaping)
+        self.wire_requests.append(rendered)
+        return request, self._codec.parse_request(orjson.loads(orjson.dumps(rendered)))
 
     # --- the neutral path -----------------------------------------------------------
 

@@ -60,7 +60,7 @@ from ..sse import SSEEvent
 from .base import RawResponse, Upstream
 from .shaping import drop_params, drop_refused, merge_params, take_shaping
 
-__all__ = ["HttpUpstream", "finalize_wire", "merge_headers", "relayed_headers"]
+__all__ = ["HttpUpstream", "merge_headers", "relayed_headers"]
 
 # What a codec raises on a body it cannot read: a malformed upstream answer is the
 # upstream's fault (502), never the client's (400).
@@ -88,24 +88,6 @@ def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
     if request_id:
         out["upstream-request-id"] = request_id
     return out
-
-
-def finalize_wire(dialect: str, wire: dict[str, Any], stream: bool) -> dict[str, Any]:
-    """Set ``stream`` on a rendered body, plus what the dialect needs for it.
-
-    OpenAI: a stream always asks for the usage chunk (PROTOCOLS.md 4.10), which the
-    gateway needs for accounting whatever the client asked; a non-stream body must not
-    carry ``stream_options`` (OpenAI rejects it without ``stream``).
-    """
-    wire["stream"] = stream
-    if dialect == "openai":
-        if stream:
-            options = wire.get("stream_options")
-            base = options if isinstance(options, dict) else {}
-            wire["stream_options"] = {**base, "include_usage": True}
-        else:
-            wire.pop("stream_options", None)
-    return wire
 
 
 class HttpUpstream(Upstream):
@@ -163,7 +145,9 @@ class HttpUpstream(Upstream):
         wire = self.codec.render_request(drop_refused(request, shaping))
         if shaping is not None:
             merge_params(wire, shaping)
-        wire = finalize_wire(self.dialect or "", wire, stream)
+        # After the params: a model's params may carry stream fields the answer's form
+        # decides (a stream's usage, nothing of a stream on a whole answer).
+        self.codec.ask_stream(wire, stream)
         self.adjust_body(wire)
         if shaping is not None:
             drop_params(wire, shaping)

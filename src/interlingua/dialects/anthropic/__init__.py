@@ -17,6 +17,7 @@ from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
+from .. import _common
 from ..relay import AnthropicRelayCheck
 from .endpoint import ANTHROPIC_VERSION, api_root, count_tokens_url, endpoint
 from .errors import parse_error, render_error, render_stream_error
@@ -47,6 +48,14 @@ class AnthropicDialect:
     def render_request(self, request: Request) -> dict[str, Any]:
         """Neutral request -> the body for an Anthropic upstream."""
         return render_request(request)
+
+    def ask_stream(self, body: dict[str, Any], stream: bool) -> bool:
+        """``stream`` said either way; a Messages stream reports its usage unasked."""
+        return _common.ask_stream(body, stream)
+
+    def drop_stream(self, body: dict[str, Any]) -> None:
+        """No ``stream``: one whole message."""
+        _common.drop_stream(body)
 
     def render_count_tokens_request(self, request: Request) -> dict[str, Any]:
         """Neutral request -> the body for an upstream ``/v1/messages/count_tokens``."""

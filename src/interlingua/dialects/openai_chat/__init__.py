@@ -13,11 +13,12 @@ from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
+from .. import _common
 from ..relay import OpenAIChatRelayCheck
 from .endpoint import endpoint
 from .errors import client_status, parse_error, render_error, render_stream_error
 from .max_tokens import MAX_TOKENS_FIELDS, default_max_tokens_field, place_max_tokens
-from .request import parse_request, render_request
+from .request import ask_stream, parse_request, render_request
 from .response import parse_response, render_model_list, render_response
 from .stream import OpenAIChatStreamDecoder, OpenAIChatStreamEncoder
 from .validate import validate_request
@@ -39,6 +40,14 @@ class OpenAIChatDialect:
     def render_request(self, request: Request) -> dict[str, Any]:
         """The body for an OpenAI-compatible upstream."""
         return render_request(request)
+
+    def ask_stream(self, body: dict[str, Any], stream: bool) -> bool:
+        """``stream`` said either way; a stream with the usage chunk (True: asked here)."""
+        return ask_stream(body, stream)
+
+    def drop_stream(self, body: dict[str, Any]) -> None:
+        """No ``stream``, no ``stream_options``: one whole completion."""
+        _common.drop_stream(body)
 
     def parse_response(self, body: Any, request: Request | None = None) -> Response:
         """An upstream's ``chat.completion`` body -> Response (``request`` unused: Chat

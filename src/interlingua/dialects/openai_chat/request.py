@@ -18,7 +18,7 @@ from ...errors import InvalidRequestError
 from .._common import expect_type, missing, optional
 from ._messages import DIALECT_NAME, bad_value, parse_messages, render_messages, required_str
 
-__all__ = ["parse_request", "render_effort", "render_request"]
+__all__ = ["ask_stream", "parse_request", "render_effort", "render_request"]
 
 MAX_TOKENS_FIELD = "_openai_max_tokens_field"  # which key the client used for max tokens
 USER_FROM_SAFETY_ID = "_openai_user_from_safety_identifier"  # Request.user is not `user`
@@ -353,6 +353,37 @@ def _render_response_format(fmt: ResponseFormat) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": spec}
 
 
+def ask_stream(body: dict[str, Any], stream: bool) -> bool:
+    """``body`` asking for a stream (``stream: true``, with the usage chunk) or for one
+    whole answer (``stream: false``, no ``stream_options``: OpenAI rejects them without
+    ``stream``), in place; True when this asked for the usage chunk the body lacked.
+
+    A stream always asks for the usage chunk (``stream_options.include_usage``, §4.10):
+    without it OpenAI reports no usage at all, which clients of other dialects, the token
+    limits and the usage log all need. A client that did not ask for it must not see it:
+    the gateway cuts it from the relayed stream when this returns True. A
+    ``stream_options`` that is no object is left to the request's validation.
+
+    >>> body = {"stream_options": {"x": 1}}
+    >>> ask_stream(body, True), body
+    (True, {'stream_options': {'x': 1, 'include_usage': True}, 'stream': True})
+    >>> ask_stream(body, False), body
+    (False, {'stream': False})
+    """
+    body["stream"] = stream
+    if not stream:
+        body.pop("stream_options", None)
+        return False
+    options = body.get("stream_options")
+    if options is None:
+        body["stream_options"] = {"include_usage": True}
+        return True
+    if not isinstance(options, dict) or options.get("include_usage") is True:
+        return False
+    body["stream_options"] = {**options, "include_usage": True}
+    return True
+
+
 def render_request(request: Request) -> dict[str, Any]:
     """The Chat Completions body for an OpenAI-compatible upstream.
 
@@ -401,9 +432,10 @@ def render_request(request: Request) -> dict[str, Any]:
         body["response_format"] = _render_response_format(request.response_format)
     if request.stream:
         body["stream"] = True
-        # Always ask for the usage chunk: clients of other dialects need final counts,
-        # and our own client may have asked for it anyway (§4.10).
-        body["stream_options"] = {**extra.get("stream_options", {}), "include_usage": True}
+        options = extra.get("stream_options")
+        if options:
+            body["stream_options"] = options  # (copied by ask_stream, never changed)
+        ask_stream(body, True)
     for key, value in extra.items():
         if not key.startswith("_openai_") and key != "stream_options":
             body[key] = value

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
+from .. import _common
 from ..openai_chat.response import render_model_list
 from ..relay import ResponsesRelayCheck
 from .endpoint import endpoint
@@ -56,6 +57,15 @@ class ResponsesDialect:
     def render_request(self, request: Request) -> dict[str, Any]:
         """The body for a Responses upstream."""
         return render_request(request)
+
+    def ask_stream(self, body: dict[str, Any], stream: bool) -> bool:
+        """``stream`` said either way; a Responses stream reports its usage unasked (in
+        its terminal event)."""
+        return _common.ask_stream(body, stream)
+
+    def drop_stream(self, body: dict[str, Any]) -> None:
+        """No ``stream``, no ``stream_options``: one whole response."""
+        _common.drop_stream(body)
 
     def parse_response(self, body: Any, request: Request | None = None) -> Response:
         """An upstream's ``response`` object -> Response (``request`` unused)."""
