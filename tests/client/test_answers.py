@@ -17,7 +17,6 @@ from interlingua.client import (
     fold_reasoning,
     is_empty_answer,
 )
-from interlingua.client._answers import plainly_answered
 from interlingua.core import ReasoningPart, Response, StopReason, TextPart, ToolCallPart, Usage
 
 from .conftest import FakeServer, Gateway, Reply, Seen, Stream, call, openai_body
@@ -59,20 +58,6 @@ def test_what_is_an_empty_answer() -> None:
     assert not is_empty_answer(answer(ToolCallPart("c", "f", "{}"), stop=StopReason.TOOL_USE))
     assert not is_empty_answer(answer(TextPart("no", meta={"refusal": True})))
     assert not is_empty_answer(answer(stop=StopReason.REFUSAL))  # refused without words
-
-
-def test_plainly_answered_looks_only_where_each_dialect_puts_text() -> None:
-    chat = openai_body("hi")
-    assert plainly_answered("openai", chat)
-    assert not plainly_answered("openai", openai_body(""))
-    assert not plainly_answered("openai", {**chat, "error": {"message": "x"}})
-    assert plainly_answered("anthropic", {"content": [{"type": "text", "text": "hi"}]})
-    assert not plainly_answered("anthropic", {"content": [{"type": "thinking", "thinking": "t"}]})
-    message = {"type": "message", "content": [{"type": "output_text", "text": "hi"}]}
-    assert plainly_answered("responses", {"output": [{"type": "reasoning"}, message]})
-    for odd in (None, [], {"choices": []}, {"content": "text"}, {"output": [1]}):
-        for dialect in ("openai", "anthropic", "responses"):
-            assert not plainly_answered(dialect, odd)
 
 
 def test_fold_reasoning_is_basapis_format() -> None:

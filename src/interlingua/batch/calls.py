@@ -152,14 +152,6 @@ def _estimate(client: AsyncClient, request: Request) -> int:
     return estimate_request_tokens(request) + (request.max_tokens or 0)
 
 
-#: a body's output limit fields, by dialect: the first is the one a default fills
-_MAX_FIELDS = {
-    "openai": ("max_tokens", "max_completion_tokens"),
-    "anthropic": ("max_tokens",),
-    "responses": ("max_output_tokens",),
-}
-
-
 def _fill(body: dict[str, Any], dialect: str, defaults: Defaults) -> dict[str, Any]:
     """A copy of a batch body with the defaults filled in and streaming turned off."""
     body = dict(body)
@@ -168,7 +160,7 @@ def _fill(body: dict[str, Any], dialect: str, defaults: Defaults) -> dict[str, A
     codec.drop_stream(body)
     if "model" not in body and defaults.model:
         body["model"] = defaults.model
-    fields = _MAX_FIELDS[dialect]
+    fields = codec.output_limit_fields
     if defaults.max_tokens is not None and not any(f in body for f in fields):
         body[fields[0]] = defaults.max_tokens
     return body

@@ -21,7 +21,7 @@ from ._audio import with_audio_format
 from ._errors import EmptyAnswerError, UnreadableAnswerError
 from ._outputs import ChatResult, better_usage
 
-__all__ = ["UNREAD", "RawReply", "empty_error", "plainly_answered", "read_answer"]
+__all__ = ["UNREAD", "RawReply", "empty_error", "read_answer"]
 
 _QUOTE = 2000  # characters of a body kept in the error
 UNREAD: Any = object()
@@ -79,31 +79,6 @@ def read_answer(
     if request is not None:
         response = with_audio_format(response, request)
     return raw, response
-
-
-def plainly_answered(dialect: str, body: Any) -> bool:
-    """Whether a decoded body holds answer text where its dialect puts it (the common
-    case, checked without the codec's full reading; False means: read it to judge).
-
-    >>> plainly_answered("openai", {"choices": [{"message": {"content": "hi"}}]})
-    True
-    """
-    try:
-        if dialect == "openai":
-            if "error" in body:
-                return False
-            content = body["choices"][0]["message"]["content"]
-            return type(content) is str and content != ""
-        if dialect == "anthropic":
-            return any(b["type"] == "text" and b["text"] for b in body["content"])
-        return any(
-            c["type"] == "output_text" and c["text"]
-            for item in body["output"]
-            if item["type"] == "message"
-            for c in item["content"]
-        )
-    except (KeyError, IndexError, TypeError):  # another shape: the codec judges it
-        return False
 
 
 def empty_error(url: str, result: ChatResult, data: bytes) -> EmptyAnswerError:

@@ -31,10 +31,10 @@ import orjson
 
 from ..core import Request, ToolSpec
 from ..dialects import Dialect, get_dialect
-from ..dialects.openai_chat import MAX_TOKENS_FIELDS, place_max_tokens
+from ..dialects.openai_chat import MAX_TOKENS_FIELDS
 from ..limits import RateLimit, RateLimiter
 from ..retry import DEFAULT_MAX_RETRIES
-from ._answers import UNREAD, RawReply, empty_error, plainly_answered, read_answer
+from ._answers import UNREAD, RawReply, empty_error, read_answer
 from ._build import (
     render_supported,
     to_output_audio,
@@ -271,8 +271,7 @@ class AsyncClient:
         field for raises :class:`~interlingua.client.UnsupportedParameterError`, or is
         left out with ``drop_unsupported``."""
         _, body = render_supported(self._codec, request, self.drop_unsupported)
-        if self.dialect == "openai":
-            place_max_tokens(body, self.max_tokens_field)
+        self._codec.place_output_limit(body, self.max_tokens_field)
         return body
 
     def _render(self, request: Request) -> dict[str, Any]:
@@ -451,7 +450,7 @@ class AsyncClient:
             decoded = orjson.loads(raw)
         except orjson.JSONDecodeError:
             decoded = UNREAD  # read_answer says why, in its words
-        if decoded is not UNREAD and plainly_answered(self.dialect, decoded):
+        if decoded is not UNREAD and self._codec.plainly_answered(decoded):
             return RawReply(200, headers, raw, rid, None, decoded)  # no full reading needed
         decoded, response = read_answer(self._codec, self.url, raw, rid, True, decoded=decoded)
         if is_empty_answer(response):

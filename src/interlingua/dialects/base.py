@@ -19,6 +19,7 @@ slots); translation across dialects follows the drop policy in docs/mapping.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..core import Request, Response, StreamEnd, StreamError, StreamEvent
@@ -69,6 +70,9 @@ class Dialect(Protocol):
     """A wire dialect's codec. See the module docstring for who calls what."""
 
     name: str
+    #: the request body fields that set the output limit (the first is the one a
+    #: default fills; a body that sets any of them has chosen its own)
+    output_limit_fields: tuple[str, ...]
 
     def parse_request(self, body: Any) -> Request:
         """Validate and convert a decoded JSON body. Raise InvalidRequestError naming the
@@ -103,6 +107,12 @@ class Dialect(Protocol):
         the API's default (what a client sends when it wants no stream)."""
         ...
 
+    def place_output_limit(self, body: dict[str, Any], field: str | None) -> None:
+        """Move a request body's output limit, in place, to the field its server takes:
+        ``field`` when configured, else the dialect's rule (Chat: by model name, see
+        ``openai_chat/max_tokens.py``); a dialect with one such field leaves it."""
+        ...
+
     def parse_response(self, body: Any, request: Request | None = None) -> Response:
         """An upstream's non-stream answer -> Response. ``request`` is the neutral
         request it answers, when known: Anthropic needs it to turn a wrapped custom-tool
@@ -110,6 +120,17 @@ class Dialect(Protocol):
         ...
 
     def render_response(self, response: Response, request: Request) -> dict[str, Any]: ...
+
+    def plainly_answered(self, body: Any) -> bool:
+        """Whether a decoded answer body holds text where this dialect puts it: a quick
+        look for the common case, not a reading (False: read it to judge).
+        :mod:`.answers` says where."""
+        ...
+
+    def rewrite_text(self, body: Any, rewrite: Callable[[str], str]) -> bool:
+        """Rewrite a decoded answer body's text in place (the first text part, added when
+        missing, see :mod:`.answers`); whether the body had the shape to hold one."""
+        ...
 
     def stream_decoder(self, request: Request) -> StreamDecoder: ...
 

@@ -13,11 +13,13 @@ Modules: :mod:`.request` (request parse/render, content blocks), :mod:`.response
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
 from .. import _common
+from ..answers import messages_plainly_answered, rewrite_messages_text
 from ..relay import AnthropicRelayCheck
 from .endpoint import ANTHROPIC_VERSION, api_root, count_tokens_url, endpoint
 from .errors import parse_error, render_error, render_stream_error
@@ -32,6 +34,7 @@ class AnthropicDialect:
     """The Anthropic Messages codec; stateless, one shared instance (:data:`DIALECT`)."""
 
     name = "anthropic"
+    output_limit_fields: tuple[str, ...] = ("max_tokens",)
 
     def parse_request(self, body: Any) -> Request:
         """A ``/v1/messages`` body -> neutral request (400 with ``param`` when invalid)."""
@@ -57,6 +60,9 @@ class AnthropicDialect:
         """No ``stream``: one whole message."""
         _common.drop_stream(body)
 
+    def place_output_limit(self, body: dict[str, Any], field: str | None) -> None:
+        """Always ``max_tokens``: nothing to move."""
+
     def render_count_tokens_request(self, request: Request) -> dict[str, Any]:
         """Neutral request -> the body for an upstream ``/v1/messages/count_tokens``."""
         return render_count_tokens_request(request)
@@ -69,6 +75,14 @@ class AnthropicDialect:
     def render_response(self, response: Response, request: Request) -> dict[str, Any]:
         """Neutral response -> the message body for an Anthropic client."""
         return render_response(response, request)
+
+    def plainly_answered(self, body: Any) -> bool:
+        """Text in a ``text`` block."""
+        return messages_plainly_answered(body)
+
+    def rewrite_text(self, body: Any, rewrite: Callable[[str], str]) -> bool:
+        """The first ``text`` block rewritten (one added after the thinking if none)."""
+        return rewrite_messages_text(body, rewrite)
 
     def stream_decoder(self, request: Request) -> AnthropicStreamDecoder:
         """A decoder for one Anthropic upstream stream."""

@@ -9,11 +9,13 @@ A pure codec; ``DIALECT`` satisfies :class:`interlingua.dialects.base.Dialect`:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
 from .. import _common
+from ..answers import chat_plainly_answered, rewrite_chat_text
 from ..relay import OpenAIChatRelayCheck
 from .endpoint import endpoint
 from .errors import client_status, parse_error, render_error, render_stream_error
@@ -28,6 +30,7 @@ class OpenAIChatDialect:
     """The Chat Completions codec; see :mod:`interlingua.dialects.base` for who calls what."""
 
     name = "openai"
+    output_limit_fields: tuple[str, ...] = MAX_TOKENS_FIELDS
 
     def parse_request(self, body: Any) -> Request:
         """Validate and convert a client's request body (400 naming the field)."""
@@ -49,6 +52,10 @@ class OpenAIChatDialect:
         """No ``stream``, no ``stream_options``: one whole completion."""
         _common.drop_stream(body)
 
+    def place_output_limit(self, body: dict[str, Any], field: str | None) -> None:
+        """The limit in ``max_tokens`` or ``max_completion_tokens``, as the model needs."""
+        place_max_tokens(body, field)
+
     def parse_response(self, body: Any, request: Request | None = None) -> Response:
         """An upstream's ``chat.completion`` body -> Response (``request`` unused: Chat
         carries custom calls natively)."""
@@ -57,6 +64,14 @@ class OpenAIChatDialect:
     def render_response(self, response: Response, request: Request) -> dict[str, Any]:
         """Response -> ``chat.completion`` body for a client."""
         return render_response(response, request)
+
+    def plainly_answered(self, body: Any) -> bool:
+        """Text in ``choices[0].message.content``."""
+        return chat_plainly_answered(body)
+
+    def rewrite_text(self, body: Any, rewrite: Callable[[str], str]) -> bool:
+        """``choices[0].message.content`` rewritten."""
+        return rewrite_chat_text(body, rewrite)
 
     def stream_decoder(self, request: Request) -> OpenAIChatStreamDecoder:
         """A decoder for an upstream's chunk stream answering ``request``."""

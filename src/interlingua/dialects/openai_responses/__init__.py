@@ -16,11 +16,13 @@ codec only echoes what it is told through ``response.STATE``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...core import Request, Response
 from ...errors import InterlinguaError
 from .. import _common
+from ..answers import responses_plainly_answered, rewrite_responses_text
 from ..openai_chat.response import render_model_list
 from ..relay import ResponsesRelayCheck
 from .endpoint import endpoint
@@ -42,6 +44,7 @@ class ResponsesDialect:
     """
 
     name = DIALECT_NAME
+    output_limit_fields: tuple[str, ...] = ("max_output_tokens",)
 
     def __init__(self, sealer: Sealer = DEFAULT_SEALER) -> None:
         self.sealer = sealer
@@ -67,6 +70,9 @@ class ResponsesDialect:
         """No ``stream``, no ``stream_options``: one whole response."""
         _common.drop_stream(body)
 
+    def place_output_limit(self, body: dict[str, Any], field: str | None) -> None:
+        """Always ``max_output_tokens``: nothing to move."""
+
     def parse_response(self, body: Any, request: Request | None = None) -> Response:
         """An upstream's ``response`` object -> Response (``request`` unused)."""
         return parse_response(body)
@@ -74,6 +80,14 @@ class ResponsesDialect:
     def render_response(self, response: Response, request: Request) -> dict[str, Any]:
         """Response -> a ``response`` object for a client."""
         return render_response(response, request, self.sealer)
+
+    def plainly_answered(self, body: Any) -> bool:
+        """Text in an ``output_text`` part of a ``message`` item."""
+        return responses_plainly_answered(body)
+
+    def rewrite_text(self, body: Any, rewrite: Callable[[str], str]) -> bool:
+        """The first ``output_text`` part rewritten (added if none), and ``output_text``."""
+        return rewrite_responses_text(body, rewrite)
 
     def stream_decoder(self, request: Request) -> ResponsesStreamDecoder:
         """A decoder for an upstream's event stream answering ``request``."""
