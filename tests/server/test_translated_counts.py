@@ -10,8 +10,9 @@ import pytest
 
 from interlingua.core import Request, Response, TextPart, Usage
 from interlingua.dialects import get_dialect
+from interlingua.dialects.relay_usage import body_counts
 from interlingua.server.accounting import count_usage
-from interlingua.usage.record import Record, body_counts
+from interlingua.usage.record import Record
 
 USAGES = [
     Usage(input_tokens=58, output_tokens=17),

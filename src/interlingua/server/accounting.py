@@ -41,9 +41,9 @@ import orjson
 from ..core import Usage, aclose_iterator
 from ..dialects import Dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
+from ..dialects.relay_usage import USAGE_MARK, StreamUsage, body_counts, usage_chunk, usage_counts
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
-from ..upstreams.relay_usage import USAGE_MARK, StreamUsage
-from ..usage.record import Record, RecordSink, body_counts, usage_counts
+from ..usage.record import Record, RecordSink
 from .asgi_io import BytesResponse, CountedResponse, StreamResponse
 from .keys import Admission, ClientKey
 
@@ -413,16 +413,10 @@ async def strip_usage(chunks: AsyncIterator[bytes], record: Record) -> AsyncIter
                 continue
             kept = []
             for event in chunk.split(b"\n\n"):
-                if USAGE_MARK.search(event) is not None and event.startswith(b"data:"):
-                    try:
-                        payload = orjson.loads(event[5:])
-                    except orjson.JSONDecodeError:
-                        payload = None
-                    if isinstance(payload, dict) and payload.get("choices") == []:
-                        usage = payload.get("usage")
-                        if isinstance(usage, dict):
-                            _set_counts(record, usage)
-                            continue
+                usage = usage_chunk(event)
+                if usage is not None:
+                    _set_counts(record, usage)
+                    continue
                 kept.append(event)
             data = b"\n\n".join(kept)
             if data:

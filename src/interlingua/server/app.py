@@ -34,10 +34,10 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp
 
 from ..config import Config
-from ..core.tokens import CHARS_PER_TOKEN
 from ..dialects import Dialect, get_dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..dialects.openai_responses import ResponsesDialect, Sealer
+from ..dialects.relay_usage import estimate_tokens
 from ..errors import (
     InterlinguaError,
     InvalidRequestError,
@@ -321,15 +321,11 @@ async def _as_response(
 
 
 def _token_estimate(raw: bytes, body: dict[str, Any]) -> int:
-    """A request's tokens as a key's ``tpm`` reserves them: its bytes / 4 (the decoded
-    body's, for a WebSocket frame) plus the output limit it sets (the body is already
-    decoded: no second parse)."""
-    size = len(raw) if raw else len(orjson.dumps(body))
-    for field in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
-        limit = body.get(field)
-        if type(limit) is int and limit > 0:
-            return size // CHARS_PER_TOKEN + limit
-    return size // CHARS_PER_TOKEN
+    """A request's tokens as a key's ``tpm`` reserves them, by the one rule of the token
+    limits (:func:`~interlingua.dialects.relay_usage.estimate_tokens`): its bytes (the
+    decoded body's, for a WebSocket frame) and the output limit it sets (already decoded:
+    no second parse)."""
+    return estimate_tokens(len(raw) if raw else len(orjson.dumps(body)), body)
 
 
 def _model_name(body: dict[str, Any]) -> str:

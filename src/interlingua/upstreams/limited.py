@@ -11,7 +11,7 @@ itself: every call of the wrapped upstream (:meth:`complete`, :meth:`stream` /
   plus its ``max_tokens`` (the output it may use: what OpenAI and Anthropic reserve
   against their own token limits too), and *settled* with the answer's actual usage --
   ``Response.usage``, the stream's final ``StreamEnd`` usage, or on the passthrough path
-  the ``usage`` the relayed answer carries (:mod:`.relay_usage`); there the estimate is
+  the ``usage`` the relayed answer carries (:mod:`..dialects.relay_usage`); there the estimate is
   the body's bytes / 4 plus its max output field. An answer reporting no usage (or a
   stream cut by an error) keeps its estimate; a request the upstream refuses before
   answering counts for its input estimate only.
@@ -37,10 +37,10 @@ from typing import Any
 from ..config import LimitsConfig
 from ..core import Request, Response, StreamEnd, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import estimate_request_tokens
+from ..dialects.relay_usage import StreamUsage, body_tokens, estimate_body_tokens
 from ..errors import InterlinguaError
 from ..limits import Limiter, LimitState, Ticket
 from .base import RawResponse, Upstream
-from .relay_usage import StreamUsage, body_tokens, estimate_body_tokens
 
 __all__ = ["LimitedUpstream"]
 

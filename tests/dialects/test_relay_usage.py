@@ -1,4 +1,4 @@
-"""upstreams/relay_usage.py: token usage read from relayed bytes of every dialect."""
+"""dialects/relay_usage.py: token usage read from relayed bytes of every dialect."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ import orjson
 import pytest
 
 from interlingua.core import Response, StopReason, TextPart, Usage
+from interlingua.dialects import get_dialect
+from interlingua.dialects.relay_usage import (
+    OUTPUT_LIMIT_FIELDS,
+    StreamUsage,
+    body_tokens,
+    estimate_body_tokens,
+    estimate_tokens,
+    usage_tokens,
+)
 from interlingua.upstreams.fake import FakeUpstream
-from interlingua.upstreams.relay_usage import StreamUsage, body_tokens, usage_tokens
 
 BODIES = {
     "openai": {"messages": [{"role": "user", "content": "hi"}]},
@@ -86,3 +94,27 @@ def test_compact_and_spaced_json_alike() -> None:
             usage.feed(b"data: " + json.dumps(event, separators=separators).encode() + b"\n\n")
         assert usage.counts == {"input_tokens": 10, "output_tokens": 5}
         assert usage.tokens == 15
+
+
+def test_the_output_limit_fields_are_every_dialects() -> None:
+    each = {f for name in BODIES for f in get_dialect(name).output_limit_fields}
+    assert set(OUTPUT_LIMIT_FIELDS) == each
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "m", "messages": [], "max_tokens": 40},
+        {"model": "m", "messages": [], "max_completion_tokens": 40},
+        {"model": "m", "input": "hi there", "max_output_tokens": 40},
+        {"model": "m", "input": "no limit"},
+        {"model": "m", "max_tokens": True, "max_output_tokens": 0},  # no counts
+    ],
+)
+def test_one_estimate_rule_for_bytes_and_decoded_bodies(body: dict[str, object]) -> None:
+    raw = orjson.dumps(body)
+    tokens_in, reserved = estimate_body_tokens(raw)
+    assert tokens_in == len(raw) // 4
+    assert estimate_tokens(len(raw), body) == reserved
+    limit = next((v for v in body.values() if type(v) is int and v > 0), 0)
+    assert reserved == tokens_in + limit

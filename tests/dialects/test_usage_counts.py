@@ -1,4 +1,4 @@
-"""usage/record.py usage_counts: every dialect's usage object, and values that are no count."""
+"""dialects/relay_usage.py usage_counts: every dialect's usage object, and values that are no count."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from interlingua.usage.record import body_counts, usage_counts
+from interlingua.dialects.relay_usage import body_counts, usage_counts
 
 
 @pytest.mark.parametrize(
