@@ -64,7 +64,11 @@ def test_parse_error_retry_after_and_relayed_headers() -> None:
         {"Retry-After": "7", "x-should-retry": "true", "request-id": "req_9", "other": "x"},
     )
     assert err.retry_after == 7.0
-    assert err.headers == {"retry-after": "7", "x-should-retry": "true", "request-id": "req_9"}
+    assert err.headers == {
+        "retry-after": "7",
+        "x-should-retry": "true",
+        "upstream-request-id": "req_9",  # (relayed under that name, as every dialect's)
+    }
     ms = DIALECT.parse_error(529, wire("overloaded_error"), {"retry-after-ms": "1500"})
     assert ms.retry_after == 1.5
 

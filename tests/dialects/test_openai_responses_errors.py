@@ -60,7 +60,8 @@ def test_parse_error_classifies_and_keeps_retry_headers() -> None:
         "rate_limit_exceeded",
         "tokens",
     )
-    assert err.headers == {"retry-after": "3"}
+    # the upstream's request id is relayed too, renamed (every dialect's errors alike)
+    assert err.headers == {"retry-after": "3", "upstream-request-id": "req_1"}
     # relayed to a Responses client, OpenAI's own type survives
     assert render_error(err)[1]["error"]["type"] == "tokens"
 

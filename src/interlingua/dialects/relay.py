@@ -25,6 +25,11 @@ A :class:`RelayCheck` sits on the relayed stream and:
 * notes an in-band error that is the stream's first event (``first_error``), so the
   gateway can answer it with a real status instead of 200.
 
+What of an upstream answer's headers reaches the client is decided here too, once for
+both paths (:func:`relayed_headers`): its retry guidance as it came, and its request id,
+the one its provider asks you to quote, renamed ``upstream-request-id`` so it is not
+taken for the gateway's own ``x-request-id`` / ``request-id``.
+
 Line endings: CR and CRLF become LF (the same events to any SSE reader), a CR at the end
 of a read is taken as a line end and a LF opening the next read then skipped, as the SSE
 decoder does. Cost: one msgspec decode of the few fields it needs per event, linear in the bytes
@@ -34,6 +39,7 @@ otherwise. :meth:`RelayCheck.check_body` does the same for a non-streamed JSON a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -43,10 +49,14 @@ from ..errors import UpstreamError
 
 __all__ = [
     "MAX_EVENT_BYTES",
+    "RELAYED_HEADERS",
+    "UPSTREAM_REQUEST_ID",
     "AnthropicRelayCheck",
     "OpenAIChatRelayCheck",
     "RelayCheck",
     "ResponsesRelayCheck",
+    "relayed_headers",
+    "upstream_request_id",
 ]
 
 #: the largest partial event held back (a stream that never ends an event would
@@ -54,6 +64,35 @@ __all__ = [
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 _KEEP, _DROP, _BAD = 0, 1, 2
+
+#: the name an upstream's own request id is relayed under
+UPSTREAM_REQUEST_ID = "upstream-request-id"
+# What a client may act on, relayed as it came: when to retry, and whether to (what
+# OpenAI and Anthropic send, and their SDKs read).
+_RETRY_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
+#: every header a client gets from an upstream's answer, by the name it gets it under
+RELAYED_HEADERS = (*_RETRY_HEADERS, UPSTREAM_REQUEST_ID)
+
+
+def upstream_request_id(headers: Mapping[str, str]) -> str | None:
+    """The id an upstream gave its answer: ``x-request-id`` (OpenAI and most servers) or
+    ``request-id`` (Anthropic); None without one. Lowercase names, or a mapping that
+    ignores case."""
+    return headers.get("x-request-id") or headers.get("request-id") or None
+
+
+def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of an upstream's answer its client gets, by :data:`RELAYED_HEADERS`
+    name (lowercase names in, or a mapping that ignores case).
+
+    >>> relayed_headers({"retry-after": "2", "request-id": "req_9", "server": "x"})
+    {'retry-after': '2', 'upstream-request-id': 'req_9'}
+    """
+    out = {name: value for name in _RETRY_HEADERS if (value := headers.get(name)) is not None}
+    request_id = upstream_request_id(headers)
+    if request_id:
+        out[UPSTREAM_REQUEST_ID] = request_id
+    return out
 
 
 class RelayCheck:

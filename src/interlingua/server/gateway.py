@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
@@ -34,9 +35,10 @@ from ..core import (
 )
 from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, StreamEncoder, encode_body, get_dialect
+from ..dialects.relay import RELAYED_HEADERS, UPSTREAM_REQUEST_ID
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
-from ..upstreams.base import RawResponse
+from ..upstreams.base import ANSWER_ID, RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
 from .accounting import RECORD, count_usage, strip_usage
 from .asgi_io import JSON_CT, SSE_HEADERS, BytesResponse, CountedResponse, StreamResponse
@@ -47,8 +49,10 @@ log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
 
 _DEFAULT_OPTIONS = ModelOptions()
-# Upstream response headers a client may act on (retry policy, tracing) and so are relayed.
-_RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
+# An error's relayed headers that are copied as they came (the Retry-After pair is written
+# from ``retry_after``, which the gateway's own limits set too).
+_ERROR_HEADERS = tuple(h for h in RELAYED_HEADERS if not h.startswith("retry-after"))
+_REQUEST_ID_NAME = UPSTREAM_REQUEST_ID.encode()
 # The keep-alive bytes of each client dialect (constant; built once, not per stream).
 _PINGS: dict[str, bytes] = {}
 
@@ -127,16 +131,20 @@ class Gateway:
     def error_response(
         self, dialect: Dialect, error: InterlinguaError, request_id: str
     ) -> BytesResponse:
-        """The error in the caller's dialect, with Retry-After relayed when known."""
+        """The error in the caller's dialect, with Retry-After relayed when known, and
+        what else the upstream's answer said that is relayed (``x-should-retry``, its
+        request id)."""
         error = self.scrubbed(error)
         status, body = dialect.render_error(error, request_id)
         headers = [JSON_CT]
         if error.retry_after is not None:
             headers.append((b"retry-after", str(max(0, round(error.retry_after))).encode()))
             headers.append((b"retry-after-ms", str(int(error.retry_after * 1000)).encode()))
-        should_retry = error.headers.get("x-should-retry")
-        if should_retry is not None:
-            headers.append((b"x-should-retry", should_retry.encode("latin-1")))
+        if error.headers:
+            for name in _ERROR_HEADERS:
+                value = error.headers.get(name)
+                if value is not None:
+                    headers.append((name.encode(), value.encode("latin-1")))
         return BytesResponse(orjson.dumps(body), status, headers)
 
     def stream_error_bytes(
@@ -258,6 +266,8 @@ class Gateway:
         keep: Keep | None,
     ) -> BytesResponse:
         upstream = route.upstream
+        answer_id: list[str | None] = [None]  # (this attempt's: upstreams/base.py)
+        ANSWER_ID.set(answer_id)
         if receive is not None and upstream.cancel_on_disconnect:
             response = await _unless_disconnected(upstream.complete(upstream_request), receive)
         else:
@@ -267,11 +277,12 @@ class Gateway:
         rendered = self.scrub_bytes(rendered) if self.secrets else rendered
         if keep is not None:
             await keep(rendered)
+        headers = _with_answer_id([JSON_CT], answer_id[0])
         record = RECORD.get()
         if record is not None:  # (counted here: the accounting need not decode our body)
             count_usage(record, response.usage)
-            return CountedResponse(rendered)
-        return BytesResponse(rendered)
+            return CountedResponse(rendered, headers=headers)
+        return BytesResponse(rendered, headers=headers)
 
     @staticmethod
     def passes_through(dialect: Dialect, route: Route) -> bool:
@@ -286,6 +297,8 @@ class Gateway:
         upstream_request: Request,
         keep: Keep | None = None,
     ) -> StreamResponse:
+        answer_id: list[str | None] = [None]  # (this attempt's: upstreams/base.py)
+        ANSWER_ID.set(answer_id)
         batches = route.upstream.stream_batches(upstream_request)
         # Wait for the first events before sending headers: an upstream that refuses the
         # request raises here, and the client still gets a real HTTP error status.
@@ -294,7 +307,7 @@ class Gateway:
             if isinstance(first[0], StreamError):
                 # The upstream failed before saying anything (an in-band error as its
                 # first event): the client can still get a real status for it.
-                raise first[0].error
+                raise _naming(first[0].error, answer_id[0])
         except StopAsyncIteration:
             raise UpstreamError("upstream closed the stream without sending anything") from None
         except BaseException:
@@ -339,6 +352,7 @@ class Gateway:
 
         return StreamResponse(
             self._scrub_stream(chunks()) if self.secrets else chunks(),
+            headers=_with_answer_id(SSE_HEADERS, answer_id[0]),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc, encoder),
             aclose=lambda: aclose_iterator(batches),
             ping=encoder.ping(),
@@ -393,9 +407,11 @@ class Gateway:
         # stream broken from its start (garbage, a cut) is then a real 502.
         try:
             first = await anext(chunks, b"")
-        except BaseException:
+        except BaseException as exc:
             await aclose_iterator(chunks)
             await answer.aclose()
+            if isinstance(exc, InterlinguaError):  # (a real status: say whose answer it was)
+                raise _naming(exc, answer.headers.get(UPSTREAM_REQUEST_ID)) from exc
             raise
         ping = _PINGS.get(dialect.name)
         if ping is None:
@@ -496,11 +512,33 @@ def _secret_prefix_start(data: bytes, secrets: list[bytes]) -> int:
 
 
 def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
+    """The relayed headers of a passthrough answer (upstreams/http.py picked them)."""
     return [
         (name.encode(), raw.headers[name].encode("latin-1"))
-        for name in _RELAYED_HEADERS
+        for name in RELAYED_HEADERS
         if name in raw.headers
     ]
+
+
+def _with_answer_id(
+    headers: list[tuple[bytes, bytes]], answer_id: str | None
+) -> list[tuple[bytes, bytes]]:
+    """A translated answer's headers: ``headers`` (shared: never changed), with the
+    upstream's request id when it gave one."""
+    if not answer_id:
+        return headers
+    return [*headers, (_REQUEST_ID_NAME, answer_id.encode("latin-1"))]
+
+
+def _naming(error: InterlinguaError, answer_id: str | None) -> InterlinguaError:
+    """``error`` carrying the request id of the upstream answer it came in, for the
+    client's error answer (a copy: the original may be held elsewhere, inside a frozen
+    ``StreamError`` say, and must not change under its holder)."""
+    if not answer_id or UPSTREAM_REQUEST_ID in error.headers:
+        return error
+    clone = copy.copy(error)
+    clone.headers = {**error.headers, UPSTREAM_REQUEST_ID: answer_id}
+    return clone
 
 
 class NotRelayable(InvalidRequestError):

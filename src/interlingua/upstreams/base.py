@@ -12,15 +12,38 @@ only ``model`` replaced and relays the upstream's bytes as they arrive.
 Errors: before the first event an upstream *raises* an
 :class:`~interlingua.errors.InterlinguaError`; after it, failures arrive as a
 ``StreamError`` event. Streams close their upstream connection in ``finally``.
+
+The request id a provider gave its answer is relayed to the client (``upstream-request-id``,
+:func:`~interlingua.dialects.relay.relayed_headers`): on the passthrough path with the
+answer's headers (:class:`RawResponse`), with an error in its ``headers``; a neutral answer
+has no headers, so an upstream that has one leaves it where the gateway looks
+(:data:`ANSWER_ID`, :func:`note_answer_id`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from ..core import Request, Response, StreamEvent, aclose_iterator
+from ..dialects.relay import upstream_request_id
+
+#: Where the request id of the answer to the current attempt goes (the translated path):
+#: the gateway sets a fresh one-item list before each attempt, the upstream that answers
+#: puts the id in it (:func:`note_answer_id`). A list rather than the value itself, so an
+#: upstream called in a task of its own (a call cancelled when its client leaves runs in
+#: one, with a copy of the context) still writes where the gateway reads.
+ANSWER_ID: ContextVar[list[str | None] | None] = ContextVar("answer_id", default=None)
+
+
+def note_answer_id(headers: Mapping[str, str]) -> None:
+    """Leave the request id of an answer with ``headers`` for the gateway, if it asked
+    (an attempt on the translated path)."""
+    slot = ANSWER_ID.get()
+    if slot is not None:
+        slot[0] = upstream_request_id(headers)
 
 
 @dataclass(slots=True)

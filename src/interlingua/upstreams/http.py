@@ -39,6 +39,7 @@ import orjson
 from ..config import TimeoutConfig
 from ..core import Request, Response, StreamError, StreamEvent, replace_request
 from ..dialects import Dialect, EventDecoder, get_dialect
+from ..dialects.relay import relayed_headers
 from ..errors import (
     InterlinguaError,
     InvalidRequestError,
@@ -57,17 +58,14 @@ from ..http_pool import (
 )
 from ..http_pool.engines import EngineAnswer, Transports
 from ..sse import SSEEvent
-from .base import RawResponse, Upstream
+from .base import RawResponse, Upstream, note_answer_id
 from .shaping import drop_params, drop_refused, merge_params, take_shaping
 
-__all__ = ["HttpUpstream", "merge_headers", "relayed_headers"]
+__all__ = ["HttpUpstream", "merge_headers"]
 
 # What a codec raises on a body it cannot read: a malformed upstream answer is the
 # upstream's fault (502), never the client's (400).
 _DECODE_ERRORS = (InvalidRequestError, ValueError, KeyError, TypeError, IndexError)
-# Upstream response headers worth relaying (PROTOCOLS.md 4.9: "preserve these headers
-# when proxying"); the request id is renamed so it cannot clash with ours.
-_RELAYED_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-retry")
 
 
 def merge_headers(base: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -76,18 +74,6 @@ def merge_headers(base: Mapping[str, str], extra: Mapping[str, str] | None) -> d
     if extra:
         merged.update((k.lower(), v) for k, v in extra.items())
     return merged
-
-
-def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The upstream response headers a relay keeps (lowercase names).
-
-    ``x-request-id`` (OpenAI) or ``request-id`` (Anthropic) becomes ``upstream-request-id``.
-    """
-    out = {name: value for name in _RELAYED_HEADERS if (value := headers.get(name)) is not None}
-    request_id = headers.get("x-request-id") or headers.get("request-id")
-    if request_id:
-        out["upstream-request-id"] = request_id
-    return out
 
 
 class HttpUpstream(Upstream):
@@ -173,6 +159,7 @@ class HttpUpstream(Upstream):
         try:
             if not 200 <= resp.status < 300:
                 raise await self._status_error(resp)
+            note_answer_id(resp.headers)
             events = EventDecoder(self.codec, replace_request(request, stream=True))
             # aclosing: if our consumer stops early, the inner generator is closed now,
             # not whenever the event loop gets round to finalizing it.
@@ -241,7 +228,10 @@ class HttpUpstream(Upstream):
         credentials.
         """
         resp = await self._post(self.url, body, self._forwarding(headers))
-        out_headers = relayed_headers(resp.headers)
+        out_headers = relayed_headers(resp.headers)  # (what the client gets, and)
+        kind = resp.headers.get("content-type")  # (what the upstream said it sent)
+        if kind is not None:
+            out_headers["content-type"] = kind
         ok = 200 <= resp.status < 300
         if stream and ok and _is_event_stream(resp.headers):
             return RawResponse(
@@ -364,6 +354,7 @@ class HttpUpstream(Upstream):
         try:
             if not 200 <= resp.status < 300:
                 raise await self._status_error(resp)
+            note_answer_id(resp.headers)
             return await resp.read()
         except TransportError as exc:
             raise self.transport_error(exc) from exc

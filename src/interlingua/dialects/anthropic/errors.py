@@ -35,6 +35,7 @@ from ...errors import (
     parse_retry_after,
 )
 from ...sse import encode_json_event
+from ..relay import relayed_headers
 
 # Anthropic error.type -> our class. billing_error (402) has no neutral kind of its own;
 # it is a "you may not" answer, so it becomes a permission error that keeps status 402
@@ -65,9 +66,6 @@ _TYPE_BY_KIND: dict[ErrorKind, tuple[str, int]] = {
     ErrorKind.TIMEOUT: ("timeout_error", 504),
 }
 
-# Headers worth relaying to our own client when we re-wrap an upstream error (§4.9).
-_RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry", "request-id")
-
 
 def error_from_type(
     error_type: str, message: str, status: int | None = None, **kwargs: Any
@@ -90,7 +88,7 @@ def parse_error(status: int, body: bytes, headers: dict[str, str]) -> Interlingu
     still yields an error of the status's class, its message taken from the text.
     """
     lower = {k.lower(): v for k, v in headers.items()}
-    relayed = {k: lower[k] for k in _RELAYED_HEADERS if k in lower}
+    relayed = relayed_headers(lower)
     retry_after = parse_retry_after(lower)
     parsed: Any = None
     try:

@@ -32,6 +32,7 @@ from ...errors import (
     parse_retry_after,
 )
 from ...sse import encode_json_event
+from ..relay import relayed_headers
 
 __all__ = [
     "client_status",
@@ -74,9 +75,6 @@ _CLASS_BY_CODE: dict[str, type[InterlinguaError]] = {
     "overloaded": OverloadedError,
     "timeout": UpstreamTimeoutError,
 }
-
-# Headers worth relaying to our client with the error (retry guidance, §4.9).
-_RELAYED_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")
 
 # Neutral kind -> (OpenAI error.type, default error.code) (§1.7, §4.9).
 _TYPE_BY_KIND: dict[ErrorKind, tuple[str, str | None]] = {
@@ -167,7 +165,7 @@ def parse_error(status: int, body: bytes, headers: dict[str, str]) -> Interlingu
         code=_code_str(code),
         retry_after=parse_retry_after(lowered),
         upstream_type=etype,
-        headers={k: lowered[k] for k in _RELAYED_HEADERS if k in lowered},
+        headers=relayed_headers(lowered),
         body=payload if payload is not None else _text(body, status),
     )
 

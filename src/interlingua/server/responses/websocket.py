@@ -51,6 +51,7 @@ from starlette.types import Receive, Scope, Send
 
 from ...core import Request, StopReason, StreamEnd, StreamStart, Usage
 from ...dialects import get_dialect, random_id
+from ...dialects.relay import RELAYED_HEADERS
 from ...errors import InterlinguaError, InvalidRequestError
 from ...sse import SSEDecoder
 from ..asgi_io import BytesResponse, StreamResponse
@@ -72,8 +73,9 @@ MAX_QUEUED = 16
 GOING_AWAY = 1001  # RFC 6455 7.4.1: the server is going down
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _KEPT = ("response.completed", "response.incomplete")  # what a continuation may follow
-# Error headers a client acts on; Codex reads them from the error frame's ``headers``.
-_ERROR_HEADERS = (b"retry-after", b"retry-after-ms", b"x-should-retry")
+# An error answer's relayed headers (the one list, dialects/relay.py); Codex reads them
+# from the error frame's ``headers``.
+_ERROR_HEADERS = tuple(name.encode() for name in RELAYED_HEADERS)
 
 
 class SocketHost(Protocol):
