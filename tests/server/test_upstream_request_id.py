@@ -59,9 +59,8 @@ def answering(dialect: str, header: str, value: str) -> Behaviour:
     return behaviour
 
 
-class Stack:
-    def __init__(self, url: str, chat: MockOpenAI, messages: MockOpenAI) -> None:
-        self.url, self.chat, self.messages = url, chat, messages
+#: the gateway's URL, its Chat upstream and its Messages upstream
+Stack = tuple[str, MockOpenAI, MockOpenAI]
 
 
 @pytest.fixture(scope="module")
@@ -93,18 +92,18 @@ def stack() -> Iterator[Stack]:
             }
         )
         with live_server(create_app(config)) as url:
-            yield Stack(url, chat, messages)
+            yield url, chat, messages
 
 
 @pytest.fixture
 def gpt(stack: Stack) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=stack.url + "/v1", api_key="sk-c", max_retries=0) as client:
+    with openai.OpenAI(base_url=stack[0] + "/v1", api_key="sk-c", max_retries=0) as client:
         yield client
 
 
 @pytest.fixture
 def claude(stack: Stack) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=stack.url, api_key="sk-c", max_retries=0) as client:
+    with anthropic.Anthropic(base_url=stack[0], api_key="sk-c", max_retries=0) as client:
         yield client
 
 
@@ -146,9 +145,9 @@ def test_anthropic_sdk_reads_the_upstream_id(
 def _fail(stack: Stack, model: str) -> str:
     """Make the next answer of ``model``'s upstream a 400 with its own id; that id."""
     if model == "to-chat":
-        stack.chat.enqueue(status(400, CHAT_ERROR, {"x-request-id": "req_chat_bad"}))
+        stack[1].enqueue(status(400, CHAT_ERROR, {"x-request-id": "req_chat_bad"}))
         return "req_chat_bad"
-    stack.messages.enqueue(status(400, MESSAGES_ERROR, {"request-id": "req_msg_bad"}))
+    stack[2].enqueue(status(400, MESSAGES_ERROR, {"request-id": "req_msg_bad"}))
     return "req_msg_bad"
 
 
@@ -190,11 +189,11 @@ def test_an_in_band_error_first_carries_the_id(
 ) -> None:
     """A stream that fails before its first event is answered with a real status, on the
     passthrough and the translated path alike, and names the upstream's answer."""
-    stack.messages.enqueue(_error_first)
+    stack[2].enqueue(_error_first)
     with pytest.raises(anthropic.APIStatusError) as relayed:
         claude.messages.create(model="to-msg", max_tokens=8, messages=HELLO, stream=True)
     assert relayed.value.response.headers["upstream-request-id"] == "req_msg_busy"
-    stack.messages.enqueue(_error_first)
+    stack[2].enqueue(_error_first)
     with pytest.raises(openai.APIStatusError) as translated:
         gpt.chat.completions.create(model="to-msg", messages=HELLO, stream=True)
     assert translated.value.response.headers["upstream-request-id"] == "req_msg_busy"
