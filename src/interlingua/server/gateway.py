@@ -18,7 +18,7 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -40,6 +40,7 @@ from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
 from ..upstreams.base import ANSWER_ID, RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
+from ..usage.record import Record
 from .accounting import RECORD, count_usage, strip_usage
 from .asgi_io import JSON_CT, SSE_HEADERS, BytesResponse, CountedResponse, StreamResponse
 from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
@@ -266,8 +267,7 @@ class Gateway:
         keep: Keep | None,
     ) -> BytesResponse:
         upstream = route.upstream
-        answer_id: list[str | None] = [None]  # (this attempt's: upstreams/base.py)
-        ANSWER_ID.set(answer_id)
+        answer_id = _answer_slot()
         if receive is not None and upstream.cancel_on_disconnect:
             response = await _unless_disconnected(upstream.complete(upstream_request), receive)
         else:
@@ -297,8 +297,7 @@ class Gateway:
         upstream_request: Request,
         keep: Keep | None = None,
     ) -> StreamResponse:
-        answer_id: list[str | None] = [None]  # (this attempt's: upstreams/base.py)
-        ANSWER_ID.set(answer_id)
+        answer_id = _answer_slot()
         batches = route.upstream.stream_batches(upstream_request)
         # Wait for the first events before sending headers: an upstream that refuses the
         # request raises here, and the client still gets a real HTTP error status.
@@ -314,26 +313,8 @@ class Gateway:
             await aclose_iterator(batches)
             raise
         encoder = dialect.stream_encoder(request)
-        scrubbed = self.scrubbed
         record = RECORD.get()
-
-        def encode(batch: list[StreamEvent]) -> tuple[bytes, bool]:
-            """One write for everything one upstream read produced; True at an error."""
-            out = []
-            for event in batch:
-                if isinstance(event, StreamError):
-                    error = scrubbed(event.error)
-                    out.append(
-                        encoder.encode(event if error is event.error else StreamError(error))
-                    )
-                    if record is not None and record.error is None:
-                        record.error = error.kind.value
-                    return b"".join(out), True
-                out.append(encoder.encode(event))
-            if record is not None and batch and isinstance(batch[-1], StreamEnd):
-                # the client's stream may not show usage (Chat without include_usage)
-                count_usage(record, batch[-1].usage)
-            return b"".join(out), False
+        encode = _batch_encoder(encoder, self.scrubbed, record)
 
         async def chunks() -> AsyncIterator[bytes]:
             data, failed = encode(first)
@@ -370,8 +351,7 @@ class Gateway:
         stream = body.get("stream") is True
         body["model"] = route.upstream_model
         record = RECORD.get()
-        # The usage log needs a stream's usage: asked for when the client did not, and
-        # then cut from the client's stream (server/accounting.py).
+        # (the usage log needs a stream's usage: asked for here, cut for the client)
         strip = record is not None and stream and dialect.ask_stream(body, True)
         shape_body(body, route.entry, route.upstream)  # params, max_tokens_field, drops
         # The body as parsed, never the client's bytes: with a key given twice (`model`,
@@ -407,11 +387,9 @@ class Gateway:
         # stream broken from its start (garbage, a cut) is then a real 502.
         try:
             first = await anext(chunks, b"")
-        except BaseException as exc:
+        except BaseException:
             await aclose_iterator(chunks)
             await answer.aclose()
-            if isinstance(exc, InterlinguaError):  # (a real status: say whose answer it was)
-                raise _naming(exc, answer.headers.get(UPSTREAM_REQUEST_ID)) from exc
             raise
         ping = _PINGS.get(dialect.name)
         if ping is None:
@@ -511,6 +489,33 @@ def _secret_prefix_start(data: bytes, secrets: list[bytes]) -> int:
     return start
 
 
+def _batch_encoder(
+    encoder: StreamEncoder,
+    scrubbed: Callable[[InterlinguaError], InterlinguaError],
+    record: Record | None,
+) -> Callable[[list[StreamEvent]], tuple[bytes, bool]]:
+    """The translated stream's encoding of one upstream read: its events' bytes in one
+    write, and True at an error (scrubbed, its kind noted in ``record``); a stream's end
+    puts its usage into ``record`` (the client's stream may not show it: Chat without
+    ``include_usage``)."""
+
+    def encode(batch: list[StreamEvent]) -> tuple[bytes, bool]:
+        out = []
+        for event in batch:
+            if isinstance(event, StreamError):
+                error = scrubbed(event.error)
+                out.append(encoder.encode(event if error is event.error else StreamError(error)))
+                if record is not None and record.error is None:
+                    record.error = error.kind.value
+                return b"".join(out), True
+            out.append(encoder.encode(event))
+        if record is not None and batch and isinstance(batch[-1], StreamEnd):
+            count_usage(record, batch[-1].usage)
+        return b"".join(out), False
+
+    return encode
+
+
 def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
     """The relayed headers of a passthrough answer (upstreams/http.py picked them)."""
     return [
@@ -518,6 +523,14 @@ def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
         for name in RELAYED_HEADERS
         if name in raw.headers
     ]
+
+
+def _answer_slot() -> list[str | None]:
+    """This attempt's place for the request id of the upstream's answer: a translated
+    answer has no headers of its own (upstreams/base.py, ``ANSWER_ID``)."""
+    slot: list[str | None] = [None]
+    ANSWER_ID.set(slot)
+    return slot
 
 
 def _with_answer_id(

@@ -333,6 +333,8 @@ class HttpUpstream(Upstream):
         chunk = data = b""
         # A copy: the original may be held elsewhere (the relay check's first error).
         error = error.with_message(f"upstream '{self.name}' at {self.base_url}: {error.message}")
+        # Before the first event it gets a real status: naming the upstream's answer.
+        error.headers = {**error.headers, **relayed_headers(resp.headers)}
         try:
             raise error
         finally:
