@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -267,7 +268,7 @@ class Gateway:
         keep: Keep | None,
     ) -> BytesResponse:
         upstream = route.upstream
-        answer_id = _answer_slot()
+        before = ANSWER_ID.get()  # (what an answer's id replaces: upstreams/base.py)
         if receive is not None and upstream.cancel_on_disconnect:
             response = await _unless_disconnected(upstream.complete(upstream_request), receive)
         else:
@@ -277,7 +278,10 @@ class Gateway:
         rendered = self.scrub_bytes(rendered) if self.secrets else rendered
         if keep is not None:
             await keep(rendered)
-        headers = _with_answer_id([JSON_CT], answer_id[0])
+        after = ANSWER_ID.get()
+        headers = [JSON_CT]
+        if after is not before and after is not None:
+            headers.append((_REQUEST_ID_NAME, after[0].encode("latin-1")))
         record = RECORD.get()
         if record is not None:  # (counted here: the accounting need not decode our body)
             count_usage(record, response.usage)
@@ -297,16 +301,18 @@ class Gateway:
         upstream_request: Request,
         keep: Keep | None = None,
     ) -> StreamResponse:
-        answer_id = _answer_slot()
+        before = ANSWER_ID.get()  # (what an answer's id replaces: upstreams/base.py)
         batches = route.upstream.stream_batches(upstream_request)
         # Wait for the first events before sending headers: an upstream that refuses the
         # request raises here, and the client still gets a real HTTP error status.
         try:
             first = await anext(batches)
+            after = ANSWER_ID.get()
+            rid = after[0] if after is not before and after is not None else None
             if isinstance(first[0], StreamError):
                 # The upstream failed before saying anything (an in-band error as its
                 # first event): the client can still get a real status for it.
-                raise _naming(first[0].error, answer_id[0])
+                raise _naming(first[0].error, rid)
         except StopAsyncIteration:
             raise UpstreamError("upstream closed the stream without sending anything") from None
         except BaseException:
@@ -333,7 +339,7 @@ class Gateway:
 
         return StreamResponse(
             self._scrub_stream(chunks()) if self.secrets else chunks(),
-            headers=_with_answer_id(SSE_HEADERS, answer_id[0]),
+            headers=[*SSE_HEADERS, (_REQUEST_ID_NAME, rid.encode("latin-1"))] if rid else None,
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc, encoder),
             aclose=lambda: aclose_iterator(batches),
             ping=encoder.ping(),
@@ -420,17 +426,23 @@ async def _after(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[by
         yield chunk
 
 
-async def _unless_disconnected(work: Awaitable[T], receive: Receive) -> T:
+async def _unless_disconnected(work: Coroutine[Any, Any, T], receive: Receive) -> T:
     """``work``'s result, or cancel it as soon as the client hangs up.
 
     uvicorn does not cancel a handler whose client left; for an upstream that does one
-    thing at a time (the local engine) finishing anyway would hold it for nobody.
+    thing at a time (the local engine) finishing anyway would hold it for nobody. The id
+    of the answer ``work`` got (:data:`~..upstreams.base.ANSWER_ID`, left in the task's
+    own copy of the context) is brought back, as awaiting it directly would have.
     """
-    task = asyncio.ensure_future(work)
+    context = contextvars.copy_context()
+    task = asyncio.get_running_loop().create_task(work, context=context)
     watcher = asyncio.ensure_future(_disconnect(receive))
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
+            answer_id = context.get(ANSWER_ID)
+            if answer_id is not ANSWER_ID.get():
+                ANSWER_ID.set(answer_id)
             return task.result()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -523,24 +535,6 @@ def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
         for name in RELAYED_HEADERS
         if name in raw.headers
     ]
-
-
-def _answer_slot() -> list[str | None]:
-    """This attempt's place for the request id of the upstream's answer: a translated
-    answer has no headers of its own (upstreams/base.py, ``ANSWER_ID``)."""
-    slot: list[str | None] = [None]
-    ANSWER_ID.set(slot)
-    return slot
-
-
-def _with_answer_id(
-    headers: list[tuple[bytes, bytes]], answer_id: str | None
-) -> list[tuple[bytes, bytes]]:
-    """A translated answer's headers: ``headers`` (shared: never changed), with the
-    upstream's request id when it gave one."""
-    if not answer_id:
-        return headers
-    return [*headers, (_REQUEST_ID_NAME, answer_id.encode("latin-1"))]
 
 
 def _naming(error: InterlinguaError, answer_id: str | None) -> InterlinguaError:

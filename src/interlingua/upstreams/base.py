@@ -30,20 +30,21 @@ from typing import Any
 from ..core import Request, Response, StreamEvent, aclose_iterator
 from ..dialects.relay import upstream_request_id
 
-#: Where the request id of the answer to the current attempt goes (the translated path):
-#: the gateway sets a fresh one-item list before each attempt, the upstream that answers
-#: puts the id in it (:func:`note_answer_id`). A list rather than the value itself, so an
-#: upstream called in a task of its own (a call cancelled when its client leaves runs in
-#: one, with a copy of the context) still writes where the gateway reads.
-ANSWER_ID: ContextVar[list[str | None] | None] = ContextVar("answer_id", default=None)
+#: The request id of the latest upstream answer that had one, in a 1-tuple made for that
+#: answer (:func:`note_answer_id`). The gateway reads it before and after an attempt on
+#: the translated path: a new tuple is this attempt's answer's id; the same one is an
+#: earlier answer's (an upstream without ids, a failed attempt, a WebSocket's previous
+#: frame), not relayed. Nothing is set for an answer without an id: the common case of
+#: servers that send none costs two reads.
+ANSWER_ID: ContextVar[tuple[str] | None] = ContextVar("answer_id", default=None)
 
 
 def note_answer_id(headers: Mapping[str, str]) -> None:
-    """Leave the request id of an answer with ``headers`` for the gateway, if it asked
-    (an attempt on the translated path)."""
-    slot = ANSWER_ID.get()
-    if slot is not None:
-        slot[0] = upstream_request_id(headers)
+    """Leave the request id of an answer with ``headers`` for the gateway (the
+    translated path: a neutral answer has no headers to carry it)."""
+    request_id = upstream_request_id(headers)
+    if request_id:
+        ANSWER_ID.set((request_id,))
 
 
 @dataclass(slots=True)

@@ -52,9 +52,9 @@ class AnthropicDialect:
         """Neutral request -> the body for an Anthropic upstream."""
         return render_request(request)
 
-    def ask_stream(self, body: dict[str, Any], stream: bool) -> bool:
-        """``stream`` said either way; a Messages stream reports its usage unasked."""
-        return _common.ask_stream(body, stream)
+    #: ``stream`` said either way; a Messages stream reports its usage unasked (the
+    #: function itself: once per request on every path)
+    ask_stream = staticmethod(_common.ask_stream)
 
     def drop_stream(self, body: dict[str, Any]) -> None:
         """No ``stream``: one whole message."""

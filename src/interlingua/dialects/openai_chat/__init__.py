@@ -44,9 +44,9 @@ class OpenAIChatDialect:
         """The body for an OpenAI-compatible upstream."""
         return render_request(request)
 
-    def ask_stream(self, body: dict[str, Any], stream: bool) -> bool:
-        """``stream`` said either way; a stream with the usage chunk (True: asked here)."""
-        return ask_stream(body, stream)
+    #: ``stream`` said either way; a stream with the usage chunk (True: asked here). The
+    #: function itself, not a method calling it: once per request on every path.
+    ask_stream = staticmethod(ask_stream)
 
     def drop_stream(self, body: dict[str, Any]) -> None:
         """No ``stream``, no ``stream_options``: one whole completion."""

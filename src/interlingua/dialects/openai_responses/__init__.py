@@ -61,10 +61,9 @@ class ResponsesDialect:
         """The body for a Responses upstream."""
         return render_request(request)
 
-    def ask_stream(self, body: dict[str, Any], stream: bool) -> bool:
-        """``stream`` said either way; a Responses stream reports its usage unasked (in
-        its terminal event)."""
-        return _common.ask_stream(body, stream)
+    #: ``stream`` said either way; a Responses stream reports its usage unasked, in its
+    #: terminal event (the function itself: once per request on every path)
+    ask_stream = staticmethod(_common.ask_stream)
 
     def drop_stream(self, body: dict[str, Any]) -> None:
         """No ``stream``, no ``stream_options``: one whole response."""
