@@ -1,7 +1,7 @@
 """In-process microbenchmarks of the translation code, without HTTP around it.
 
 What a translated request costs in pure Python, per piece of work, using exactly the
-calls the gateway makes (``server/gateway.py``, ``upstreams/http.py``):
+calls the gateway makes (``server/gateway.py``, ``upstreams/http_upstream.py``):
 
 * stream, per chunk: upstream SSE bytes -> ``EventDecoder`` (``SSEDecoder``, then the
   upstream dialect's stream decoder) -> the client dialect's stream encoder -> bytes

@@ -12,7 +12,7 @@ import pytest
 from interlingua.config import TimeoutConfig
 from interlingua.errors import InterlinguaError
 from interlingua.http_pool.engines import ENGINE_ENV, Transports
-from interlingua.upstreams.http import HttpUpstream
+from interlingua.upstreams.http_upstream import HttpUpstream
 
 from ..live_server import free_port
 from ..stub_upstream import Handler, Seen, Stub, json_response, sse_response, stub

@@ -27,7 +27,7 @@ from interlingua.errors import (
     UpstreamTimeoutError,
 )
 from interlingua.http_pool.engines import Transports
-from interlingua.upstreams.http import HttpUpstream
+from interlingua.upstreams.http_upstream import HttpUpstream
 
 from . import test_anthropic_upstream as anthropic
 from . import test_openai_compatible as openai

@@ -83,7 +83,7 @@ async def test_complete_cuts_a_whole_answer_and_keeps_its_usage(
     async def complete(self: object, request: Request) -> Response:
         return answer
 
-    monkeypatch.setattr("interlingua.upstreams.http.HttpUpstream.complete", complete)
+    monkeypatch.setattr("interlingua.upstreams.http_upstream.HttpUpstream.complete", complete)
     response = await up.complete(REQUEST)
     assert (response.text, response.stop_reason) == ("a", StopReason.STOP_SEQUENCE)
     assert response.stop_sequence == "</a>" and response.usage == UPSTREAM_USAGE

@@ -9,7 +9,7 @@ What it does and does not do: :mod:`._pool`'s docstring.
 
 :mod:`.engines` (imported on its own: it loads aiohttp) holds the two engines behind one
 seam, this pool for ``http://`` and aiohttp for TLS, proxies and GETs, and
-``Transports``, which picks one by URL; the gateway's upstreams (``upstreams/http.py``)
+``Transports``, which picks one by URL; the gateway's upstreams (``upstreams/http_upstream.py``)
 and the client (``client/_transport.py``) both post through it.
 
 Errors are the :class:`TransportError` tree (:mod:`._errors`): raised natively by the

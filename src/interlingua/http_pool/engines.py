@@ -1,6 +1,6 @@
 """The HTTP engines the gateway's upstreams and the client post through, and which one a URL gets.
 
-An HTTP upstream (``upstreams/http.py``) or a client (``client/_transport.py``) knows its
+An HTTP upstream (``upstreams/http_upstream.py``) or a client (``client/_transport.py``) knows its
 URL, headers and wire dialect; how the bytes travel is an :class:`Engine`'s business
 (httpx's pattern: ``Client`` -> ``transport.handle_request``). An engine posts and
 returns an :class:`EngineAnswer` once status and headers are in; both raise only the

@@ -529,7 +529,7 @@ def _batch_encoder(
 
 
 def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
-    """The relayed headers of a passthrough answer (upstreams/http.py picked them)."""
+    """The relayed headers of a passthrough answer (upstreams/http_upstream.py picked them)."""
     return [
         (name.encode(), raw.headers[name].encode("latin-1"))
         for name in RELAYED_HEADERS

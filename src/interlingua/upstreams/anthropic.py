@@ -18,7 +18,7 @@ from ..core import Request
 from ..dialects.anthropic import DIALECT, api_root
 from ..errors import UpstreamError
 from ..http_pool.engines import Transports
-from .http import HttpUpstream, merge_headers
+from .http_upstream import HttpUpstream, merge_headers
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicUpstream"]
 

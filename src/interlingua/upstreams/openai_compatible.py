@@ -17,7 +17,7 @@ from ..config import ConfigError, TimeoutConfig, UpstreamConfig
 from ..dialects import Dialect
 from ..dialects.openai_chat import DIALECT, MAX_TOKENS_FIELDS, place_max_tokens
 from ..http_pool.engines import Transports
-from .http import HttpUpstream, merge_headers
+from .http_upstream import HttpUpstream, merge_headers
 
 __all__ = ["MAX_TOKENS_FIELDS", "OpenAICompatibleUpstream", "check_options"]
 
