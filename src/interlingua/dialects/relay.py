@@ -466,7 +466,8 @@ class AnthropicRelayCheck(_TypedEventsCheck):
         return body.type != "error" and body.error is None
 
 
-#: the Responses events after which nothing more comes (PROTOCOLS.md §3.4)
+#: the Responses events after which nothing more comes
+#: (docs/protocols.md, "Responses: stream events")
 _RESPONSES_ENDS = frozenset(
     {"response.completed", "response.incomplete", "response.failed", "error"}
 )

@@ -1,7 +1,7 @@
-"""Where an Anthropic Messages request goes, and how it authenticates (PROTOCOLS.md 2.1).
+"""Where an Anthropic Messages request goes, and how it authenticates.
 
-The one home of these wire facts: the gateway's upstreams and the client both build their
-URLs and headers here.
+The one home of these wire facts (docs/protocols.md, "Messages: endpoint and headers"):
+the gateway's upstreams and the client both build their URLs and headers here.
 
 >>> url, headers = endpoint("https://api.anthropic.com/v1/", "k")
 >>> url, headers["anthropic-version"], headers["x-api-key"]
@@ -13,7 +13,8 @@ from __future__ import annotations
 __all__ = ["ANTHROPIC_VERSION", "api_root", "count_tokens_url", "endpoint"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-"""The ``anthropic-version`` header every request carries (required, PROTOCOLS.md 2.1)."""
+"""The ``anthropic-version`` header every request carries (required; docs/protocols.md,
+"Messages: endpoint and headers")."""
 
 
 def api_root(base_url: str) -> str:
@@ -37,5 +38,8 @@ def endpoint(base_url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
 
 
 def count_tokens_url(base_url: str) -> str:
-    """The token counting URL (PROTOCOLS.md 2.7); same headers as :func:`endpoint`."""
+    """The token counting URL; same headers as :func:`endpoint`.
+
+    docs/protocols.md, "Messages: token counting".
+    """
     return f"{api_root(base_url)}/v1/messages/count_tokens"

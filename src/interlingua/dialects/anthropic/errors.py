@@ -1,4 +1,6 @@
-"""Anthropic error bodies, both ways (PROTOCOLS.md §2.8, §4.9).
+"""Anthropic error bodies, both ways.
+
+Wire facts: docs/protocols.md, "Messages: errors" and "Errors and statuses".
 
 Wire shape: ``{"type": "error", "error": {"type": "<error type>", "message": "..."},
 "request_id": "req_..."}``. Mid-stream the same ``{"type": "error", "error": {...}}``
@@ -7,10 +9,10 @@ object travels as an ``event: error`` SSE event (HTTP status already 200).
 Parsing picks the error class from ``error.type`` first (it is more specific than the
 status: ``overloaded_error`` may come with 529 or, through proxies, 503) and from the
 HTTP status otherwise. Rendering picks ``error.type`` from the error's neutral ``kind``
-and keeps the error's own HTTP status (§4.9 "keep the upstream HTTP status when
-re-wrapping"): an upstream 409 or 422 reaches the client as 409/422
-``invalid_request_error``, a 408 as 408 ``timeout_error``. The one exception is overload:
-Anthropic's word for it is 529 ``overloaded_error``, so a 503 becomes 529.
+and keeps the error's own HTTP status (docs/protocols.md, "Errors and statuses"): an
+upstream 409 or 422 reaches the client as 409/422 ``invalid_request_error``, a 408 as 408
+``timeout_error``. The one exception is overload: Anthropic's word for it is 529
+``overloaded_error``, so a 503 becomes 529.
 """
 
 from __future__ import annotations
@@ -151,7 +153,8 @@ def render_error(err: InterlinguaError, request_id: str) -> tuple[int, dict[str,
 
 
 def render_stream_error(err: InterlinguaError) -> bytes:
-    """The in-band ``event: error`` for a failure after the stream started (§2.6)."""
+    """The in-band ``event: error`` for a failure after the stream started (docs/protocols.md,
+    "Messages: stream")."""
     error_type, _ = _type_and_status(err)
     payload = orjson.dumps({"type": "error", "error": {"type": error_type, "message": err.message}})
     return encode_json_event(payload, "error")

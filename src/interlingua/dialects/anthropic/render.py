@@ -45,11 +45,13 @@ DEFAULT_MAX_TOKENS = 4096
 MIN_THINKING_BUDGET = 1024
 FILLER_USER_TEXT = "."
 """The user turn inserted before a conversation that would otherwise start with the
-assistant (§4.11.2): one character, so it costs one token and says nothing."""
+assistant (docs/protocols.md, "Traps"): one character, so it costs one token and says
+nothing."""
 
-# The body fields /v1/messages/count_tokens accepts (PROTOCOLS.md 2.7, and the SDK's
-# MessageCountTokensParams); it rejects max_tokens, stream and the sampling settings.
-# Top-level cache_control is one of them (it only ever comes from a same-dialect extra).
+# The body fields /v1/messages/count_tokens accepts, as the SDK's MessageCountTokensParams
+# lists them (docs/protocols.md, "Messages: token counting"); it rejects max_tokens, stream
+# and the sampling settings. Top-level cache_control is one of them (it only ever comes
+# from a same-dialect extra).
 _COUNT_TOKENS_FIELDS = frozenset(
     {
         "model",
@@ -83,9 +85,10 @@ def render_text_block(part: TextPart) -> dict[str, Any]:
 
 
 def parse_arguments(arguments: str) -> dict[str, Any] | None:
-    """Tool call arguments text -> the ``input`` object (§4.4); ``""`` -> ``{}``.
+    """Tool call arguments text -> the ``input`` object; ``""`` -> ``{}``.
 
-    None when the text is not JSON or not a JSON object.
+    None when the text is not JSON or not a JSON object
+    (docs/protocols.md, "Tool definitions and tool calls").
     """
     if not arguments or arguments.isspace():
         return {}
@@ -164,7 +167,8 @@ def _render_tool_call(part: ToolCallPart, param: str) -> dict[str, Any]:
     # A custom call's arguments are raw text, wrapped as the tool was offered (._custom).
     tool_input = wrap(part.arguments) if part.kind == "custom" else parse_arguments(part.arguments)
     if tool_input is None:
-        # §4.4: never guess what the caller meant; Anthropic needs an object.
+        # Never guess what the caller meant; Anthropic needs an object (docs/protocols.md,
+        # "Tool definitions and tool calls").
         raise InvalidRequestError(
             f"arguments of tool call {part.id!r} ({part.name}) are not a valid JSON object: "
             f"{part.arguments[:200]!r}",
@@ -220,7 +224,7 @@ def _render_unknown(part: UnknownPart | AudioPart, param: str) -> dict[str, Any]
 def _render_part(part: Part, param: str) -> dict[str, Any] | None:
     """One neutral part -> one Anthropic block, or None when it is dropped."""
     if isinstance(part, TextPart):
-        # Anthropic rejects empty (and whitespace-only) text blocks (§4.11.5).
+        # Anthropic rejects empty and whitespace-only text blocks (docs/protocols.md, "Traps").
         return render_text_block(part) if part.text and not part.text.isspace() else None
     if isinstance(part, ToolCallPart):
         return _render_tool_call(part, param)
@@ -261,7 +265,10 @@ def _render_parts(parts: tuple[Part, ...], param: str) -> list[dict[str, Any]]:
 
 
 def _tool_results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """§2.3: every tool_result block comes before any other block of its user message."""
+    """Every tool_result block before any other block of its user message.
+
+    Anthropic refuses the message otherwise (docs/protocols.md, "Messages: content blocks").
+    """
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if not results or len(results) == len(blocks) or blocks[: len(results)] == results:
         return blocks
@@ -287,7 +294,7 @@ def _render_messages(
         if not blocks:
             continue  # empty content is rejected on all but the final assistant turn
         if turns and turns[-1][0] == msg.role:
-            turns[-1][1].extend(blocks)  # §4.11.1: merge consecutive same-role turns
+            turns[-1][1].extend(blocks)  # merge same-role turns (docs/protocols.md, "Traps")
         else:
             turns.append((msg.role, blocks))
     if not turns or turns[0][0] != "user":
@@ -368,7 +375,7 @@ def _render_thinking(request: Request, body: dict[str, Any], same: bool) -> None
         body["thinking"] = {"type": "disabled"}
         return
     if not same and not _thinking_replayable(body):
-        return  # §4.7: "or disable thinking for that request"
+        return  # thinking off for this request (docs/protocols.md, "Reasoning")
     raw = request.extra.get("_thinking") if same else None
     if isinstance(raw, dict) and raw.get("type") not in (None, "disabled"):
         body["thinking"] = raw  # the client's own config: adaptive, display, ...
@@ -379,7 +386,9 @@ def _render_thinking(request: Request, body: dict[str, Any], same: bool) -> None
         )
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if isinstance(budget, int) and body["max_tokens"] <= budget:
-        body["max_tokens"] = budget + MIN_THINKING_BUDGET  # §2.4: budget < max_tokens
+        # The budget must stay below max_tokens
+        # (docs/protocols.md, "Messages: tools, tool_choice and thinking").
+        body["max_tokens"] = budget + MIN_THINKING_BUDGET
     if not same:
         # Anthropic rejects temperature/top_k (and top_p < 0.95) with thinking on; for
         # a caller of another dialect these are tuning knobs, dropped per policy.
@@ -391,7 +400,9 @@ def _render_thinking(request: Request, body: dict[str, Any], same: bool) -> None
 
 def _render_settings(request: Request, body: dict[str, Any], same: bool) -> None:
     if request.temperature is not None:
-        body["temperature"] = min(max(float(request.temperature), 0.0), 1.0)  # §4.8: clamp
+        # Anthropic's range is 0-1: clamp, do not rescale
+        # (docs/protocols.md, "Sampling settings and output limits").
+        body["temperature"] = min(max(float(request.temperature), 0.0), 1.0)
     if request.top_p is not None:
         body["top_p"] = request.top_p
     if request.top_k is not None:
@@ -429,17 +440,18 @@ _UNSUPPORTED = ("logprobs", "top_logprobs", "min_p", "repetition_penalty", "moda
 def render_request(request: Request) -> dict[str, Any]:
     """The body for an Anthropic upstream (also serves OpenAI clients routed there).
 
-    Policy (PROTOCOLS.md §4): system messages are hoisted, in order, into ``system``
-    (their position is lost, §4.11.7); empty/whitespace text parts are dropped and then
-    empty turns; consecutive same-role turns are merged; tool_result blocks go first in
-    their user turn; a conversation that does not start with a user turn gets the user
-    turn ``"."`` inserted (:data:`FILLER_USER_TEXT`); tool ids pass ``sanitize_tool_id``
-    on both call and result; unsigned reasoning is dropped; ``max_tokens`` defaults to
-    4096; temperature is clamped to [0, 1]; ``seed`` and other fields Anthropic lacks are
-    dropped, except ``n > 1``, logprobs, ``min_p``, ``repetition_penalty`` and audio
-    output, which are rejected (:func:`~.._common.refuse_unsupported`). ``json_object`` response format is
-    dropped (Anthropic has only ``json_schema``). ``Request.extra`` is sent back only
-    when the request came from an Anthropic client.
+    Policy (docs/protocols.md, "System prompts and roles" and "Traps"): system messages are
+    hoisted, in order, into ``system`` (their position is lost); empty/whitespace text parts
+    are dropped and then empty turns; consecutive same-role turns are merged; tool_result
+    blocks go first in their user turn; a conversation that does not start with a user turn
+    gets the user turn ``"."`` inserted (:data:`FILLER_USER_TEXT`); tool ids pass
+    ``sanitize_tool_id`` on both call and result; unsigned reasoning is dropped;
+    ``max_tokens`` defaults to 4096; temperature is clamped to [0, 1]; ``seed`` and other
+    fields Anthropic lacks are dropped, except ``n > 1``, logprobs, ``min_p``,
+    ``repetition_penalty`` and audio output, which are rejected
+    (:func:`~.._common.refuse_unsupported`). ``json_object`` response format is dropped
+    (Anthropic has only ``json_schema``). ``Request.extra`` is sent back only when the
+    request came from an Anthropic client.
     """
     n = request.extra.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
@@ -464,10 +476,11 @@ def render_request(request: Request) -> dict[str, Any]:
 
 
 def render_count_tokens_request(request: Request) -> dict[str, Any]:
-    """The body for an upstream ``/v1/messages/count_tokens`` (§2.7): no max_tokens etc.
+    """The body for an upstream ``/v1/messages/count_tokens``: no max_tokens etc.
 
-    The rendered request cut to the fields count_tokens accepts; a same-dialect request
-    also keeps its unknown fields, as everywhere (newer count_tokens fields pass through).
+    The rendered request cut to the fields count_tokens accepts (docs/protocols.md,
+    "Messages: token counting"); a same-dialect request also keeps its unknown fields, as
+    everywhere (newer count_tokens fields pass through).
     """
     body = render_request(request)
     same = request.source_dialect == NAME

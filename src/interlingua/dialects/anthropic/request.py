@@ -1,4 +1,7 @@
-"""Anthropic Messages requests <-> neutral :class:`Request` (PROTOCOLS.md §2.2–2.4, §4).
+"""Anthropic Messages requests <-> neutral :class:`Request`.
+
+Wire facts: docs/protocols.md, "Messages: request body", "Messages: content blocks",
+"Messages: tools, tool_choice and thinking" and "Across the dialects".
 
 Parsing validates as it converts and raises ``InvalidRequestError`` with ``param`` naming
 the field in our bracket style (``messages[1].content[0].type``, where Anthropic itself
@@ -45,7 +48,8 @@ NAME = "anthropic"
 EXTRA_META = "anthropic"
 """Part ``meta`` key holding the block's unknown keys, re-emitted only to Anthropic."""
 
-# Reasoning effort <-> thinking budget (shared convention, see DESIGN notes and §4.7).
+# Reasoning effort <-> thinking budget, one table for every path (docs/protocols.md,
+# "Reasoning").
 EFFORT_TO_BUDGET: dict[str, int] = {
     "minimal": 1024,
     "low": 1024,
@@ -472,7 +476,9 @@ def parse_request(body: Any, *, count_tokens: bool = False) -> Request:
         max_tokens = expect_type(
             _required(body, "max_tokens", "max_tokens"), int, "max_tokens", "an integer"
         )
-        if max_tokens < 0:  # 0 is legal: "only warm the prompt cache" (§2.2)
+        # 0 is legal: it only warms the prompt cache
+        # (docs/protocols.md, "Messages: request body").
+        if max_tokens < 0:
             raise InvalidRequestError(
                 "max_tokens: Input should be greater than or equal to 0", param="max_tokens"
             )
@@ -496,7 +502,10 @@ def parse_request(body: Any, *, count_tokens: bool = False) -> Request:
 
 
 def parse_count_tokens_request(body: Any) -> Request:
-    """Validate and convert a ``POST /v1/messages/count_tokens`` body (§2.7)."""
+    """Validate and convert a ``POST /v1/messages/count_tokens`` body.
+
+    Its fields: docs/protocols.md, "Messages: token counting".
+    """
     encode_body(body)  # too deep to write back: a 400 here, not a 500 in the estimate
     return parse_request(body, count_tokens=True)
 

@@ -1,9 +1,9 @@
-"""Anthropic Messages responses <-> neutral :class:`Response` (PROTOCOLS.md §2.5).
+"""Anthropic Messages responses <-> neutral :class:`Response`.
 
-Usage is where the two worlds differ most (§4.6, §4.11.12): Anthropic's
-``input_tokens`` *excludes* cache traffic, ours includes it. Parsing adds
-``cache_creation_input_tokens`` and ``cache_read_input_tokens`` back in; rendering
-subtracts them (never below zero).
+Wire facts: docs/protocols.md, "Messages: response body". Usage is where the two worlds
+differ most (docs/protocols.md, "Usage and caching"): Anthropic's ``input_tokens``
+*excludes* cache traffic, ours includes it. Parsing adds ``cache_creation_input_tokens``
+and ``cache_read_input_tokens`` back in; rendering subtracts them (never below zero).
 
 Rendering for an Anthropic client always produces a body the official SDK accepts
 (``anthropic.types.Message``): ``stop_reason`` is never null, both cache counts are

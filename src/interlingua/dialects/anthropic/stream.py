@@ -1,4 +1,6 @@
-"""Anthropic Messages streams <-> neutral stream events (PROTOCOLS.md §2.6, §4.10).
+"""Anthropic Messages streams <-> neutral stream events.
+
+Wire facts: docs/protocols.md, "Messages: stream" and "Stream translation".
 
 :class:`AnthropicStreamDecoder` reads an Anthropic upstream's SSE events;
 :class:`AnthropicStreamEncoder` writes the stream an Anthropic client expects, from
@@ -110,7 +112,9 @@ class AnthropicStreamDecoder:
             return self._delta(data)
         handler = _HANDLERS.get(kind)
         if handler is None:
-            return []  # ping and event types added after this was written (§2.6)
+            # ping, and event types newer than this code: ignored (docs/protocols.md,
+            # "Messages: stream")
+            return []
         return handler(self, data)
 
     def flush(self) -> list[StreamEvent]:
@@ -196,7 +200,7 @@ class AnthropicStreamDecoder:
             return [TextDelta(index, text)] if isinstance(text, str) and text else []
         if kind == "input_json_delta":
             fragment = delta.get("partial_json")
-            # The first fragment is often "" (§2.6); it carries nothing.
+            # The first fragment is often "" (docs/protocols.md, "Messages: stream").
             if not isinstance(fragment, str) or not fragment:
                 return []
             if self._custom_json and wire_index in self._custom_json:
@@ -246,8 +250,9 @@ class AnthropicStreamDecoder:
             self._stop_sequence = sequence if isinstance(sequence, str) else None
         usage = data.get("usage")
         if isinstance(usage, dict):
-            # Cumulative counts (§2.6): a value here replaces message_start's; keys
-            # left out (often the input counts) keep what message_start said.
+            # Cumulative counts (docs/protocols.md, "Messages: stream"): a value here
+            # replaces message_start's; keys left out (often the input counts) keep what
+            # message_start said.
             self._usage.update({k: v for k, v in usage.items() if v is not None})
         return []
 
@@ -407,7 +412,8 @@ class AnthropicStreamEncoder(OneAtATime):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            # §4.10: before real counts exist (OpenAI upstreams) this is all zeros.
+            # Before real counts exist (OpenAI upstreams) this is all zeros
+            # (docs/protocols.md, "Stream translation").
             "usage": usage_to_wire(event.usage or Usage()),
         }
         payload = orjson.dumps({"type": "message_start", "message": message})

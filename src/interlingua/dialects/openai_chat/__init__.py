@@ -1,4 +1,6 @@
-"""The OpenAI Chat Completions dialect (``POST /v1/chat/completions``, PROTOCOLS.md §1).
+"""The OpenAI Chat Completions dialect (``POST /v1/chat/completions``).
+
+Wire facts: docs/protocols.md, "Chat Completions".
 
 A pure codec; ``DIALECT`` satisfies :class:`interlingua.dialects.base.Dialect`:
 

@@ -1,4 +1,8 @@
-"""Chat ``messages`` <-> neutral :class:`Message` values (PROTOCOLS.md §1.3, §4.1-4.4).
+"""Chat ``messages`` <-> neutral :class:`Message` values.
+
+Wire facts: docs/protocols.md, "Chat Completions: messages and content parts",
+"System prompts and roles", "Content parts across dialects" and
+"Tool definitions and tool calls".
 
 Split from :mod:`.request` to keep modules small; shared validation helpers live here too.
 
@@ -188,7 +192,10 @@ def _text_of(c: dict[str, Any], p: str) -> TextPart:
 
 
 def _text_parts(content: Any, p: str) -> tuple[TextPart, ...]:
-    """Content that may only be text: system, developer and tool messages (§1.3)."""
+    """Content that may only be text: system, developer and tool messages.
+
+    docs/protocols.md, "Chat Completions: messages and content parts".
+    """
     if isinstance(content, str):
         return (TextPart(content),)
     if content is None:
@@ -291,7 +298,10 @@ def _assistant_parts(content: Any, p: str) -> list[Part]:
 
 
 def _reasoning_part(m: dict[str, Any], p: str) -> ReasoningPart | None:
-    """``reasoning_content`` (DeepSeek, llama.cpp) ?? ``reasoning`` (vLLM, OpenRouter) (§1.6)."""
+    """``reasoning_content`` (DeepSeek, llama.cpp) ?? ``reasoning`` (vLLM, OpenRouter).
+
+    docs/protocols.md, "Chat Completions: server extensions".
+    """
     key = "reasoning_content"
     text = m.get(key)
     if text is None:
@@ -306,7 +316,8 @@ def _reasoning_part(m: dict[str, Any], p: str) -> ReasoningPart | None:
     if key == "reasoning":
         meta["openai_field"] = "reasoning"
     if details is not None:
-        # OpenRouter needs these echoed back verbatim to keep signatures (§1.6).
+        # OpenRouter needs these echoed back verbatim to keep signatures
+        # (docs/protocols.md, "Chat Completions: server extensions").
         meta["reasoning_details"] = details
     if not text and not details:
         return None
@@ -395,7 +406,7 @@ def _with_name(msg: dict[str, Any], m: Message) -> dict[str, Any]:
 
 def _render_user(m: Message, where: str) -> list[dict[str, Any]]:
     """Each ToolResultPart becomes its own ``tool`` message, in order; the rest follows
-    as one ``user`` message (§4.4)."""
+    as one ``user`` message (docs/protocols.md, "Tool definitions and tool calls")."""
     out: list[dict[str, Any]] = []
     rest: list[Part] = []
     for part in m.parts:
@@ -412,7 +423,10 @@ def _render_user(m: Message, where: str) -> list[dict[str, Any]]:
 
 
 def _tool_text(part: ToolResultPart) -> str:
-    """Chat tool messages take text only (§4.4): non-text results become placeholders."""
+    """Chat tool messages take text only: non-text results become placeholders.
+
+    docs/protocols.md, "Tool definitions and tool calls".
+    """
     pieces: list[str] = []
     for c in part.content:
         if isinstance(c, TextPart):
@@ -509,7 +523,8 @@ def _render_assistant(m: Message, where: str) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant"}
     if all(c.get("type") == "text" for c in content):
         text = "".join(c["text"] for c in content)
-        # OpenAI requires content unless tool calls are present (§1.3, trap 4.11.5).
+        # OpenAI requires content unless tool calls are present
+        # (docs/protocols.md, "Chat Completions: messages and content parts").
         msg["content"] = text if text or not (calls or refusal or audio) else None
     else:
         msg["content"] = content
@@ -524,7 +539,10 @@ def _render_assistant(m: Message, where: str) -> dict[str, Any]:
 
 
 def _render_reasoning(msg: dict[str, Any], parts: list[ReasoningPart]) -> None:
-    """Echo reasoning on assistant history: DeepSeek requires it on tool-call turns (§1.6)."""
+    """Echo reasoning on assistant history: DeepSeek requires it on tool-call turns.
+
+    docs/protocols.md, "Chat Completions: server extensions".
+    """
     text = "".join(p.text for p in parts)
     if text:
         named = any(p.meta.get("openai_field") == "reasoning" for p in parts)

@@ -1,7 +1,7 @@
-"""Where an OpenAI Chat Completions request goes, and how it authenticates (PROTOCOLS.md 1.1).
+"""Where an OpenAI Chat Completions request goes, and how it authenticates.
 
-The one home of these wire facts: the gateway's upstreams and the client both build their
-URLs and headers here.
+The one home of these wire facts (docs/protocols.md, "Chat Completions: endpoint and
+headers"): the gateway's upstreams and the client both build their URLs and headers here.
 
 >>> url, headers = endpoint("http://127.0.0.1:8000/v1/", "k")
 >>> url, headers["authorization"]
@@ -20,7 +20,8 @@ def endpoint(
 
     ``base_url`` is the API root including its version, as the OpenAI SDK takes it.
     Local servers usually need no key at all. ``path`` is the endpoint under the root:
-    the Responses API shares this transport with another path (PROTOCOLS.md §3).
+    the Responses API shares this transport with another path
+    (docs/protocols.md, "Responses: endpoint and headers").
     """
     headers = {"content-type": "application/json"}
     if api_key:

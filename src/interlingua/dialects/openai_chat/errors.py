@@ -1,4 +1,6 @@
-"""OpenAI Chat error bodies <-> the neutral error tree (PROTOCOLS.md §1.7, §4.9).
+"""OpenAI Chat error bodies <-> the neutral error tree.
+
+Wire facts: docs/protocols.md, "Chat Completions: errors" and "Errors and statuses".
 
 Upstream side: :func:`parse_error` turns a non-2xx answer into the right
 :class:`~interlingua.errors.InterlinguaError` subclass (status kept, ``retry-after``
@@ -46,7 +48,8 @@ __all__ = [
 _MAX_TEXT = 500
 
 # error.type strings seen from OpenAI and OpenAI-compatible servers (some echo Anthropic
-# names) -> class, for in-band errors that carry no HTTP status (§1.7, §4.9).
+# names) -> class, for in-band errors that carry no HTTP status
+# (docs/protocols.md, "Chat Completions: errors").
 _CLASS_BY_TYPE: dict[str, type[InterlinguaError]] = {
     "invalid_request_error": InvalidRequestError,
     "authentication_error": AuthenticationError,
@@ -76,7 +79,8 @@ _CLASS_BY_CODE: dict[str, type[InterlinguaError]] = {
     "timeout": UpstreamTimeoutError,
 }
 
-# Neutral kind -> (OpenAI error.type, default error.code) (§1.7, §4.9).
+# Neutral kind -> (OpenAI error.type, default error.code)
+# (docs/protocols.md, "Chat Completions: errors").
 _TYPE_BY_KIND: dict[ErrorKind, tuple[str, str | None]] = {
     ErrorKind.INVALID_REQUEST: ("invalid_request_error", None),
     ErrorKind.REQUEST_TOO_LARGE: ("invalid_request_error", "request_too_large"),
@@ -222,7 +226,8 @@ def client_status(status: int) -> int:
     """The HTTP status to show an OpenAI client for an error of ``status``.
 
     529 becomes 503: OpenAI clients know 503 as "overloaded" and nothing of 529
-    (Anthropic's word for it), and the OpenAI SDK retries a 503 (§4.9).
+    (Anthropic's word for it), and the OpenAI SDK retries a 503 (docs/protocols.md,
+    "Errors and statuses" and "Retries and relayed headers").
 
     >>> client_status(529), client_status(429)
     (503, 429)
@@ -239,5 +244,8 @@ def render_error(error: InterlinguaError, request_id: str = "") -> tuple[int, di
 
 
 def render_stream_error(error: InterlinguaError) -> bytes:
-    """The in-band error event: ``data: {"error": {...}}`` with no ``event:`` line (§1.7)."""
+    """The in-band error event: ``data: {"error": {...}}`` with no ``event:`` line.
+
+    As OpenAI sends it (docs/protocols.md, "Chat Completions: errors").
+    """
     return encode_json_event(orjson.dumps({"error": render_error_body(error)}))

@@ -1,4 +1,7 @@
-"""OpenAI Chat Completions request body <-> neutral :class:`Request` (PROTOCOLS.md §1.2-1.3, §4).
+"""OpenAI Chat Completions request body <-> neutral :class:`Request`.
+
+Wire facts: docs/protocols.md, "Chat Completions: request body",
+"Chat Completions: messages and content parts" and "Across the dialects".
 
 ``parse_request`` validates a client's body (400 naming the field in ``param``, e.g.
 ``messages[1].content[0].type``) and converts it; ``render_request`` builds the body for
@@ -61,9 +64,9 @@ def parse_request(body: Any) -> Request:
     user = optional(body, "user", str, "a string")
     safety_identifier = optional(body, "safety_identifier", str, "a string")
     if user is None and safety_identifier is not None:
-        # §4.8: `user` / `safety_identifier` both name the end user (Anthropic's
-        # metadata.user_id). The original stays in extra for an OpenAI upstream, which
-        # must not get a `user` the client never sent.
+        # `user` / `safety_identifier` both name the end user (Anthropic's metadata.user_id:
+        # docs/protocols.md, "Sampling settings and output limits"). The original stays in
+        # extra for an OpenAI upstream, which must not get a `user` the client never sent.
         user = safety_identifier
         extra[USER_FROM_SAFETY_ID] = True
     include_usage = False
@@ -358,11 +361,12 @@ def ask_stream(body: dict[str, Any], stream: bool) -> bool:
     whole answer (``stream: false``, no ``stream_options``: OpenAI rejects them without
     ``stream``), in place; True when this asked for the usage chunk the body lacked.
 
-    A stream always asks for the usage chunk (``stream_options.include_usage``, §4.10):
-    without it OpenAI reports no usage at all, which clients of other dialects, the token
-    limits and the usage log all need. A client that did not ask for it must not see it:
-    the gateway cuts it from the relayed stream when this returns True. A
-    ``stream_options`` that is no object is left to the request's validation.
+    A stream always asks for the usage chunk (``stream_options.include_usage``;
+    docs/protocols.md, "Stream translation"): without it OpenAI reports no usage at all,
+    which clients of other dialects, the token limits and the usage log all need. A client
+    that did not ask for it must not see it: the gateway cuts it from the relayed stream
+    when this returns True. A ``stream_options`` that is no object is left to the request's
+    validation.
 
     >>> body = {"stream_options": {"x": 1}}
     >>> ask_stream(body, True), body

@@ -1,4 +1,7 @@
-"""``chat.completion`` bodies <-> neutral :class:`Response` (PROTOCOLS.md §1.4, §4.5, §4.6).
+"""``chat.completion`` bodies <-> neutral :class:`Response`.
+
+Wire facts: docs/protocols.md, "Chat Completions: response body", "Stop reasons" and
+"Usage and caching".
 
 Also the pieces the stream codec shares: finish-reason mapping both ways, usage parsing
 and rendering, and the usage estimate used when an upstream reports none.
@@ -43,7 +46,7 @@ __all__ = [
     "stop_reason_for",
 ]
 
-# §4.5, Chat -> neutral. Anything unknown is END_TURN.
+# Chat -> neutral (docs/protocols.md, "Stop reasons"). Anything unknown is END_TURN.
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": StopReason.END_TURN,
     "length": StopReason.MAX_TOKENS,
@@ -61,7 +64,7 @@ FINISH_REASONS: dict[StopReason, str] = {
     StopReason.TOOL_USE: "tool_calls",
     StopReason.REFUSAL: "content_filter",
 }
-"""Neutral stop reason -> Chat ``finish_reason`` (§4.5)."""
+"""Neutral stop reason -> Chat ``finish_reason`` (docs/protocols.md, "Stop reasons")."""
 
 
 def stop_reason_for(
@@ -100,8 +103,10 @@ def _count(obj: dict[str, Any], *keys: str) -> int:
 def parse_usage(raw: Any) -> Usage | None:
     """A Chat ``usage`` object -> Usage, or None when it is absent/null.
 
-    ``prompt_tokens`` already includes cache reads/writes (§4.6). Fallbacks: DeepSeek's
-    ``prompt_cache_hit_tokens``, Ollama's ``prompt_eval_count``/``eval_count``.
+    ``prompt_tokens`` already includes cache reads/writes
+    (docs/protocols.md, "Usage and caching"). Fallbacks: DeepSeek's
+    ``prompt_cache_hit_tokens``, Ollama's ``prompt_eval_count``/``eval_count``
+    (docs/protocols.md, "Chat Completions: server extensions").
     """
     if not isinstance(raw, dict):
         return None
@@ -139,7 +144,10 @@ def parse_usage(raw: Any) -> Usage | None:
 
 
 def render_usage(usage: Usage) -> dict[str, Any]:
-    """Usage -> the Chat ``usage`` object with both detail objects (§1.4)."""
+    """Usage -> the Chat ``usage`` object with both detail objects.
+
+    docs/protocols.md, "Chat Completions: response body".
+    """
     prompt_details: dict[str, int] = {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0}
     if usage.cache_write_tokens:
         prompt_details["cache_write_tokens"] = usage.cache_write_tokens
@@ -181,7 +189,10 @@ def _generated_texts(parts: Iterable[Part]) -> Iterable[str]:
 
 
 def _reasoning_part(message: dict[str, Any]) -> ReasoningPart | None:
-    """``reasoning_content ?? reasoning`` (§1.6); OpenRouter ``reasoning_details`` in meta."""
+    """``reasoning_content ?? reasoning``; OpenRouter ``reasoning_details`` in meta.
+
+    docs/protocols.md, "Chat Completions: server extensions".
+    """
     text = message.get("reasoning_content")
     if not isinstance(text, str):
         text = message.get("reasoning")
@@ -212,7 +223,10 @@ def _tool_call(call: Any, position: int) -> ToolCallPart | None:
 
 
 def _token(raw: Any) -> TokenLogprob | None:
-    """One ``{token, logprob, bytes, top_logprobs}`` entry (§1.4); None when malformed."""
+    """One ``{token, logprob, bytes, top_logprobs}`` entry; None when malformed.
+
+    docs/protocols.md, "Chat Completions: response body".
+    """
     if not isinstance(raw, dict):
         return None
     token, logprob = raw.get("token"), raw.get("logprob")
@@ -253,7 +267,10 @@ def _render_token(t: TokenLogprob, top: bool = True) -> dict[str, Any]:
 def render_logprobs(
     content: Iterable[TokenLogprob] | None, refusal: Iterable[TokenLogprob] | None = None
 ) -> dict[str, Any]:
-    """Token logprobs -> a choice's ``logprobs`` object (§1.4)."""
+    """Token logprobs -> a choice's ``logprobs`` object.
+
+    docs/protocols.md, "Chat Completions: response body".
+    """
     return {
         "content": None if content is None else [_render_token(t) for t in content],
         "refusal": None if refusal is None else [_render_token(t) for t in refusal],
@@ -346,7 +363,10 @@ def parse_response(body: Any) -> Response:
 
 
 def render_message(parts: Iterable[Part]) -> dict[str, Any]:
-    """The ``choices[0].message`` object for a response's parts (§1.4)."""
+    """The ``choices[0].message`` object for a response's parts.
+
+    docs/protocols.md, "Chat Completions: response body".
+    """
     text: list[str] = []
     refusal: list[str] = []
     reasoning: list[str] = []
@@ -369,7 +389,8 @@ def render_message(parts: Iterable[Part]) -> dict[str, Any]:
     content = "".join(text)
     message: dict[str, Any] = {
         "role": "assistant",
-        # null only when the turn is tool calls (or a refusal) and no text (§1.3).
+        # null only when the turn is tool calls (or a refusal) and no text
+        # (docs/protocols.md, "Chat Completions: response body").
         "content": content if content or not (calls or refusal or audio) else None,
         "refusal": "".join(refusal) if refusal else None,
     }
@@ -379,7 +400,8 @@ def render_message(parts: Iterable[Part]) -> dict[str, Any]:
         message["tool_calls"] = calls
     thought = "".join(reasoning)
     if thought:
-        message["reasoning_content"] = thought  # the DeepSeek extension (§1.6)
+        # the DeepSeek extension (docs/protocols.md, "Chat Completions: server extensions")
+        message["reasoning_content"] = thought
     return message
 
 
@@ -393,7 +415,9 @@ def completion_id(response_id: str) -> str:
 
 
 def render_response(response: Response, request: Request) -> dict[str, Any]:
-    """Response -> a ``chat.completion`` body the official SDK parses (§1.4).
+    """Response -> a ``chat.completion`` body the official SDK parses.
+
+    Its shape: docs/protocols.md, "Chat Completions: response body".
 
     ``model`` echoes what the client asked for, not the upstream's name for it; an empty
     ``id`` (an upstream of another kind may have none) is replaced by a fresh one.

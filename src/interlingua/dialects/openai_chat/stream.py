@@ -1,4 +1,7 @@
-"""``chat.completion.chunk`` streams <-> neutral stream events (PROTOCOLS.md §1.5, §1.6, §4.10).
+"""``chat.completion.chunk`` streams <-> neutral stream events.
+
+Wire facts: docs/protocols.md, "Chat Completions: stream",
+"Chat Completions: server extensions" and "Stream translation".
 
 :class:`OpenAIChatStreamDecoder` reads an upstream's chunks. Block indices are ours: a
 reasoning run, a text run and every tool call (keyed by the upstream's ``index``, which
@@ -69,11 +72,13 @@ _FIRST_ARGUMENTS = _ARGUMENTS % 0
 class OpenAIChatStreamDecoder:
     """Upstream Chat SSE events -> neutral events. See the module docstring.
 
-    Tolerates (§1.6): ``role`` repeated in every delta, ``finish_reason`` together with a
-    non-empty delta, ``usage: null`` on every chunk, a usage chunk with ``choices`` null or
-    missing, reasoning as ``reasoning_content`` or ``reasoning``, tool-call deltas without
-    ``index``, and keep-alive comments (ignored). An event whose data is not a JSON object
-    is an error: the SDK reading the stream directly would fail on it too.
+    Tolerates (docs/protocols.md, "Chat Completions: stream" and
+    "Chat Completions: server extensions"): ``role`` repeated in every delta,
+    ``finish_reason`` together with a non-empty delta, ``usage: null`` on every chunk, a
+    usage chunk with ``choices`` null or missing, reasoning as ``reasoning_content`` or
+    ``reasoning``, tool-call deltas without ``index``, and keep-alive comments (ignored). An
+    event whose data is not a JSON object is an error: the SDK reading the stream directly
+    would fail on it too.
     """
 
     __slots__ = (
@@ -112,7 +117,8 @@ class OpenAIChatStreamDecoder:
         self._matched_stop: str | None = None
         self._usage: Usage | None = None
         # Generated text, kept only to estimate output tokens if no usage ever arrives.
-        # (Servers that ignore stream_options.include_usage send none, §4.10.)
+        # (Servers that ignore stream_options.include_usage send none: docs/protocols.md,
+        # "Chat Completions: stream".)
         self._generated: list[str] = []
 
     def feed(self, event: SSEEvent) -> list[StreamEvent]:
@@ -140,7 +146,8 @@ class OpenAIChatStreamDecoder:
                     UpstreamError("upstream sent a stream event that is not JSON", status=502)
                 )
             ]
-        if chunk.get("error"):  # in-band error (§1.7)
+        # in-band error (docs/protocols.md, "Chat Completions: errors")
+        if chunk.get("error"):
             self._done = True
             return [StreamError(error_from_payload(chunk["error"]))]
         out: list[StreamEvent] = []
@@ -185,7 +192,9 @@ class OpenAIChatStreamDecoder:
         if isinstance(delta, dict):
             reasoning = delta.get("reasoning_content")
             if reasoning is None:
-                reasoning = delta.get("reasoning")  # vLLM >= 0.11, OpenRouter (§1.6)
+                # vLLM >= 0.11, OpenRouter
+                # (docs/protocols.md, "Chat Completions: server extensions")
+                reasoning = delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self._reasoning_delta(reasoning, out)
             logprobs = choice.get("logprobs")
@@ -337,7 +346,8 @@ class OpenAIChatStreamEncoder:
 
     Every chunk carries the same ``id``/``created`` and ``model`` = the name the client
     asked for. With ``include_usage`` the non-final chunks carry ``"usage": null`` and a
-    usage chunk (``choices: []``) precedes ``[DONE]``, as OpenAI does (§1.5).
+    usage chunk (``choices: []``) precedes ``[DONE]``, as OpenAI does (docs/protocols.md,
+    "Chat Completions: stream").
     """
 
     __slots__ = (

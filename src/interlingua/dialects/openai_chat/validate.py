@@ -2,8 +2,10 @@
 
 The passthrough path forwards the client's body without converting it, so nothing else
 checks it: a body with no ``messages``, a numeric ``content`` or a string ``temperature``
-would reach the upstream (issue 8, item 7). :func:`validate_request` gives it the same
-400 the translated path gives, at a fraction of the cost of :func:`.request.parse_request`.
+would reach the upstream, and a lenient one would answer 200 (docs/decisions.md,
+"Passthrough validates the body and forwards it as parsed"). :func:`validate_request`
+gives it the same 400 the translated path gives, at a fraction of the cost of
+:func:`.request.parse_request`.
 
 How the two cannot drift: :func:`looks_valid` is a fast yes/no walk that allocates
 nothing and builds no ``param`` strings. When it says yes, the body is forwarded; when it

@@ -1,4 +1,6 @@
-"""The OpenAI Responses API dialect (``POST /v1/responses``, PROTOCOLS.md §3).
+"""The OpenAI Responses API dialect (``POST /v1/responses``).
+
+Wire facts: docs/protocols.md, "Responses API".
 
 Pure codecs, like :mod:`interlingua.dialects.openai_chat`: ``request`` (with ``_items``,
 ``_render`` and ``_tools``) converts request bodies both ways, ``response`` response

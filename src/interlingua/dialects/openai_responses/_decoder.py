@@ -1,4 +1,6 @@
-"""An upstream's Responses SSE stream -> neutral stream events (PROTOCOLS.md §3.4).
+"""An upstream's Responses SSE stream -> neutral stream events.
+
+Wire facts: docs/protocols.md, "Responses: stream events".
 
 Neutral blocks follow the output items: a reasoning item, each content part of a
 message (``output_text`` or ``refusal``), and each function or custom tool call is one

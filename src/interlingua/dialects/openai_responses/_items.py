@@ -1,4 +1,7 @@
-"""Responses ``input`` items <-> neutral :class:`Message` values (PROTOCOLS.md §3.2, §4.1-4.4).
+"""Responses ``input`` items <-> neutral :class:`Message` values.
+
+Wire facts: docs/protocols.md, "Responses: input items", "System prompts and roles",
+"Content parts across dialects" and "Tool definitions and tool calls".
 
 Split from :mod:`.request` to keep modules small.
 

@@ -1,10 +1,10 @@
 """Responses ``tools`` / ``tool_choice`` <-> neutral :class:`ToolSpec` / :class:`ToolChoice`.
 
-* ``function`` tools are function ToolSpecs. Trap (PROTOCOLS §3.1): an omitted ``strict``
-  means TRUE in Responses, so the neutral ``strict`` is ``True`` then (marked
-  ``meta["responses_strict_omitted"]`` so a Responses upstream gets the body unchanged);
-  a tool of another dialect is always rendered with an explicit ``strict`` (``None`` ->
-  ``false``, the Chat default) and a ``parameters`` schema.
+* ``function`` tools are function ToolSpecs. Trap: an omitted ``strict`` means TRUE in
+  Responses (docs/protocols.md, "Responses: request body"), so the neutral ``strict`` is
+  ``True`` then (marked ``meta["responses_strict_omitted"]`` so a Responses upstream gets
+  the body unchanged); a tool of another dialect is always rendered with an explicit
+  ``strict`` (``None`` -> ``false``, the Chat default) and a ``parameters`` schema.
 * ``custom`` tools are custom ToolSpecs (``format`` kept).
 * A ``namespace`` tool (a named group of function/custom tools, called with
   ``function_call.namespace``) is flattened: member ``t`` of namespace ``ns`` is the
@@ -158,7 +158,8 @@ def _render_spec(spec: ToolSpec, name: str) -> dict[str, Any]:
         elif ours is None:  # required by the API; another dialect's tool may lack it
             out["parameters"] = {"type": "object", "properties": {}}
         if not spec.meta.get(STRICT_OMITTED):
-            out["strict"] = bool(spec.strict)  # explicit: omitted means true here (§3.1)
+            # explicit: omitted means true here (docs/protocols.md, "Responses: request body")
+            out["strict"] = bool(spec.strict)
     if ours:
         out.update(ours)
     return out

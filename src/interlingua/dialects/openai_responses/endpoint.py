@@ -1,6 +1,7 @@
-"""Where an OpenAI Responses request goes, and how it authenticates (PROTOCOLS.md §3).
+"""Where an OpenAI Responses request goes, and how it authenticates.
 
-The same transport as Chat Completions (§1.1): Bearer auth, another path.
+The same transport as Chat Completions, Bearer auth, under another path
+(docs/protocols.md, "Responses: endpoint and headers").
 
 >>> url, headers = endpoint("https://api.openai.com/v1/", "k")
 >>> url, headers["authorization"]

@@ -1,4 +1,6 @@
-"""OpenAI Responses error bodies <-> the neutral error tree (PROTOCOLS.md §3.5, §4.9).
+"""OpenAI Responses error bodies <-> the neutral error tree.
+
+Wire facts: docs/protocols.md, "Responses: errors" and "Errors and statuses".
 
 The Responses API answers HTTP errors with the Chat Completions body
 ``{"error": {"message", "type", "param", "code"}}`` and the same status codes, so this

@@ -1,4 +1,7 @@
-"""OpenAI Responses request body <-> neutral :class:`Request` (PROTOCOLS.md §3.1-3.2, §4).
+"""OpenAI Responses request body <-> neutral :class:`Request`.
+
+Wire facts: docs/protocols.md, "Responses: request body", "Responses: input items" and
+"Across the dialects".
 
 ``parse_request`` validates a client's body (400 naming the field in ``param``, e.g.
 ``input[3].call_id``) and converts it; ``render_request`` builds the body for a Responses
@@ -84,7 +87,9 @@ def parse_request(body: Any, sealer: Sealer | None = None) -> Request:
     user = optional(body, "user", str, "a string")
     safety_identifier = optional(body, "safety_identifier", str, "a string")
     if user is None and safety_identifier is not None:
-        user = safety_identifier  # §4.8, as the Chat codec; the original stays in extra
+        # As the Chat codec (docs/protocols.md, "Sampling settings and output limits");
+        # the original stays in extra.
+        user = safety_identifier
         extra[USER_FROM_SAFETY_ID] = True
     return Request(
         model=model,

@@ -1,4 +1,6 @@
-"""Responses API ``response`` objects <-> neutral :class:`Response` (PROTOCOLS.md §3.3, §4.5).
+"""Responses API ``response`` objects <-> neutral :class:`Response`.
+
+Wire facts: docs/protocols.md, "Responses: response object" and "Stop reasons".
 
 Each neutral part is one output item (a text part a ``message`` with one content part,
 a reasoning part a ``reasoning`` item, a tool call a ``function_call`` or
@@ -64,7 +66,8 @@ ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
 #: upstream's own ``encrypted_content``, relayed as it came, never sealed again
 UPSTREAM_REASONING = "responses_reasoning"
 
-# Neutral stop reason -> ``incomplete_details.reason`` (§4.5); the rest are ``completed``.
+# Neutral stop reason -> ``incomplete_details.reason`` (docs/protocols.md, "Stop reasons");
+# the rest are ``completed``.
 _INCOMPLETE: dict[StopReason, str] = {
     StopReason.MAX_TOKENS: "max_output_tokens",
     StopReason.CONTEXT_WINDOW: "max_output_tokens",
@@ -224,7 +227,10 @@ def render_item(part: Part, iid: str, sealer: Sealer | None = None) -> dict[str,
 
 
 def render_usage(usage: Usage) -> dict[str, Any]:
-    """Usage -> the Responses ``usage`` object (§4.6: input includes cache reads)."""
+    """Usage -> the Responses ``usage`` object: input includes cache reads.
+
+    docs/protocols.md, "Usage and caching".
+    """
     return {
         "input_tokens": usage.input_tokens,
         "input_tokens_details": {
@@ -350,7 +356,9 @@ def render_output(
 def render_response(
     response: Response, request: Request, sealer: Sealer = DEFAULT_SEALER
 ) -> dict[str, Any]:
-    """Response -> a Responses ``response`` object the official SDK parses (§3.3).
+    """Response -> a Responses ``response`` object the official SDK parses.
+
+    Its shape: docs/protocols.md, "Responses: response object".
 
     ``model`` echoes the name the client asked for; a length stop is ``incomplete``
     with ``incomplete_details.reason`` ``max_output_tokens`` (a refusal:
@@ -438,7 +446,7 @@ def parse_item(item: Any) -> list[Part]:
 
 
 def stop_reason_for(status: Any, incomplete: Any, has_tool_calls: bool) -> StopReason:
-    """``status`` + ``incomplete_details`` -> StopReason (§4.5)."""
+    """``status`` + ``incomplete_details`` -> StopReason (docs/protocols.md, "Stop reasons")."""
     if status == "incomplete":
         reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
         return _STOP_FOR_INCOMPLETE.get(str(reason), StopReason.MAX_TOKENS)

@@ -1,4 +1,6 @@
-"""Responses API SSE streams <-> neutral stream events (PROTOCOLS.md §3.4, §4.10).
+"""Responses API SSE streams <-> neutral stream events.
+
+Wire facts: docs/protocols.md, "Responses: stream events" and "Stream translation".
 
 :class:`ResponsesStreamEncoder` writes the stream for a client: ``response.created``,
 ``response.in_progress``, one output item at a time (added, its content events, done),
@@ -178,11 +180,13 @@ class ResponsesStreamEncoder(OneAtATime):
         return _PING
 
     def relay_error(self, error: InterlinguaError) -> bytes:
-        """The stream-level ``error`` event (PROTOCOLS.md §3.4) ending a stream this
-        encoder did not write: one relayed from a Responses upstream. A ``response.failed``
-        would need that stream's response id (the SDK refuses a second one: "Lifecycle
-        response identity changed") and its ``sequence_number``, which only the upstream
-        knew; the error event needs neither, so its number is left out."""
+        """The stream-level ``error`` event ending a stream this encoder did not write.
+
+        One relayed from a Responses upstream
+        (docs/protocols.md, "Responses: stream events"). A ``response.failed`` would need
+        that stream's response id (the SDK refuses a second one: "Lifecycle response
+        identity changed") and its ``sequence_number``, which only the upstream knew; the
+        error event needs neither, so its number is left out."""
         self._done = True
         body = render_error_body(error)
         payload = orjson.dumps(
