@@ -233,7 +233,9 @@ def _give_up(failure: InterlinguaError | RelayedFailure) -> BytesResponse:
     Every frame the raised error's traceback passes through must let go of it (``del``
     / ``= None`` in a ``finally``): a frame that still held it would make a cycle (error
     -> traceback -> frame -> error) that keeps the failed answer's buffered bytes alive
-    until a full garbage collection, which a busy gateway runs rarely (issue 8; pinned by
+    until a full garbage collection, which a busy gateway runs rarely. RSS grew over
+    thousands of faulted requests before (docs/reliability.md,
+    "Memory and file descriptors under faults"; pinned by
     tests/server/test_memory_under_faults.py).
     """
     if isinstance(failure, RelayedFailure):

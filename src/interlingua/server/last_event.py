@@ -1,13 +1,13 @@
 """Catching the final response object of a relayed Responses stream, for the store.
 
-On the passthrough path the gateway relays an upstream's SSE bytes untouched and parses
-none of them; to store the answer it needs only the stream's **last** event, the terminal
-``response.completed`` / ``response.incomplete`` / ``response.failed`` that holds the
-whole response (PROTOCOLS.md §3.4). :class:`LastEvent` keeps just enough of the stream to
-give that event back at the end: references to the chunks since the next-to-last event
-began (a backwards ``rfind`` or two per chunk, no copy), whatever way the bytes were
-split. :func:`keep_last_response` wraps a relayed stream with it and
-hands the response to the store's callback once the stream has ended.
+On the passthrough path the gateway relays an upstream's SSE bytes untouched and parses none
+of them; to store the answer it needs only the stream's **last** event, the terminal
+``response.completed`` / ``response.incomplete`` / ``response.failed`` that holds the whole
+response (docs/protocols.md, "Responses: stream events"). :class:`LastEvent` keeps just
+enough of the stream to give that event back at the end: references to the chunks since the
+next-to-last event began (a backwards ``rfind`` or two per chunk, no copy), whatever way the
+bytes were split. :func:`keep_last_response` wraps a relayed stream with it and hands the
+response to the store's callback once the stream has ended.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ log = logging.getLogger("interlingua.server")
 #: awaited with the final response object's JSON; must not raise
 Keep = Callable[[bytes], Awaitable[None]]
 
-#: the events that end a Responses stream holding the whole response (§3.4)
+#: the events that end a Responses stream holding the whole response
+#: (docs/protocols.md, "Responses: stream events")
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 

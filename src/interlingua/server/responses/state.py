@@ -7,12 +7,13 @@ Three steps, each a function the HTTP handler and the WebSocket handler share:
   normalized (a string input is one user message; every item gets an id, ``msg_...``
   and the like, when it has none), and, when ``previous_response_id`` names a
   conversation we hold, the body to generate from (``input`` = the conversation's items,
-  per response its input then its output, oldest first, then the new input). The
-  previous response's ``instructions`` are not inherited (PROTOCOLS.md §3.1): only the
-  new body's own apply. An unknown id may be a Responses upstream's own: the request
-  goes on unchanged, to the deployments that relay it as it is (passthrough) and to no
-  other, since a translating one would get the new input without its conversation; with
-  none in the request's plan it is a 400 ``previous_response_not_found``.
+  per response its input then its output, oldest first, then the new input). The previous
+  response's ``instructions`` are not inherited (docs/protocols.md,
+  "Responses: stored responses"): only the new body's own apply. An unknown id may be a
+  Responses upstream's own: the request goes on unchanged, to the deployments that relay it
+  as it is (passthrough) and to no other, since a translating one would get the new input
+  without its conversation; with none in the request's plan it is a 400
+  ``previous_response_not_found``.
 * :func:`remember` -- store the final response object with the turn's own items. It
   never raises: a store that fails is logged and the answer, already delivered or about
   to be, stands.
