@@ -12,9 +12,11 @@ again, at most ``max_retries`` times, each retry logged at debug with its reason
 The parts: :mod:`._transport` sends bytes and maps failures (one pool of connections per
 client, sized to the client's concurrency, because a batch runner drives hundreds of
 calls in flight through one client: the lean HTTP/1.1 pool of :mod:`interlingua.http_pool`
-for a plain ``http://`` server, aiohttp for ``https://`` and proxies; aiohttp over httpx
-for throughput, as measured in a prototype: DESIGN.md); :mod:`._policy` holds the retries
-and rate limits; :class:`~._stream.ChatStream` runs a streaming call with both.
+for a plain ``http://`` server, aiohttp for ``https://`` and proxies, each chosen by
+measurement:
+docs/decisions.md, "The client posts through the same pool to `http://` servers" and
+"aiohttp, not httpx, on the hot paths"); :mod:`._policy` holds the retries and rate
+limits; :class:`~._stream.ChatStream` runs a streaming call with both.
 """
 
 from __future__ import annotations

@@ -111,7 +111,8 @@ def normalize_usage(raw: Any) -> Usage:
     if isinstance(usage, dict) and not _has_counts(raw):
         raw = usage
     if "cache_creation_input_tokens" in raw or "cache_read_input_tokens" in raw:
-        # Anthropic: input_tokens excludes the cache traffic (PROTOCOLS.md 4.6).
+        # Anthropic: input_tokens excludes the cache traffic
+        # (docs/protocols.md, "Usage and caching").
         write = _n(raw, "cache_creation_input_tokens")
         read = _n(raw, "cache_read_input_tokens")
         return Usage(

@@ -1,10 +1,11 @@
 """The Anthropic Messages API (or anything that speaks it).
 
 Requests go to ``{base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``
-(PROTOCOLS.md 2.1; the dialect's :func:`~..dialects.anthropic.endpoint.endpoint` says
-how). ``base_url`` defaults to ``https://api.anthropic.com`` and is accepted with or
+(docs/protocols.md, "Messages: endpoint and headers"; the dialect's
+:func:`~..dialects.anthropic.endpoint.endpoint` says how). ``base_url`` defaults to ``https://api.anthropic.com`` and is accepted with or
 without a trailing ``/v1`` (the Anthropic SDK takes it without, OpenAI-style configs tend
-to add it). Token counts come from ``/v1/messages/count_tokens`` (PROTOCOLS.md 2.7).
+to add it). Token counts come from ``/v1/messages/count_tokens``
+(docs/protocols.md, "Messages: token counting").
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class LimitedUpstream(Upstream):
         self.inner = inner
         self.dialect = inner.dialect
         self.limits = limits
-        # ``state``: counters shared with other replicas (issue 12); else this process's.
+        # ``state``: counters shared with other replicas through Redis; else this process's.
         seams: dict[str, Any] = {"state": state}
         if clock is not None:
             seams["clock"] = clock

@@ -3,7 +3,8 @@ OpenRouter, OpenAI itself.
 
 ``base_url`` is the API root including its version, as the OpenAI SDK takes it
 (``http://127.0.0.1:8000/v1``); requests go to ``{base_url}/chat/completions`` with
-``Authorization: Bearer <key>`` when a key is configured (PROTOCOLS.md 1.1; the dialect's
+``Authorization: Bearer <key>`` when a key is configured
+(docs/protocols.md, "Chat Completions: endpoint and headers"; the dialect's
 :func:`~..dialects.openai_chat.endpoint.endpoint` says how). Local servers usually need
 no key at all.
 """

@@ -2,7 +2,8 @@
 
 ``base_url`` is the API root including its version, as the OpenAI SDK takes it
 (``https://api.openai.com/v1``); requests go to ``{base_url}/responses`` with
-``Authorization: Bearer <key>`` when a key is configured (PROTOCOLS.md §3; the dialect's
+``Authorization: Bearer <key>`` when a key is configured
+(docs/protocols.md, "Responses: endpoint and headers"; the dialect's
 :func:`~..dialects.openai_responses.endpoint.endpoint` says how).
 
 A Responses client reaches this upstream on the passthrough path (its body forwarded as
@@ -19,12 +20,13 @@ dialect's plain rendering:
   ``integer_below_min_value``), which Chat and Messages allow and clients send (Claude
   clients check a model with ``max_tokens: 1``). The answer may then run up to 16 tokens;
   a Responses client's own value is sent as it is.
-* The Responses API has no ``stop`` (§4.8): a request with stop sequences is answered
-  through :class:`~..text.events.TextProcessingStream`, which cuts the text at the first
-  match (across chunk boundaries) and reports ``stop_sequence`` with the matched string.
-  A stream is closed as soon as a sequence matched, which cancels the generation
-  upstream; the usage of such an answer is then the gateway's estimate (the upstream's
-  count arrives only with its final event, which a cancelled stream never sends).
+* The Responses API has no ``stop``
+  (docs/protocols.md, "Sampling settings and output limits"): a request with stop sequences
+  is answered through :class:`~..text.events.TextProcessingStream`, which cuts the text at
+  the first match (across chunk boundaries) and reports ``stop_sequence`` with the matched
+  string. A stream is closed as soon as a sequence matched, which cancels the generation
+  upstream; the usage of such an answer is then the gateway's estimate (the upstream's count
+  arrives only with its final event, which a cancelled stream never sends).
 """
 
 from __future__ import annotations
