@@ -1,7 +1,8 @@
 """Retry policy: pure functions plus constants (no I/O, no sleeping).
 
-The rules are the ones both official SDKs share (PROTOCOLS.md 4.9, their
-``_base_client.py``), so a caller gets the same behaviour through interlingua as direct:
+The rules are the ones both official SDKs share (their ``_base_client.py``;
+docs/protocols.md, "Retries and relayed headers"), so a caller gets the same behaviour
+through interlingua as direct:
 
 * ``x-should-retry: true|false`` from the server wins over everything else;
 * otherwise retry 408, 409, 429 and every 5xx (529 included), plus transport failures
@@ -95,7 +96,8 @@ def should_retry(failure: int | BaseException, headers: Headers | None = None) -
         return isinstance(failure, TimeoutError | ConnectionError)
     verdict = _header(headers, "x-should-retry")
     if verdict is not None:
-        # The server knows best (PROTOCOLS.md 4.9): "false" even on a 503 means don't.
+        # The server knows best: "false" even on a 503 means don't
+        # (docs/protocols.md, "Retries and relayed headers").
         if verdict.strip().lower() == "true":
             return True
         if verdict.strip().lower() == "false":

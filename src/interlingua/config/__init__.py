@@ -1,6 +1,7 @@
 """The gateway's configuration: YAML in, frozen values out.
 
-The YAML shape is a contract (DESIGN.md, "Config")::
+The YAML shape is a contract users, tests and docs rely on (docs/architecture.md,
+"Configuration"; every key in docs/config.md, "Configuration")::
 
     server:                      # all optional; CLI flags override
       host: 127.0.0.1
@@ -9,7 +10,7 @@ The YAML shape is a contract (DESIGN.md, "Config")::
       api_keys: []               # keys clients must present; empty = no auth
     upstreams:                   # name -> how to reach it
       vllm:
-        kind: openai             # openai | anthropic | local | fake
+        kind: openai             # openai | anthropic | responses | local | fake
         base_url: http://127.0.0.1:8000/v1
         api_key_env: VLLM_API_KEY
         headers: {X-Team: research}

@@ -1,6 +1,7 @@
 """The sections a team running the gateway sets: ``keys``, ``state``, ``usage``, ``metrics``.
 
-The shape is a contract (issue 12, docs/config.md)::
+The shape is a contract (docs/config.md, "Keys", "Shared state (Redis)", "Usage log" and
+"Metrics and the status page")::
 
     keys:                                  # when present, every request carries one
       - name: team-a                       # what logs, usage and metrics show

@@ -27,7 +27,9 @@ def _no_meta() -> Meta:
 @quick_init
 @dataclass(frozen=True, slots=True)
 class TokenLogprob:
-    """One generated token's log probability (OpenAI's shape, PROTOCOLS.md §1.4).
+    """One generated token's log probability, in OpenAI's shape.
+
+    That shape: docs/protocols.md, "Chat Completions: response body".
 
     ``bytes`` is the token's UTF-8 bytes (None when the server did not say);
     ``top_logprobs`` the most likely alternatives at that position, each a TokenLogprob

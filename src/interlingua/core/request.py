@@ -6,19 +6,19 @@ the first of them); a renderer for a dialect with a single system slot hoists th
 in order. Tool results are :class:`ToolResultPart` values inside a ``user`` message, as
 in Anthropic; the OpenAI codec splits them into ``role: tool`` messages.
 
-Field drop policy (docs/mapping.md §2 has the complete lists): a request is rejected
-with a 400 only when the target dialect cannot serve it meaningfully -- n > 1, input the
-model would never see (audio and other unsupported content parts, unsupported image or
-document types), history it cannot carry (tool-call arguments that are not a JSON
-object), and the settings a caller asked for by name and would silently not get:
-``logprobs`` / ``top_logprobs``, audio output, ``min_p`` and ``repetition_penalty``
-(and ``top_k`` toward the Responses API) where the target has no such parameter. A
-model's ``drop_params`` in the gateway (or ``drop_unsupported=True`` on the client)
-turns such a refusal into a silent drop. Everything else a target cannot express is
-dropped silently: settings that only tune sampling or are advisory (seed, penalties,
-metadata, ...), and output extras the target cannot produce (prediction, verbosity,
-web_search_options, the json_object response format toward Anthropic, custom and server
-tools) -- the response then simply lacks them.
+Field drop policy (docs/mapping.md, "2. The drop policy", has the complete lists): a
+request is rejected with a 400 only when the target dialect cannot serve it meaningfully
+-- n > 1, input the model would never see (audio and other unsupported content parts,
+unsupported image or document types), history it cannot carry (tool-call arguments that
+are not a JSON object), and the settings a caller asked for by name and would silently
+not get: ``logprobs`` / ``top_logprobs``, audio output, ``min_p`` and
+``repetition_penalty`` (and ``top_k`` toward the Responses API) where the target has no
+such parameter. A model's ``drop_params`` in the gateway (or ``drop_unsupported=True``
+on the client) turns such a refusal into a silent drop. Everything else a target cannot
+express is dropped silently: settings that only tune sampling or are advisory (seed,
+penalties, metadata, ...), and output extras the target cannot produce (prediction,
+verbosity, web_search_options, the json_object response format toward Anthropic, custom
+and server tools) -- the response then simply lacks them.
 """
 
 from __future__ import annotations

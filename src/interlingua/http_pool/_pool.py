@@ -366,9 +366,11 @@ class PooledResponse:
     def _drop_body(self) -> None:
         # What is left of an abandoned answer must go now, by reference counting: in a
         # reference cycle it waits for a full gc pass, which a busy gateway runs rarely
-        # (issue 8: 1 MB error bodies, 256 KiB of each buffered, held 740 MB after 3,000
-        # requests). The unread bytes; and the error raised to the reader, whose traceback
-        # holds the reader's frames (and their last chunk) and, through them, us.
+        # (measured under injected faults: 1 MB error bodies, 256 KiB of each buffered, held
+        # 740 MB after 3,000 requests; docs/reliability.md,
+        # "Memory and file descriptors under faults"). The unread bytes; and the error
+        # raised to the reader, whose traceback holds the reader's frames (and their last
+        # chunk) and, through them, us.
         self._chunks.clear()
         self._size = 0
         self._error = None

@@ -108,8 +108,8 @@ class Limiter:
     """Rate and concurrency limits with a FIFO waiting line (see the module docstring).
 
     ``what`` names the limited thing in refusals ("upstream 'nim'"). ``state`` replaces
-    the in-process counters (a shared one, issue 12); ``clock`` (monotonic seconds) and
-    ``sleep`` are seams for tests.
+    the in-process counters (a shared one when replicas share limits through Redis:
+    :mod:`.redis_state`); ``clock`` (monotonic seconds) and ``sleep`` are seams for tests.
     """
 
     def __init__(

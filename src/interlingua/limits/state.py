@@ -5,8 +5,9 @@ sliding windows (:mod:`.window`) and the number of requests in flight -- and ans
 question atomically: may a request of ``tokens`` start *now*? If so it records the
 admission and hands back a *lease*; if not it says how long until asking again makes
 sense. The waiting line (:mod:`.queue`) stays in the process: only the counters are
-shared, so a Redis state (issue 12) is one more class with these four methods, its
-``acquire`` a Lua script that checks and takes in one round trip.
+shared, so a Redis state for replicas that share limits (:mod:`.redis_state`) is one
+more class with these four methods, its ``acquire`` a Lua script that checks and takes
+in one round trip.
 
 ``acquire`` is a coroutine (a shared state answers over the network); ``release`` and
 ``settle`` are plain calls made from ``finally`` blocks and stream closers, so a

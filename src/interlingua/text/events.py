@@ -9,13 +9,13 @@ as a server would apply ``stop``), a :class:`~.think.ThinkSplitter` and a
 *thinking about* a call is not making one). The result becomes reasoning, text and tool
 call blocks.
 
-Block indices are ours: each output block gets the next index when it opens (STYLE.md
-practice 4: state keyed by index), upstream blocks that are not text (native reasoning,
-native tool calls) pass through under a new index, and every output block is opened and
-closed exactly once. Each upstream text block is processed on its own and flushed when it
-stops: an upstream block is a complete unit of text, and the alternative (one text
-channel across blocks) would move text held back in one block after blocks that follow
-it.
+Block indices are ours: each output block gets the next index when it opens (state is
+keyed by index: CONTRIBUTING.md, "Stream state is keyed by index"), upstream blocks that
+are not text (native reasoning, native tool calls) pass through under a new index, and
+every output block is opened and closed exactly once. Each upstream text block is
+processed on its own and flushed when it stops: an upstream block is a complete unit of
+text, and the alternative (one text channel across blocks) would move text held back in
+one block after blocks that follow it.
 
 After a stop sequence matches, generation is over: the rest of that block and every
 later upstream block are dropped. The end's stop reason becomes ``TOOL_USE`` when a tool

@@ -4,8 +4,9 @@ The local engine generates token by token, and a stop sequence may be split over
 number of tokens ("</" + "answer" + ">"). :class:`StopMatcher` releases text as soon as
 it cannot be part of a stop sequence, holds back only the longest suffix that could still
 start one, and reports which sequence matched: OpenAI reports only ``finish_reason:
-"stop"``, but Anthropic's ``stop_sequence`` field names it (PROTOCOLS.md §2), so the
-matched string has to be known exactly.
+"stop"``, but Anthropic's ``stop_sequence`` field names it
+(docs/protocols.md, "Sampling settings and output limits"), so the matched string has to
+be known exactly.
 
 :func:`partial_suffix_len` is the hold-back rule shared by every processor in this
 package (think tags and tool-call tags hold back the same way).

@@ -2,7 +2,8 @@
 
 Reasoning models served without a reasoning parser (older llama.cpp builds, raw vLLM,
 local GGUF models) write their reasoning into the text itself, between think tags
-(PROTOCOLS.md §1.6: llama.cpp "leaked ``<think>`` into ``content`` while streaming").
+(older llama.cpp builds wrote ``<think>`` into ``content`` while streaming:
+docs/protocols.md, "Chat Completions: server extensions").
 :class:`ThinkSplitter` turns that text back into reasoning and text segments.
 
 Chunks may split a tag anywhere ("<thi" + "nk>"), so the splitter holds back only the
