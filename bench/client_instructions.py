@@ -1,4 +1,7 @@
-"""Instructions per item of the client's batch paths under callgrind (issue 13's figure).
+"""Instructions per item of the client's batch paths under callgrind.
+
+The figures docs/performance.md quotes for ``generate()`` and ``send_raw``
+(docs/performance.md, "`generate()` in process").
 
     python -m bench.client_instructions                     # generate() and send_raw
     python -m bench.client_instructions --path generate --src /tmp/old/src

@@ -1,4 +1,4 @@
-"""Local engine benchmark (issue 14): interlingua's embedded engine vs llama.cpp's servers.
+"""Local engine benchmark: interlingua's embedded engine vs llama.cpp's servers.
 
     python -m bench.local_bench              # 6 rounds at 1, 4, 8 concurrent + 3 cold starts each
     python -m bench.local_bench --rounds 10 --concurrency 1,4,8 --parallel 4

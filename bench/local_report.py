@@ -2,7 +2,8 @@
 
 Tables: aggregate tokens/s per concurrency and server with the per-round ratios to
 llama-server and to llama_cpp.server; time to first token p50/p95; start -> first
-answer; then issue 14's targets (and issue 3's start-up one) with met / not met.
+answer; then the local engine's targets (throughput and time to first token against
+llama-server, and start-up) with met / not met (docs/performance.md, "Local engine").
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from dataclasses import dataclass
 from .local_servers import CPP, OURS, PY, SERVERS
 from .local_stats import SAMPLING, Burst, percentile, round_ratios
 
-#: issue 14: interlingua's aggregate tokens/s over llama-server's, at every concurrency
+#: goal: interlingua's aggregate tokens/s over llama-server's, at every concurrency
 RATE_GOAL = 1.0
-#: issue 14: interlingua's TTFT p95 at :data:`TTFT_AT` concurrent over its TTFT at 1
+#: goal: interlingua's TTFT p95 at :data:`TTFT_AT` concurrent over its TTFT at 1
 TTFT_GOAL = 2.0
 TTFT_AT = 4
-#: issue 3: ``interlingua serve`` start -> first answered request, seconds
+#: goal: ``interlingua serve`` start -> first answered request, seconds
 STARTUP_GOAL = 2.0
 
 #: concurrency -> server -> its bursts, in round order
@@ -153,7 +154,7 @@ def _p95_at_one(rates: Rates, name: str) -> float:
 
 
 def render_targets(rates: Rates, startup: Mapping[str, Sequence[float]]) -> list[str]:
-    """Issue 14's targets (and issue 3's start-up goal) with met / not met."""
+    """The local engine's targets (and its start-up goal) with met / not met."""
     out = ["| target | goal | this run | met |", "|---|---|---|---|"]
     for level, by_server in sorted(rates.items()):
         ours, cpp = by_server.get(OURS) or (), by_server.get(CPP) or ()
@@ -183,7 +184,7 @@ def render_targets(rates: Rates, startup: Mapping[str, Sequence[float]]) -> list
     if startup.get(OURS):
         median = statistics.median(startup[OURS])
         out.append(
-            f"| `interlingua serve` start → first answer (issue 3) | ≤ {STARTUP_GOAL:.0f} s "
+            f"| `interlingua serve` start → first answer | ≤ {STARTUP_GOAL:.0f} s "
             f"| {median:.2f} s | {_met(median <= STARTUP_GOAL)} |"
         )
     return out
@@ -237,5 +238,5 @@ def render_report(setup: Setup, rates: Rates, startup: Mapping[str, Sequence[flo
             lines += [f"Requests that ended before max_tokens: {'; '.join(short)}.", ""]
     if startup:
         lines += ["## Start → first answered request", "", *render_startup(startup), ""]
-    lines += ["## Targets (issue 14; start-up: issue 3)", "", *render_targets(rates, startup), ""]
+    lines += ["## Targets: local engine and start-up", "", *render_targets(rates, startup), ""]
     return "\n".join(lines)

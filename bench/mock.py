@@ -2,16 +2,20 @@
 
 Six bodies, written to static files that nginx serves for every POST:
 
-* ``/v1/chat/completions``: one ``chat.completion`` (PROTOCOLS.md 1.4).
+* ``/v1/chat/completions``: one ``chat.completion``
+  (docs/protocols.md, "Chat Completions: response body").
 * ``/stream/v1/chat/completions``: a 20-chunk ``chat.completion.chunk`` stream -- a role
   chunk, 17 text chunks, the finish chunk and the usage chunk (``choices: []``, asked for
-  by ``stream_options.include_usage``) -- then ``data: [DONE]`` (PROTOCOLS.md 1.5).
-* ``/v1/messages``: one Anthropic ``message`` (PROTOCOLS.md 2.4).
+  by ``stream_options.include_usage``) -- then ``data: [DONE]``
+  (docs/protocols.md, "Chat Completions: stream").
+* ``/v1/messages``: one Anthropic ``message`` (docs/protocols.md, "Messages: response body").
 * ``/stream/v1/messages``: the Anthropic event sequence for the same 17 text pieces
-  (``message_start`` ... ``message_stop``, PROTOCOLS.md 2.5).
-* ``/v1/responses``: one OpenAI Responses ``response`` (PROTOCOLS.md 3.3).
+  (``message_start`` ... ``message_stop``; docs/protocols.md, "Messages: stream").
+* ``/v1/responses``: one OpenAI Responses ``response``
+  (docs/protocols.md, "Responses: response object").
 * ``/stream/v1/responses``: the Responses event sequence for the same pieces
-  (``response.created`` ... ``response.completed``, PROTOCOLS.md 3.4).
+  (``response.created`` ... ``response.completed``; docs/protocols.md,
+  "Responses: stream events").
 
 The content is the same in both dialects so a translated answer is comparable with a
 direct one. Everything is built once with orjson; nothing here runs during the load.
@@ -150,7 +154,7 @@ def _anthropic_usage(output_tokens: int) -> dict[str, Any]:
 
 
 def anthropic_stream() -> bytes:
-    """The Anthropic event sequence of the same answer (PROTOCOLS.md 2.5)."""
+    """The Anthropic event sequence of the same answer (docs/protocols.md, "Messages: stream")."""
     start = {
         "type": "message_start",
         "message": {
@@ -231,13 +235,19 @@ def _response_message(status: str, content: list[dict[str, Any]]) -> dict[str, A
 
 
 def responses_object() -> bytes:
-    """A non-streamed Responses ``response`` body (PROTOCOLS.md 3.3)."""
+    """A non-streamed Responses ``response`` body.
+
+    docs/protocols.md, "Responses: response object".
+    """
     message = _response_message("completed", [_output_text(TEXT)])
     return orjson.dumps(_response("completed", [message], _responses_usage()))
 
 
 def responses_stream() -> bytes:
-    """The Responses event sequence for the same 17 pieces (PROTOCOLS.md 3.4)."""
+    """The Responses event sequence for the same 17 pieces.
+
+    docs/protocols.md, "Responses: stream events".
+    """
     payloads: list[dict[str, Any]] = []
     ids = {"item_id": RESPONSE_MESSAGE_ID, "output_index": 0, "content_index": 0}
     started = _response("in_progress", [], None)

@@ -144,7 +144,8 @@ def render_table(rows: list[Row]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One goal of issue 5: ``measure`` returns (measured text, met?) or None if not run.
+    """One of the gateway's performance goals: ``measure`` returns (measured text, met?) or
+    None if not run (docs/performance.md, "Against the gateway's performance targets").
 
     ``met`` is None when the run cannot tell (e.g. a negative overhead: noise).
     """
@@ -250,13 +251,13 @@ TARGETS = (
            _beside("r2o", "a2o", 50, 0.75)),
     Target("Responses→OpenAI stream vs Anthropic→OpenAI stream, 50 conns", "≥ 0.75×",
            _beside("r2o-stream", "a2o-stream", 50, 0.75)),
-    # Issue 11: a name with two weighted deployments costs a plan per request.
+    # Weighted routing: a name with two weighted deployments costs a plan per request.
     Target("2 weighted deployments vs one (passthrough), 50 conns", "≥ 0.9×",
            _beside("weighted", "passthrough", 50, 0.9)),
     # No goal: the price of the API's default store (one SQLite row per answer).
     Target("Responses→OpenAI stored vs stateless, 50 conns", "reported",
            _beside("r2o-stored", "r2o", 50, 0.0)),
-    # Issue 12: keys + usage log + metrics cost at most 15% (`--team`).
+    # The team layer: keys + usage log + metrics cost at most 15% (`--team`).
     Target("team on vs off: passthrough, 50 conns", "≥ 0.85×", _team("passthrough", 0.85)),
     Target("team on vs off: passthrough stream, 50 conns", "≥ 0.85×",
            _team("passthrough-stream", 0.85)),
@@ -269,7 +270,7 @@ TARGETS = (
 def render_targets(
     rows: list[Row], micro: list[MicroResult], workers_note: str, team: Teams | None = None
 ) -> str:
-    """The targets of issue 5 with what this run measured and whether each is met."""
+    """The gateway's performance targets, what this run measured and whether each is met."""
     lines = ["| target | goal | measured | met |", "|---|---|---|---|"]
     for target in TARGETS:
         result = target.measure(rows, micro, team or {})
@@ -309,7 +310,7 @@ def render(info: RunInfo, rows: list[Row], micro: list[MicroResult], extra: str 
         "",
         render_table(rows),
         "",
-        "## Targets (issue 5)",
+        "## Targets: the gateway's performance goals",
         "",
         render_targets(rows, micro, info.workers, info.team),
         "",

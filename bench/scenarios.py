@@ -154,7 +154,7 @@ TEAMS = (
 
 
 def team_sections(team: str, tmp: Path) -> dict[str, Any]:
-    """The operational sections (issue 12) of a ``team`` variant: ``off`` (no usage log,
+    """The team layer's sections of a ``team`` variant: ``off`` (no usage log,
     no metrics, the plain shared key), ``on`` (a named key with limits that a bench never
     reaches, the usage log in SQLite under ``tmp``, metrics), one of those alone
     (``keys``, ``usage``, ``metrics``), or ``on`` less one (``on-no-limits``: the named
@@ -233,7 +233,8 @@ def request_body(scenario: Scenario) -> bytes:
         body["model"] = scenario.model
     body["stream"] = scenario.stream
     if scenario.stream and scenario.client == "openai":
-        # What the OpenAI SDK sends when the caller wants usage (PROTOCOLS.md 1.5).
+        # What the OpenAI SDK sends when the caller wants usage
+        # (docs/protocols.md, "Chat Completions: stream").
         body["stream_options"] = {"include_usage": True}
     return orjson.dumps(body)
 

@@ -411,9 +411,7 @@ def test_render_targets_met_and_not_met() -> None:
         "| interlingua TTFT p95 at 4 concurrent vs its TTFT (p50) at 1 | ≤ 2× "
         "| 200 ms / 50 ms = 4.0× (over p95 at 1: 4.0×; llama-server 1.0×) | no |"
     )
-    assert (
-        missed[5] == "| `interlingua serve` start → first answer (issue 3) | ≤ 2 s | 1.90 s | yes |"
-    )
+    assert missed[5] == "| `interlingua serve` start → first answer | ≤ 2 s | 1.90 s | yes |"
     met = _rates(110.0, 110.0, 80.0)
     met[4][OURS] = [_burst(120.0, 4, 0.09)]
     rows = render_targets(met, {})
