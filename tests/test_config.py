@@ -24,7 +24,8 @@ from interlingua.config import (
     parse_config,
 )
 
-DESIGN_EXAMPLE = textwrap.dedent(
+# The sample of the config package's docstring (docs/config.md has the whole shape).
+DOCUMENTED_EXAMPLE = textwrap.dedent(
     """\
     server:
       host: 127.0.0.1
@@ -62,9 +63,9 @@ def error_of(text: str) -> str:
     return str(info.value)
 
 
-def test_design_example_parses_into_the_documented_values(tmp_path: Path) -> None:
+def test_documented_example_parses_into_the_documented_values(tmp_path: Path) -> None:
     path = tmp_path / "interlingua.yaml"
-    path.write_text(DESIGN_EXAMPLE)
+    path.write_text(DOCUMENTED_EXAMPLE)
     config = load_config(path)
     assert config.server == ServerConfig(host="127.0.0.1", port=8400, max_body_mb=32)
     assert list(config.upstreams) == ["vllm", "smol"]
@@ -292,7 +293,7 @@ def test_fake_config_has_fake_default_and_a_wildcard() -> None:
     [
         default_config(),
         fake_config(wire="anthropic"),
-        parse_yaml(DESIGN_EXAMPLE),
+        parse_yaml(DOCUMENTED_EXAMPLE),
         parse_yaml(
             """
             server: {host: 0.0.0.0, port: 0, max_body_mb: 1.5}
@@ -317,7 +318,7 @@ def test_printed_config_round_trips(config: Config) -> None:
 
 
 def test_printed_config_shape() -> None:
-    doc = yaml.safe_load(config_to_yaml(parse_yaml(DESIGN_EXAMPLE)))
+    doc = yaml.safe_load(config_to_yaml(parse_yaml(DOCUMENTED_EXAMPLE)))
     assert doc["upstreams"]["vllm"] == {
         "kind": "openai",
         "base_url": "http://127.0.0.1:8000/v1",
@@ -356,7 +357,7 @@ def test_client_keys_are_redacted_when_printed_and_the_placeholder_is_refused() 
 
 def test_printed_config_never_holds_an_upstream_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_API_KEY", "sk-live-do-not-print")
-    printed = config_to_yaml(parse_yaml(DESIGN_EXAMPLE))
+    printed = config_to_yaml(parse_yaml(DOCUMENTED_EXAMPLE))
     assert "sk-live-do-not-print" not in printed
     assert "VLLM_API_KEY" in printed
 
@@ -387,8 +388,9 @@ def test_config_imports_nothing_of_ours() -> None:
     assert ours == []
 
 
-def test_routing_keys_of_the_issue_parse_and_print_back() -> None:
-    """The routing contract (issue 11): every key as spelled there."""
+def test_routing_keys_parse_and_print_back() -> None:
+    """The routing contract: every key as docs/config.md spells it ("Routing and retries",
+    "Request shaping", "Upstream limits")."""
     config = parse_config(
         yaml.safe_load(
             textwrap.dedent(
@@ -435,8 +437,9 @@ def test_routing_keys_of_the_issue_parse_and_print_back() -> None:
     assert parse_config(yaml.safe_load(config_to_yaml(config))) == config
 
 
-def test_the_team_keys_of_issue_12_parse_and_print_back() -> None:
-    """The operational contract (issue 12): keys, state, usage, metrics as spelled there."""
+def test_the_team_keys_parse_and_print_back() -> None:
+    """The operational contract: keys, state, usage, metrics as docs/config.md spells them
+    ("Keys", "Shared state (Redis)", "Usage log", "Metrics and the status page")."""
     digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
     config = parse_config(
         yaml.safe_load(

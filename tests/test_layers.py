@@ -1,4 +1,5 @@
-"""The layer rules of DESIGN.md, executed: who may import whom inside `interlingua`.
+"""The layer rules of docs/architecture.md, "The floors", executed: who may import whom
+inside `interlingua`.
 
 Every import counts, including function-local and `TYPE_CHECKING` ones: a late import
 hides a back-edge from the interpreter, not from the design (that is how `config` once

@@ -130,7 +130,8 @@ def project(response: Response, client_dialect: str, wire: str) -> dict[str, Any
     """What a client can rely on, independent of ids and timestamps."""
     stop_reason, stop_sequence = response.stop_reason, response.stop_sequence
     if "openai" in (client_dialect, wire) and stop_reason == StopReason.STOP_SEQUENCE:
-        # OpenAI's finish_reason "stop" does not say which sequence matched (PROTOCOLS 4.5).
+        # OpenAI's finish_reason "stop" does not say which sequence matched
+        # (docs/protocols.md, "Stop reasons").
         stop_reason, stop_sequence = StopReason.END_TURN, None
     return {
         "text": response.text,

@@ -1,4 +1,7 @@
-"""Anthropic error bodies both ways (PROTOCOLS.md §2.8, §4.9)."""
+"""Anthropic error bodies both ways.
+
+The wire: docs/protocols.md, "Messages: errors" and "Errors and statuses".
+"""
 
 from __future__ import annotations
 
@@ -152,7 +155,8 @@ def test_render_stream_error() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "error_type"),
     [
-        # §4.9: the upstream HTTP status is kept when re-wrapping; the type follows the kind.
+        # The upstream HTTP status is kept when re-wrapping; the type follows the kind
+        # (docs/protocols.md, "Errors and statuses").
         (
             409,
             b'{"error":{"message":"conflict","type":"invalid_request_error"}}',

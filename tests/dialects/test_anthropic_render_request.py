@@ -1,4 +1,7 @@
-"""Anthropic request rendering: neutral Request -> upstream body (PROTOCOLS.md §4)."""
+"""Anthropic request rendering: neutral Request -> upstream body.
+
+The rules: docs/protocols.md, "Across the dialects".
+"""
 
 from __future__ import annotations
 
@@ -247,7 +250,8 @@ def test_sampling_settings() -> None:
         stream=True,
     )
     assert body["max_tokens"] == 50
-    assert body["temperature"] == 1.0  # clamped, not rescaled (§4.8)
+    # clamped, not rescaled (docs/protocols.md, "Sampling settings and output limits")
+    assert body["temperature"] == 1.0
     assert (body["top_p"], body["top_k"]) == (0.8, 20)
     assert body["stop_sequences"] == ["###"]
     assert body["metadata"] == {"user_id": "u-9"}

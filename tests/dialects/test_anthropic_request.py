@@ -1,4 +1,8 @@
-"""Anthropic request parsing: wire body -> neutral Request (PROTOCOLS.md §2.2–2.4)."""
+"""Anthropic request parsing: wire body -> neutral Request.
+
+The body: docs/protocols.md, "Messages: request body", "Messages: content blocks" and
+"Messages: tools, tool_choice and thinking".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Anthropic responses, usage, stop reasons and the model list (PROTOCOLS.md §2.5, §4.6)."""
+"""Anthropic responses, usage, stop reasons and the model list.
+
+The wire: docs/protocols.md, "Messages: response body" and "Usage and caching".
+"""
 
 from __future__ import annotations
 
@@ -58,7 +61,8 @@ def test_parse_response() -> None:
         ToolCallPart("toolu_01", "get_weather", '{"city":"Paris"}'),
     )
     assert resp.stop_reason is StopReason.TOOL_USE
-    # Anthropic input excludes cache traffic; neutral input includes it (§4.6).
+    # Anthropic input excludes cache traffic; neutral input includes it
+    # (docs/protocols.md, "Usage and caching").
     assert resp.usage == Usage(
         input_tokens=497,
         output_tokens=65,

@@ -1,4 +1,4 @@
-"""Anthropic upstream SSE -> neutral events (PROTOCOLS.md §2.6)."""
+"""Anthropic upstream SSE -> neutral events (docs/protocols.md, "Messages: stream")."""
 
 from __future__ import annotations
 

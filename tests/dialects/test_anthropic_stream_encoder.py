@@ -1,4 +1,7 @@
-"""Neutral events -> Anthropic SSE bytes, checked with the official SDK (PROTOCOLS.md §2.6)."""
+"""Neutral events -> Anthropic SSE bytes, checked with the official SDK.
+
+The stream's shape: docs/protocols.md, "Messages: stream".
+"""
 
 from __future__ import annotations
 
@@ -57,7 +60,8 @@ def sdk_check(raw: bytes) -> anthropic.types.Message:
     json_bufs: dict[int, bytes] = {}
     for sse in sse_events(raw):
         payload = orjson.loads(sse.data)
-        assert payload["type"] == sse.event  # Anthropic repeats the type in data (§2.1)
+        # Anthropic repeats the type in data (docs/protocols.md, "Messages: endpoint and headers")
+        assert payload["type"] == sse.event
         if sse.event == "ping":
             assert payload == {"type": "ping"}
             continue
@@ -239,7 +243,7 @@ def test_message_start_usage_and_final_usage() -> None:
     assert start["id"] == "msg_chatcmpl-9"
     assert start["model"] == "claude-client"
     assert start["usage"] == {
-        "input_tokens": 0,  # not known yet (§4.10)
+        "input_tokens": 0,  # not known yet (docs/protocols.md, "Stream translation")
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
         "output_tokens": 0,

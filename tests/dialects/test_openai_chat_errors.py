@@ -118,7 +118,8 @@ def test_parse_other_shapes(body: bytes, message: str, code: str | None) -> None
         (OverloadedError("m"), 503, "server_error", "overloaded"),
         (OverloadedError("m", status=503), 503, "server_error", "overloaded"),
         (UpstreamTimeoutError("m"), 504, "server_error", "timeout"),
-        # §4.9: an upstream's status is kept when re-wrapping (only 529 -> 503).
+        # An upstream's status is kept when re-wrapping, only 529 -> 503
+        # (docs/protocols.md, "Errors and statuses").
         (InvalidRequestError("m", status=409), 409, "invalid_request_error", None),
         (InvalidRequestError("m", status=402), 402, "invalid_request_error", None),
         (UpstreamTimeoutError("m", status=408), 408, "server_error", "timeout"),
@@ -155,7 +156,8 @@ def test_render_stream_error_event() -> None:
         b'data: {"error":{"message":"Overloaded","type":"server_error","param":null,"code":"overloaded"}}\n\n'
     )
     (event,) = SSEDecoder().decode(raw)
-    assert event.event == "message"  # no event: line, as OpenAI does (§1.7)
+    # no event: line, as OpenAI does (docs/protocols.md, "Chat Completions: errors")
+    assert event.event == "message"
     error = json.loads(event.data)["error"]
     sdk_error = openai.APIError(error["message"], request=None, body=error)  # type: ignore[arg-type]
     assert sdk_error.code == "overloaded" and sdk_error.type == "server_error"

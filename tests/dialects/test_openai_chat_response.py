@@ -30,7 +30,8 @@ from interlingua.errors import RateLimitError, UpstreamError
 
 REQUEST = Request("client-model", (Message("user", (TextPart("hi"),)),))
 
-# PROTOCOLS.md §1.4, verbatim.
+# A whole chat.completion with a tool call, every field that docs/protocols.md,
+# "Chat Completions: response body", lists.
 SPEC_EXAMPLE: dict[str, Any] = {
     "id": "chatcmpl-123",
     "object": "chat.completion",
@@ -120,7 +121,8 @@ def test_parse_reasoning_name_fallback_and_details() -> None:
     )
     assert r.parts[0] == ReasoningPart("vllm style")
     assert r.parts[0].meta == {"reasoning_details": details}
-    # reasoning_content wins when both are present (§1.6 reader policy).
+    # reasoning_content wins when both are present
+    # (docs/protocols.md, "Chat Completions: server extensions").
     r = parse_response(completion({"content": "ok", "reasoning_content": "a", "reasoning": "b"}))
     assert r.reasoning == "a"
 

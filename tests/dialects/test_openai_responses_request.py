@@ -45,7 +45,8 @@ LARK = 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF\n'
 
 # A body shaped like what Codex sends: instructions, a developer message, custom
 # apply_patch with a lark grammar, function and namespace tools, a hosted tool, reasoning
-# with encrypted_content, function/custom call history (PROTOCOLS §3).
+# with encrypted_content, function/custom call history (docs/protocols.md,
+# "Responses: request body" and "Responses: input items").
 CODEX: dict[str, Any] = {
     "model": "gpt-5-codex",
     "instructions": "You are Codex, a coding agent.",
@@ -320,7 +321,8 @@ def test_codex_body_parses_to_the_neutral_form() -> None:
         "shell", "Runs a shell command and returns its output.", SHELL_SCHEMA, False
     )
     assert apply_patch.kind == "custom" and apply_patch.format == CODEX["tools"][1]["format"]
-    assert read.name == "mcp__fs__read" and read.strict is True  # omitted strict = true (§3.1)
+    # omitted strict = true (docs/protocols.md, "Responses: request body")
+    assert read.name == "mcp__fs__read" and read.strict is True
     assert r.tool_choice == ToolChoice("auto")
     assert r.parallel_tool_calls is False
     assert r.reasoning == Reasoning(effort="medium")
@@ -757,7 +759,8 @@ def test_chat_request_renders_to_a_valid_responses_body() -> None:
         "max_output_tokens": 100,
         "user": "u",
         "stream": True,
-        # Chat's omitted strict means false; Responses' means true: always explicit (§3.1)
+        # Chat's omitted strict means false; Responses' means true: always explicit
+        # (docs/protocols.md, "Tool definitions and tool calls").
         "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": False}],
         "tool_choice": {"type": "function", "name": "get_weather"},
         "reasoning": {"effort": "low"},

@@ -1,6 +1,6 @@
 """Reasoning carried across turns in ``encrypted_content`` tokens the gateway seals.
 
-The promise (issue 10): reasoning an upstream needs back (an Anthropic signature, a
+The promise: reasoning an upstream needs back (an Anthropic signature, a
 redacted block, a Chat model's reasoning and OpenRouter's details) reaches the client as
 an authenticated token and comes back to that upstream exactly on the next turn; a token
 the gateway did not issue is relayed to a Responses upstream and dropped elsewhere,

@@ -118,7 +118,7 @@ class Call:
     model: str
     stream: bool
     param: str | None
-    #: OpenAI sends a usage chunk only when asked (PROTOCOLS.md 1.5)
+    #: OpenAI sends a usage chunk only when asked (docs/protocols.md, "Chat Completions: stream")
     usage: bool
 
 

@@ -2,8 +2,8 @@
 
 The fault upstream (:mod:`.fault_upstream`) starts from these and breaks them at the byte
 level; the matrix compares what a client finally sees against :func:`expected_text`. The
-shapes follow PROTOCOLS.md 1.4-1.7 (OpenAI Chat Completions) and 2.5-2.8 (Anthropic
-Messages). Everything here is pure: no sockets, no event loop.
+shapes follow docs/protocols.md, "Chat Completions" and "Anthropic Messages". Everything
+here is pure: no sockets, no event loop.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ HUGE_PIECE = 16 * 1024
 CREATED = 1_727_346_182
 USAGE_IN, USAGE_OUT = 12, 9
 
-# Anthropic has no 503 of its own (PROTOCOLS.md 2.8); api_error is its generic 5xx.
+# Anthropic has no 503 of its own (docs/protocols.md, "Messages: errors"); api_error is
+# its generic 5xx.
 _OPENAI_ERROR_TYPES = {429: "requests", 500: "server_error", 503: "server_error"}
 _ANTHROPIC_ERROR_TYPES = {
     429: "rate_limit_error",
@@ -122,7 +123,8 @@ def stream_events(dialect: str, model: str, text: str, usage: bool = True) -> li
 
     OpenAI streams end with a usage chunk (only when ``usage``, as OpenAI sends it only
     for ``stream_options.include_usage``) and ``data: [DONE]``; Anthropic ones with
-    ``message_delta`` and ``message_stop`` (PROTOCOLS.md 1.5, 2.6).
+    ``message_delta`` and ``message_stop`` (docs/protocols.md, "Chat Completions: stream"
+    and "Messages: stream").
     """
     pieces = text_pieces(text)
     if dialect == OPENAI:
@@ -170,7 +172,10 @@ def stream_events(dialect: str, model: str, text: str, usage: bool = True) -> li
 
 
 def error_json(dialect: str, status: int, message: str) -> bytes:
-    """The dialect's error body for ``status`` (PROTOCOLS.md 1.7, 2.8)."""
+    """The dialect's error body for ``status``.
+
+    docs/protocols.md, "Chat Completions: errors" and "Messages: errors".
+    """
     if dialect == OPENAI:
         kind = _OPENAI_ERROR_TYPES.get(status, "server_error")
         code = "rate_limit_exceeded" if status == 429 else None

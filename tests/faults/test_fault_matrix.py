@@ -1,4 +1,6 @@
-"""The fault matrix of issue 8: every upstream fault as the official SDKs see it.
+"""The fault matrix: every upstream fault as the official SDKs see it.
+
+docs/reliability.md, "How the upstream faults are tested", says what it promises.
 
 Each cell is one fault x client dialect (openai SDK on ``/v1/chat/completions``,
 anthropic SDK on ``/v1/messages``) x stream or not x passthrough (upstream of the
@@ -63,10 +65,11 @@ class Expect:
     #: whether a stream may carry the error in-band (it may have started before the fault)
     inband: bool = False
     retry_after: str | None = None
-    #: status toward OpenAI clients when it differs (529 -> 503, PROTOCOLS.md 4.9)
+    #: status toward OpenAI clients when it differs (529 -> 503: docs/protocols.md,
+    #: "Errors and statuses")
     openai_statuses: tuple[int, ...] | None = None
     #: status toward Anthropic clients of an OpenAI upstream when it differs (Anthropic
-    #: has no 503 and uses 529 for overload, PROTOCOLS.md 4.9)
+    #: has no 503 and uses 529 for overload: docs/protocols.md, "Errors and statuses")
     to_anthropic_statuses: tuple[int, ...] | None = None
     #: the cell tests a gateway timeout: use the upstreams with ``read: 1``
     timeouts: bool = False

@@ -1,4 +1,4 @@
-"""Every failure the fuzzer found, pinned as a plain test (issue 8).
+"""Every failure the fuzzer found, pinned as a plain test.
 
 Each test names what the fuzzer sent and what went wrong before the fix.
 """

@@ -25,9 +25,10 @@ UPSTREAM_CONFIG = {
     "models": [{"name": MODEL, "upstream": "scripted", "model": "scripted-model"}],
 }
 # The bundled model, its answer bounded: Codex sends no output limit, and a sampled 135M
-# model sometimes never stops (it once ran the whole 150 s timeout). `params` (issue 11)
-# gives the model a stop at its first paragraph's end and a generous limit behind it: a
-# limit alone is not enough, since Codex exits 1 on an honest `response.incomplete`.
+# model sometimes never stops (it once ran the whole 150 s timeout). `params`
+# (docs/config.md, "Request shaping") gives the model a stop at its first paragraph's end
+# and a generous limit behind it: a limit alone is not enough, since Codex exits 1 on an
+# honest `response.incomplete`.
 LOCAL_CONFIG = {
     "upstreams": {"local": {"kind": "local", "bundled": "smollm2"}},
     "models": [

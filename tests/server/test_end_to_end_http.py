@@ -129,7 +129,8 @@ def test_anthropic_stream(claude: anthropic.Anthropic, stack: tuple[str, MockOpe
     texts = [d.text for d in deltas if d.type == "text_delta"]
     assert "".join(texts) == TEXT and len(texts) == len(TEXT_PIECES)
     # Tool arguments arrive whole, in ONE input_json_delta, once the upstream's call is
-    # complete: correctness over incremental streaming (docs/mapping.md §5.4) -- an
+    # complete: correctness over incremental streaming (docs/decisions.md, "Anthropic
+    # stream: tool arguments are sent whole, at block stop") -- an
     # OpenAI upstream's arguments may be invalid JSON, which the SDK would choke on.
     partial = [d.partial_json for d in deltas if d.type == "input_json_delta"]
     assert partial == ['{"city": "Paris"}']

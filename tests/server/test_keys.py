@@ -1,4 +1,4 @@
-"""Client keys (issue 12): 401 without one, 403 for a model the key may not use, 429 over
+"""Client keys (docs/config.md, "Keys"): 401 without one, 403 for a model the key may not use, 429 over
 its limits, in the caller's dialect, stream and not; the key itself never logged.
 
     openai / anthropic SDK -> live gateway (keys:) -> mock Chat and Messages upstreams

@@ -1,12 +1,13 @@
 """Faulted requests leave nothing behind in the gateway: no objects, no tasks, no sockets.
 
-Issue 8 saw RSS climb over thousands of faulted requests. Measured (bench/soak.py, and
-mallinfo2 in the gateway): that memory was free in malloc, not held by Python objects;
-malloc_trim gave it back. This test keeps it that way: after a warm-up, a few hundred
-requests of every fault (both dialects, both paths, stream or not) must not grow the count
-of any kind of live Python object by anything like one per request, nor the gateway's
-asyncio tasks, nor its open sockets. An exception kept alive with its traceback, a response
-parked in a dict, a pooled connection never released or a task never awaited would.
+RSS once climbed over thousands of faulted requests (docs/reliability.md,
+"Memory and file descriptors under faults"). Measured (bench/soak.py, and mallinfo2 in the
+gateway): that memory was free in malloc, not held by Python objects; malloc_trim gave it
+back. This test keeps it that way: after a warm-up, a few hundred requests of every fault
+(both dialects, both paths, stream or not) must not grow the count of any kind of live
+Python object by anything like one per request, nor the gateway's asyncio tasks, nor its
+open sockets. An exception kept alive with its traceback, a response parked in a dict, a
+pooled connection never released or a task never awaited would.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def test_the_unread_bytes_of_a_failed_answer_are_freed_at_once(
 ) -> None:
     # A failed answer sits in reference cycles (the HTTP parser's callbacks, its error's
     # traceback through our frames) until a full gc pass, which a busy gateway runs
-    # rarely: in issue 8, 1 MB error bodies (256 KiB of each buffered when the read timed
+    # rarely: under injected faults, 1 MB error bodies (256 KiB of each buffered when the read timed
     # out) held 740 MB after 3,000 requests. Its buffered bytes must go at once (and so
     # must those a frame in the error's traceback holds). Measured
     # with the collector off, so only what reference counting frees counts as freed.

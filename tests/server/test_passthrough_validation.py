@@ -1,4 +1,7 @@
-"""The passthrough path rejects malformed bodies as the translated path does (issue 8, item 7).
+"""The passthrough path rejects malformed bodies as the translated path does.
+
+Malformed bodies used to reach lenient upstreams, which answered 200 (docs/decisions.md,
+"Passthrough validates the body and forwards it as parsed").
 
 Each app here routes ``m`` to an upstream of the client's own dialect, so the gateway takes
 the passthrough path and would forward the body as it is. The upstream records every raw

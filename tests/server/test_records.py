@@ -1,6 +1,6 @@
-"""Each generation's record (issue 12): the exact token counts the upstream reported, on the
-passthrough path (read from the relayed bytes) and the translated one, stream and not;
-where it went; how it ended.
+"""Each generation's record, which the usage log, metrics and limits read: the exact token
+counts the upstream reported, on the passthrough path (read from the relayed bytes) and the
+translated one, stream and not; where it went; how it ended.
 
     openai / anthropic SDK, httpx -> live gateway -> mock Chat, Messages, Responses upstreams
 """

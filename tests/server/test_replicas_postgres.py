@@ -1,4 +1,4 @@
-"""Two ``interlingua serve`` processes writing one usage log in a real PostgreSQL (issue 12).
+"""Two ``interlingua serve`` processes writing one usage log in a real PostgreSQL.
 
     httpx -> gateway A (serve, usage.url) --+
                                            +--> PostgreSQL (a throwaway cluster)

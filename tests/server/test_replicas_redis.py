@@ -1,4 +1,4 @@
-"""Two gateway processes sharing one key's limits through a real redis-server (issue 12).
+"""Two gateway processes sharing one key's limits through a real redis-server.
 
     httpx -> gateway A (serve, state.url) --+
                                            +--> redis-server (started here)

@@ -1,9 +1,10 @@
 """Streams under stress: clients hanging up, and failures after the first byte.
 
-Promises checked (STYLE.md practice 6): a client that disconnects mid-stream makes the
-gateway close the upstream stream promptly; an error after the first streamed byte
-travels in-band as the client dialect's error event (Anthropic ``event: error``, OpenAI
-``data: {"error": ...}``), and the upstream response is closed. The disconnect tests use
+Promises checked: a client that disconnects mid-stream makes the gateway close the upstream
+stream promptly (docs/decisions.md, "Client hang-ups are watched on `receive`"); an error
+after the first streamed byte travels in-band as the client dialect's error event
+(Anthropic ``event: error``, OpenAI ``data: {"error": ...}``), and the upstream response is
+closed (CONTRIBUTING.md, "Errors know their status"). The disconnect tests use
 real sockets (live uvicorn gateway, aiohttp mock upstream that records how its stream
 ended); the in-band tests also run in process against an upstream whose generator
 records being closed.

@@ -1,4 +1,4 @@
-"""The usage log behind a running gateway (issue 12): SDK traffic in, rows with the
+"""The usage log behind a running gateway (docs/usage-log.md): SDK traffic in, rows with the
 upstream's exact token counts out, and ``interlingua usage --json`` summing them.
 
     openai / anthropic SDK -> live gateway (keys:, usage: sqlite) -> mock upstreams

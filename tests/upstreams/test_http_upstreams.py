@@ -75,7 +75,8 @@ KINDS = {
         stream=openai.STREAM,
         first_text=1,
         texts=["Hel", "lo"],
-        stream_options={"include_usage": True},  # or no usage comes (PROTOCOLS.md §1.5)
+        # or no usage comes (docs/protocols.md, "Chat Completions: stream")
+        stream_options={"include_usage": True},
         request_id="x-request-id",
         text_chunk=openai.text_chunk,
         error_body=openai.error_body,

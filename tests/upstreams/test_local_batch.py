@@ -1,9 +1,11 @@
-"""Several requests decoded side by side in one llama.cpp context (issue 14).
+"""Several requests decoded side by side in one llama.cpp context (docs/decisions.md,
+"Local engine: parallel sequences in one context, n_ctx per request, caches kept").
 
 On the bundled SmolLM2-135M with four places. What a batch must not change is checked
 against the same engine's own output for the request alone, never against fixed text:
-another CPU rounds the logits differently (issue 8). Where a test needs an answer that
-cannot end early, a ``json_schema`` ``const`` forces it.
+another CPU rounds the logits differently (an AMD EPYC stopped after 11 tokens where a
+test expected 30). Where a test needs an answer that cannot end early, a ``json_schema``
+``const`` forces it.
 """
 
 from __future__ import annotations

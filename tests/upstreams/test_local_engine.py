@@ -5,7 +5,7 @@ tokens, a stop sequence split over tokens) are tested on real tokens, determinis
 
 No assertion reads sampled text or the length of a sampled answer: another CPU's kernels
 round the logits differently, so the same seed (even greedy decoding, on near ties) can
-pick other tokens and stop elsewhere (issue 8: 11 tokens instead of 30 on an AMD EPYC).
+pick other tokens and stop elsewhere (11 tokens instead of 30 on an AMD EPYC).
 What must hold on every machine is forced with a grammar, or checked as an invariant.
 """
 

@@ -73,7 +73,7 @@ def error_body(status: int, message: str) -> dict[str, object]:
 
 
 def error_event(error_type: str, message: str) -> bytes:
-    """An in-band stream error (PROTOCOLS.md §1.7)."""
+    """An in-band stream error (docs/protocols.md, "Chat Completions: errors")."""
     return b"data: " + orjson.dumps({"error": {"message": message, "type": error_type}}) + b"\n\n"
 
 

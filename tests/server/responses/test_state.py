@@ -178,7 +178,8 @@ def test_previous_response_id_sends_the_whole_conversation(
         ("assistant", "Noted: blue."),
         ("user", "Who am I and what do I like?"),
     ]
-    # instructions are the new request's own, never inherited (PROTOCOLS.md 3.1)
+    # instructions are the new request's own, never inherited
+    # (docs/protocols.md, "Responses: stored responses")
     assert sent.system_text == "Answer in French."
     if model == "via-responses":
         wire = fake.wire_requests[-1]

@@ -193,7 +193,7 @@ def _check_message(message: anthropic.types.Message) -> None:
     assert isinstance(text, anthropic.types.TextBlock) and text.text == TEXT
     assert [(t.id, t.name, json.dumps(t.input, separators=(",", ":"))) for t in tools] == CALLS  # type: ignore[union-attr]
     assert message.stop_reason == "tool_use"
-    # Anthropic's input_tokens exclude cache reads (PROTOCOLS.md 4.6).
+    # Anthropic's input_tokens exclude cache reads (docs/protocols.md, "Usage and caching").
     assert (message.usage.input_tokens, message.usage.cache_read_input_tokens) == (248, 64)
     assert message.usage.output_tokens == 181
     assert message.model == "gpt-5"
