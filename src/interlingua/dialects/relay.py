@@ -110,6 +110,7 @@ class RelayCheck:
         "_skip_lf",
         "ended",
         "error",
+        "failed",
         "first_error",
         "said_why",
         "started",
@@ -124,12 +125,34 @@ class RelayCheck:
         self.started = False
         #: the dialect's end (or an in-band error) was seen
         self.ended = False
+        #: the stream ended with an in-band error event (the upstream's failure, relayed
+        #: as it came)
+        self.failed = False
         #: the stream said why it stops (finish reason / message_delta)
         self.said_why = False
         #: the fault that stopped the relay, if any
         self.error: UpstreamError | None = None
         #: ``(event name, data)`` of an in-band error that was the first data event
         self.first_error: tuple[str, str] | None = None
+
+    @classmethod
+    def ends(cls, sent: bytes) -> bool:
+        """Whether ``sent``, the last bytes a client was handed, end with the last event
+        of this dialect's stream (its end, or an in-band error): a client that hangs up
+        after them has had the whole answer. Only that last event is read.
+
+        >>> OpenAIChatRelayCheck.ends(b'data: {"choices": []}\\n\\ndata: [DONE]\\n\\n')
+        True
+        >>> OpenAIChatRelayCheck.ends(b'data: {"choices": []}\\n\\n')
+        False
+        """
+        body = sent.replace(b"\r\n", b"\n").rstrip(b"\n")
+        if not body:
+            return False
+        cut = body.rfind(b"\n\n")
+        check = cls()
+        check.feed((body[cut + 2 :] if cut >= 0 else body) + b"\n\n")
+        return check.ended
 
     # -- streams ------------------------------------------------------------------------
 
@@ -353,7 +376,7 @@ class OpenAIChatRelayCheck(RelayCheck):
         except msgspec.DecodeError:
             return False
         if chunk.error:
-            self.ended = True
+            self.ended = self.failed = True
         elif chunk.choices:
             open_choices = self._open_choices
             for choice in chunk.choices:
@@ -363,7 +386,7 @@ class OpenAIChatRelayCheck(RelayCheck):
 
     def _inspect(self, name: bytes, payload: dict[str, Any]) -> None:
         if payload.get("error"):
-            self.ended = True
+            self.ended = self.failed = True
             return
         choices = payload.get("choices")
         if isinstance(choices, list):
@@ -444,8 +467,10 @@ class AnthropicRelayCheck(_TypedEventsCheck):
     __slots__ = ()
 
     def _kind(self, kind: Any) -> None:
-        if kind in ("message_stop", "error"):
+        if kind == "message_stop":
             self.ended = True
+        elif kind == "error":
+            self.ended = self.failed = True
         elif kind == "message_delta":
             self.said_why = True
 
@@ -471,6 +496,8 @@ class AnthropicRelayCheck(_TypedEventsCheck):
 _RESPONSES_ENDS = frozenset(
     {"response.completed", "response.incomplete", "response.failed", "error"}
 )
+#: the ones of those that say the response failed
+_RESPONSES_FAILURES = frozenset({"response.failed", "error"})
 
 
 class _ResponseBody(msgspec.Struct):
@@ -490,6 +517,7 @@ class ResponsesRelayCheck(_TypedEventsCheck):
     def _kind(self, kind: Any) -> None:
         if kind in _RESPONSES_ENDS:
             self.ended = True
+            self.failed = kind in _RESPONSES_FAILURES
 
     @staticmethod
     def check_body(payload: dict[str, Any]) -> str | None:
