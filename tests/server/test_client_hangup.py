@@ -1,4 +1,5 @@
-"""A client that hangs up before its answer begins stops the upstream work too.
+"""A client that hangs up before its answer begins stops the upstream work too, and its
+usage row says the client left (``client_disconnect``, status 499), not that it failed.
 
 uvicorn lets a handler run on after its client left; for a non-streaming request the
 gateway would then keep the upstream generating to the end for nobody. The guarded
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -83,6 +85,7 @@ def test_a_hang_up_before_the_answer_closes_the_upstream(
             "a": {"kind": "anthropic", "base_url": base, "timeout": {"read": 60}},
         },
         "models": [{"name": "o", "upstream": "o"}, {"name": "a", "upstream": "a"}],
+        "usage": {"url": f"sqlite:///{tmp_path / 'usage.db'}"},
     }
     with serve(tmp_path, config, log_level="info") as gateway:
         body = orjson.dumps(
@@ -101,3 +104,6 @@ def test_a_hang_up_before_the_answer_closes_the_upstream(
         code, log = gateway.stop()
     assert code == 0
     assert "Traceback" not in log and "Exception in ASGI application" not in log
+    with sqlite3.connect(tmp_path / "usage.db") as db:  # (written before the process exits)
+        rows = db.execute("SELECT status, error_kind FROM interlingua_usage").fetchall()
+    assert rows == [(499, "client_disconnect")]

@@ -10,6 +10,7 @@ import pytest
 from bench import mock
 from interlingua.server.accounting import Meter
 from interlingua.server.app import ANTHROPIC, OPENAI, RESPONSES
+from interlingua.server.asgi_io import Outcome
 from interlingua.usage.record import Record
 
 STREAMS = {
@@ -21,13 +22,13 @@ STREAMS = {
 TOKENS = (58, 17)
 
 
-def metered(dialect: object, reads: list[bytes], completed: bool = True) -> Record:
+def metered(dialect: object, reads: list[bytes], outcome: Outcome = Outcome.COMPLETE) -> Record:
     record = Record(at=0.0, request_id="r", key=None, dialect="x", model="m")
     record.latency = time.perf_counter()
     meter = Meter(record, dialect)  # type: ignore[arg-type]
     for read in reads:
         meter.see(read)
-    meter.done(completed)
+    meter.done(outcome)
     return record
 
 
@@ -64,14 +65,23 @@ def test_an_error_event_at_the_end(name: str, error: bytes, kind: str, size: int
     assert record.error == kind
 
 
-def test_a_stream_the_client_left_is_cancelled() -> None:
+def test_a_stream_the_client_left_is_a_client_disconnect() -> None:
     dialect, stream = STREAMS["openai"]
-    record = metered(dialect, pieces(stream[:300], 50), completed=False)
-    assert record.error == "cancelled"
+    record = metered(dialect, pieces(stream[:300], 50), Outcome.CLIENT_GONE)
+    assert record.error == "client_disconnect"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "kind"),
+    [(Outcome.BROKEN, "upstream_error"), (Outcome.CANCELLED, "cancelled")],
+)
+def test_an_outcome_names_its_kind_when_nothing_else_did(outcome: Outcome, kind: str) -> None:
+    dialect, stream = STREAMS["anthropic"]
+    assert metered(dialect, pieces(stream[:300], 50), outcome).error == kind
 
 
 def test_no_read_at_all() -> None:
-    record = metered(OPENAI, [], completed=True)
+    record = metered(OPENAI, [])
     assert record.error is None and record.ttft is None and record.input_tokens == 0
 
 
@@ -91,5 +101,5 @@ def test_the_reads_kept_stay_few_on_a_long_stream(size: int) -> None:
         if i % 100 == 0:
             most = max(most, sum(map(len, meter._tail)))
     assert most <= 16 * len(delta)
-    meter.done(True)
+    meter.done(Outcome.COMPLETE)
     assert (record.input_tokens, record.output_tokens) == TOKENS

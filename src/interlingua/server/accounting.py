@@ -43,8 +43,14 @@ from ..dialects import Dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..dialects.relay_usage import USAGE_MARK, StreamUsage, body_counts, usage_chunk, usage_counts
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
-from ..usage.record import Record, RecordSink
-from .asgi_io import BytesResponse, CountedResponse, StreamResponse
+from ..usage.record import (
+    CANCELLED,
+    CLIENT_CLOSED_STATUS,
+    CLIENT_DISCONNECT,
+    Record,
+    RecordSink,
+)
+from .asgi_io import BytesResponse, CountedResponse, Outcome, StreamResponse
 from .keys import Admission, ClientKey
 
 __all__ = [
@@ -125,11 +131,11 @@ class Accounting:
         record.latency = time.perf_counter()  # the start, until _finish makes it a span
         return Tab(record)
 
-    def abandon(self, tab: Tab) -> None:
-        """The request ended without an answer (its client left, or it was cancelled)."""
+    def abandon(self, tab: Tab, *, client_left: bool = False) -> None:
+        """The request ended without an answer: its client left, or it was cancelled."""
         record = tab.record
-        record.status = 499
-        record.error = "cancelled"
+        record.status = CLIENT_CLOSED_STATUS
+        record.error = CLIENT_DISCONNECT if client_left else CANCELLED
         self._finish(tab)
 
     def close(
@@ -140,7 +146,9 @@ class Accounting:
         record = tab.record
         record.status = response.status
         if isinstance(response, BytesResponse):
-            if response.status >= 400:
+            if response.status == CLIENT_CLOSED_STATUS:  # (the client left: no one reads it)
+                record.error = CLIENT_DISCONNECT
+            elif response.status >= 400:
                 record.error = error_class_for_status(response.status).kind.value
             elif type(response) is not CountedResponse:  # (its usage is in the record)
                 _count_body(record, response.body)
@@ -303,18 +311,19 @@ class Meter:
             raise exc
         return self._on_error(exc)
 
-    def finished(self, completed: bool) -> None:
+    def finished(self, outcome: Outcome) -> None:
         """The response's ``finished``: :meth:`done`, then the record to the sinks."""
-        self.done(completed)
+        self.done(outcome)
         accounting, tab = self._accounting, self._tab
         if accounting is not None and tab is not None:
             self._accounting = self._tab = None
             accounting._finish(tab)
 
-    def done(self, completed: bool) -> None:
-        """The stream is over (``completed``: ran to its end): the usage of its last
-        events into the record, an in-band error event marks it failed, and a stream cut
-        short (the client left) is marked so. The reads held are let go."""
+    def done(self, outcome: Outcome) -> None:
+        """The stream is over, as ``outcome`` says: the usage of its last events into the
+        record, an in-band error event marks it failed (the kind it names), and an
+        outcome that is not COMPLETE is marked when nothing named its kind already. The
+        reads held are let go."""
         record = self._record
         if self._tail:
             tail = _last_events(b"".join(self._tail))
@@ -329,8 +338,8 @@ class Meter:
         if counts:
             _set_counts(record, counts)
         self._head = None
-        if not completed and record.error is None:
-            record.error = "cancelled"
+        if record.error is None and outcome is not Outcome.COMPLETE:
+            record.error = _OUTCOME_ERRORS[outcome]
 
     def _error_kind(self, chunk: bytes) -> str:
         for line in chunk.split(b"\n"):
@@ -344,6 +353,15 @@ class Meter:
                     return error.kind.value
         return _UPSTREAM_ERROR
 
+
+#: a record's error for a stream that ended so, when nothing more precise was noted (a
+#: break or the shutdown's end are, by the error they raise or send)
+_OUTCOME_ERRORS = {
+    Outcome.CLIENT_GONE: CLIENT_DISCONNECT,
+    Outcome.BROKEN: ErrorKind.UPSTREAM_ERROR.value,
+    Outcome.SHUTDOWN: ErrorKind.OVERLOADED.value,
+    Outcome.CANCELLED: CANCELLED,
+}
 
 #: how an in-band error event starts, per client dialect (what the gateway renders and
 #: each API sends), each with the line break before it (a mark anywhere else is text)

@@ -221,8 +221,11 @@ class Handlers:
                 where = request.url.path if request is not None else "a WebSocket frame"
                 log.exception("unexpected failure on %s", where)
                 response = self.gateway.error_response(dialect, internal_error(exc), request_id)
-        except BaseException:
-            accounting.abandon(tab)
+        except BaseException as exc:
+            # Cancelled before an answer: by the client leaving (the connection guard,
+            # a WebSocket's hang-up), unless the shutdown's timeout did it.
+            left = isinstance(exc, asyncio.CancelledError) and not self.drain.expired
+            accounting.abandon(tab, client_left=left)
             raise
         finally:
             RECORD.reset(token)

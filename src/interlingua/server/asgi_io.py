@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from enum import Enum
+from typing import Any, Protocol
 
 import orjson
 from starlette.requests import Request as HTTPRequest
@@ -123,6 +124,33 @@ class CountedResponse(BytesResponse):
     __slots__ = ()
 
 
+class Outcome(Enum):
+    """How a stream ended: decided once, by the response that sent it
+    (:class:`StreamResponse`, or the WebSocket that relays one), for everyone who counts
+    it: the request's record (and so the usage log, the metrics and the status page) and
+    the router (only a break counts against the deployment)."""
+
+    #: its last event (the dialect's end, or an in-band error) was handed to the
+    #: transport; a client that hangs up after it changes nothing
+    COMPLETE = "complete"
+    #: the client hung up before the last event: its own doing, not a failure
+    CLIENT_GONE = "client_gone"
+    #: the upstream failed after the first byte: a cut, a timeout, bytes that are not the
+    #: dialect's, or an in-band error event it sent
+    BROKEN = "broken"
+    #: the server's shutdown timeout ended it (with the in-band error)
+    SHUTDOWN = "shutdown"
+    #: its task was cancelled by something other than its client or the shutdown
+    CANCELLED = "cancelled"
+
+
+class FailedInBand(Protocol):
+    """What says whether an upstream ended a relayed stream with an error event (the
+    passthrough path's :class:`~interlingua.dialects.relay.RelayCheck`)."""
+
+    failed: bool
+
+
 class StreamResponse:
     """An SSE response relaying ``chunks`` as they come.
 
@@ -137,18 +165,31 @@ class StreamResponse:
     error and a proper end of the response (server/drain.py). ``ping``, when set, is
     written after every :data:`~.pings.KEEPALIVE_SECONDS` of silence
     (:class:`~.pings.Ticker`); ``chunks`` must then be whole events.
+
+    When it is over it knows its :class:`Outcome` (``outcome``) before it says so to
+    ``finished`` and ``on_broken``. A client that hangs up is told apart from one that
+    hangs up right after the last byte (the openai SDK closes as soon as it has read
+    ``[DONE]``, often before the upstream's own end has reached the gateway) by the last
+    chunk sent: ``ends`` (the client dialect's ``RelayCheck.ends``) says whether it held
+    the stream's last event. Only a hang-up pays for that look.
     """
 
     __slots__ = (
         "aclose",
+        "broken",
+        "check",
         "chunks",
         "completed",
         "counted",
         "drain",
+        "ends",
         "finished",
         "headers",
+        "on_broken",
         "on_error",
+        "outcome",
         "ping",
+        "sent",
         "status",
         "watch",
     )
@@ -181,19 +222,57 @@ class StreamResponse:
         self.counted = counted
         #: True once ``chunks`` ran to its end (not cut by an error or a hang-up)
         self.completed = False
-        #: told once, after ``aclose``, that the response is over (with ``completed``):
-        #: a plain call where wrapping ``aclose`` cost each stream a coroutine
-        self.finished: Callable[[bool], None] | None = None
+        #: the upstream failed after the first byte (set by whoever makes ``chunks`` when
+        #: it renders an upstream's in-band error itself, and here when ``chunks`` raises)
+        self.broken = False
+        #: a relayed stream's check, whose ``failed`` is the upstream's own error event
+        self.check: FailedInBand | None = None
+        #: whether a chunk ends the stream (its last event is the dialect's end)
+        self.ends: Callable[[bytes], bool] | None = None
+        #: the last chunk handed to the transport
+        self.sent = b""
+        #: how it ended, once it has (None until then)
+        self.outcome: Outcome | None = None
+        #: told once, after ``aclose``, that the response is over and how: a plain call
+        #: where wrapping ``aclose`` cost each stream a coroutine
+        self.finished: Callable[[Outcome], None] | None = None
+        #: told once more when the outcome is BROKEN (the router: the deployment failed)
+        self.on_broken: Callable[[], None] | None = None
 
-    async def release(self) -> None:
-        """Close the chunks and the upstream behind them, then say it is over."""
+    def ended(self) -> Outcome:
+        """The outcome of a stream whose last event went out: BROKEN when the upstream
+        failed in-band, else COMPLETE."""
+        if self.broken or (self.check is not None and self.check.failed):
+            return Outcome.BROKEN
+        return Outcome.COMPLETE
+
+    def hung_up(self) -> Outcome:
+        """The outcome of a stream whose client left: BROKEN when the upstream had failed
+        already; as if it ended when the last chunk handed over held the stream's last
+        event; else CLIENT_GONE."""
+        ends = self.ends
+        if self.broken or (ends is not None and self.sent and ends(self.sent)):
+            return self.ended()
+        log.info("client disconnected mid-stream")
+        return Outcome.CLIENT_GONE
+
+    async def release(self, outcome: Outcome | None = None) -> None:
+        """Close the chunks and the upstream behind them, then say it is over (with
+        ``outcome``, when given: else the one already set, or CANCELLED)."""
+        if outcome is not None:
+            self.outcome = outcome
         try:
             await aclose_iterator(self.chunks)
             if self.aclose is not None:
                 await self.aclose()
         finally:
+            outcome = self.outcome
+            if outcome is None:
+                outcome = self.outcome = Outcome.CANCELLED
             if self.finished is not None:
-                self.finished(self.completed)
+                self.finished(outcome)
+            if outcome is Outcome.BROKEN and self.on_broken is not None:
+                self.on_broken()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # uvicorn (ASGI spec 2.3) makes ``send`` a silent no-op once the client is gone,
@@ -214,23 +293,25 @@ class StreamResponse:
                 task.cancel()
 
         watcher = asyncio.create_task(watch())
+        outcome = None  # (an exception that propagates: the one _relay noted, or CANCELLED)
         try:
-            await self._relay(send, state)
+            outcome = await self._relay(send, state)
         except asyncio.CancelledError:
             shutdown = self.drain is not None and self.drain.expired
             if not (state["gone"] or shutdown) or task is None:
                 raise
             task.uncancel()  # our own cancel or the drain's, consumed here; others propagate
             if state["gone"]:
-                log.info("client disconnected mid-stream")
+                outcome = self.hung_up()
             else:
+                outcome = Outcome.SHUTDOWN
                 await self._end_for_shutdown(send, state)
         except OSError:
-            log.info("client disconnected mid-stream")
+            outcome = self.hung_up()
         finally:
             state["done"] = True
             watcher.cancel()
-            await self.release()
+            await self.release(outcome)
 
     async def _end_for_shutdown(self, send: Send, state: dict[str, bool]) -> None:
         state["done"] = True
@@ -246,10 +327,11 @@ class StreamResponse:
         except OSError:
             log.info("client disconnected mid-stream")
 
-    async def _relay(self, send: Send, state: dict[str, bool]) -> None:
+    async def _relay(self, send: Send, state: dict[str, bool]) -> Outcome:
         await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
         state["started"] = True
         ticker = Ticker(send, self.ping) if self.ping is not None else None
+        sent = b""
         try:
             watch = self.watch
             async for chunk in self.chunks:
@@ -259,10 +341,14 @@ class StreamResponse:
                     if ticker is not None:
                         ticker.wrote()
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    sent = chunk
             self.completed = True
+            outcome = self.ended()
         except OSError:
             raise  # the client hung up (uvicorn's ClientDisconnected is an OSError)
         except Exception as exc:
+            self.broken = True
+            outcome = self.outcome = Outcome.BROKEN
             if self.on_error is None:
                 raise
             body = self.on_error(exc)  # (renders a scrubbed copy: ``exc`` is left as it is)
@@ -274,9 +360,11 @@ class StreamResponse:
                 log.exception("stream failed after the first byte")
             await send({"type": "http.response.body", "body": body, "more_body": True})
         finally:
+            self.sent = sent  # (a local until now: one store a stream, not one a chunk)
             if ticker is not None:
                 await ticker.stop()
         # Done before the last send: the server may report the finished response as a
         # disconnect on ``receive``, which must not cancel the cleanup that follows.
         state["done"] = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return outcome

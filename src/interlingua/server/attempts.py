@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 
 from starlette.types import Receive
 
@@ -120,8 +121,9 @@ def _answered(
     if router.observe is not None:
         router.observe(deployment.route.upstream.name, "ok")
     if type(answer) is StreamResponse:
-        # A stream is in flight until its last byte went out.
+        # A stream is in flight until its last byte went out, and may still break.
         answer.aclose = _ending(answer, router, deployment)
+        answer.on_broken = partial(router.attempt_failed, deployment)
     else:
         router.attempt_ended(deployment)
     if log.isEnabledFor(logging.DEBUG):
@@ -138,6 +140,9 @@ def alone_answered(
     router.cooldowns.record_success(deployment.key)
     if router.observe is not None:
         router.observe(deployment.route.upstream.name, "ok")
+    if type(answer) is StreamResponse:
+        # A break after the first byte is the deployment's failure (not a client leaving).
+        answer.on_broken = partial(router.attempt_failed, deployment)
     if log.isEnabledFor(logging.DEBUG):
         latency = time.perf_counter() - started
         _log(model, 1, deployment, f"{answer.status} ok", latency, None, 0.0)

@@ -57,6 +57,15 @@ _ERROR_HEADERS = tuple(h for h in RELAYED_HEADERS if not h.startswith("retry-aft
 _REQUEST_ID_NAME = UPSTREAM_REQUEST_ID.encode()
 # The keep-alive bytes of each client dialect (constant; built once, not per stream).
 _PINGS: dict[str, bytes] = {}
+# Whether a chunk ends a stream, per client dialect (StreamResponse.ends).
+_ENDS: dict[str, Callable[[bytes], bool]] = {}
+
+
+def _ends(dialect: Dialect) -> Callable[[bytes], bool]:
+    ends = _ENDS.get(dialect.name)
+    if ends is None:
+        ends = _ENDS[dialect.name] = type(dialect.relay_check()).ends
+    return ends
 
 
 class Gateway:
@@ -328,6 +337,10 @@ class Gateway:
             if not failed:
                 async for batch in batches:
                     data, failed = encode(batch)
+                    if failed:
+                        # The upstream's error, rendered in-band: the stream broke (known
+                        # before its bytes go out, whatever the client does then).
+                        response.broken = True
                     yield data
                     if failed:
                         # An error ends the stream (upstreams/base.py): stop reading, so
@@ -337,7 +350,7 @@ class Gateway:
             if keep is not None and final is not None:
                 await keep(self.scrub_bytes(orjson.dumps(final)))
 
-        return StreamResponse(
+        response = StreamResponse(
             self._scrub_stream(chunks()) if self.secrets else chunks(),
             headers=[*SSE_HEADERS, (_REQUEST_ID_NAME, rid.encode("latin-1"))] if rid else None,
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc, encoder),
@@ -345,6 +358,8 @@ class Gateway:
             ping=encoder.ping(),
             counted=record is not None,  # (encode puts the usage and the error into it)
         )
+        response.ends = _ends(dialect)
+        return response
 
     async def _passthrough(
         self,
@@ -400,13 +415,16 @@ class Gateway:
         ping = _PINGS.get(dialect.name)
         if ping is None:
             ping = _PINGS[dialect.name] = dialect.stream_encoder(request).ping()
-        return StreamResponse(
+        response = StreamResponse(
             _after(first, chunks),
             headers=SSE_HEADERS + _relayed(answer),
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc),
             aclose=answer.aclose,
             ping=ping,
         )
+        response.ends = _ends(dialect)
+        response.check = answer.check  # (its `failed`: the upstream's own error event)
+        return response
 
     # -- other endpoints ----------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import Request, Response, StreamEvent, aclose_iterator
-from ..dialects.relay import upstream_request_id
+from ..dialects.relay import RelayCheck, upstream_request_id
 
 #: The request id of the latest upstream answer that had one, in a 1-tuple made for that
 #: answer (:func:`note_answer_id`). The gateway reads it before and after an attempt on
@@ -62,6 +62,10 @@ class RawResponse:
     body: bytes = b""
     chunks: AsyncIterator[bytes] | None = None
     closer: Callable[[], object] | None = None
+    #: the check a stream's chunks passed (:class:`~..dialects.relay.RelayCheck`), when
+    #: the upstream relays one: its ``failed`` says the upstream ended the stream with an
+    #: in-band error event, which reached the client as it came
+    check: RelayCheck | None = None
 
     async def aclose(self) -> None:
         if self.closer is not None:

@@ -39,7 +39,7 @@ import orjson
 from ..config import TimeoutConfig
 from ..core import Request, Response, StreamError, StreamEvent, replace_request
 from ..dialects import Dialect, EventDecoder, get_dialect
-from ..dialects.relay import relayed_headers
+from ..dialects.relay import RelayCheck, relayed_headers
 from ..errors import (
     InterlinguaError,
     InvalidRequestError,
@@ -234,8 +234,10 @@ class HttpUpstream(Upstream):
             out_headers["content-type"] = kind
         ok = 200 <= resp.status < 300
         if stream and ok and _is_event_stream(resp.headers):
+            check = self.codec.relay_check()
+            chunks = self._relay(resp, check)
             return RawResponse(
-                resp.status, out_headers, chunks=self._relay(resp), closer=resp.release
+                resp.status, out_headers, chunks=chunks, closer=resp.release, check=check
             )
         try:
             data = await resp.read()
@@ -300,10 +302,10 @@ class HttpUpstream(Upstream):
         }
         return extra or None
 
-    async def _relay(self, resp: EngineAnswer) -> AsyncIterator[bytes]:
-        """The upstream's whole, well-formed events; a fault or a cut raises (502/504)
-        after the events before it, so the gateway's error event follows a whole one."""
-        check = self.codec.relay_check()
+    async def _relay(self, resp: EngineAnswer, check: RelayCheck) -> AsyncIterator[bytes]:
+        """The upstream's whole, well-formed events, as ``check`` passes them; a fault or
+        a cut raises (502/504) after the events before it, so the gateway's error event
+        follows a whole one."""
         chunk = data = b""
         error: InterlinguaError | None = None
         try:

@@ -21,7 +21,29 @@ from typing import Protocol
 
 import msgspec
 
-__all__ = ["Record", "RecordSink", "nothing_to_catch_up"]
+__all__ = [
+    "CANCELLED",
+    "CLIENT_CLOSED_STATUS",
+    "CLIENT_DISCONNECT",
+    "NOT_FAILURES",
+    "Record",
+    "RecordSink",
+    "failed",
+    "nothing_to_catch_up",
+]
+
+#: the ``error`` of a request whose client hung up before the last byte of its answer
+#: was handed over (a stream's end event, a body): its own outcome, not a failure; a
+#: client that hangs up after it changes nothing (server/asgi_io.py, ``Outcome``)
+CLIENT_DISCONNECT = "client_disconnect"
+#: the ``error`` of a request cancelled by the server itself (not its client, not the
+#: upstream: a task cancelled under it)
+CANCELLED = "cancelled"
+#: the ``error`` values that do not make a request a failure
+NOT_FAILURES = frozenset({CLIENT_DISCONNECT})
+#: the status a request gets when its client left before its answer began (nginx's
+#: "client closed request": no client ever reads it)
+CLIENT_CLOSED_STATUS = 499
 
 
 class Record(msgspec.Struct, kw_only=True, gc=False):
@@ -50,10 +72,13 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     #: request never reached one (refused by the gateway)
     upstream: str | None = None
     upstream_model: str | None = None
-    #: the HTTP status the client got (a stream that failed mid-way keeps its 200)
+    #: the HTTP status the client got (a stream that failed mid-way keeps its 200; 499
+    #: when the client left before its answer began)
     status: int = 0
     #: the error kind (errors.ErrorKind value) when the request failed, before or
-    #: during the answer; None when it succeeded
+    #: during the answer (a stream that broke after its 200 keeps the status and has
+    #: one); :data:`CLIENT_DISCONNECT` when its client left before the answer ended;
+    #: None when it succeeded
     error: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -70,6 +95,15 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+def failed(row: Record) -> bool:
+    """Whether ``row`` is a failure: an error before the answer (a status of 400 or
+    more) or during it (an error kind with a 200), but not a client that left."""
+    error = row.error
+    if error is not None:
+        return error not in NOT_FAILURES
+    return row.status >= 400 and row.status != CLIENT_CLOSED_STATUS
 
 
 def nothing_to_catch_up() -> None:

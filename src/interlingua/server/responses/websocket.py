@@ -54,7 +54,7 @@ from ...dialects import get_dialect, random_id
 from ...dialects.relay import RELAYED_HEADERS
 from ...errors import InterlinguaError, InvalidRequestError
 from ...sse import SSEDecoder
-from ..asgi_io import BytesResponse, StreamResponse
+from ..asgi_io import BytesResponse, Outcome, StreamResponse
 from ..drain import Drain, shutting_down_error
 from ..gateway import Gateway, internal_error
 from ..middleware import REQUEST_ID, access_log, new_request_id
@@ -377,6 +377,7 @@ class _Session:
         terminal: tuple[dict[str, Any], int] | None = None
         chunks = answer.chunks
         watch = answer.watch  # (the request's record, as StreamResponse itself shows it)
+        outcome: Outcome | None = None  # (how it ended, as StreamResponse decides it)
         try:
             try:
                 async for chunk in chunks:
@@ -387,9 +388,14 @@ class _Session:
                 answer.completed = True
                 for event in decoder.flush():
                     terminal = await self._forward(event.data, stream_id) or terminal
+                outcome = answer.ended()
             except _ClientGone:
+                # A frame is sent whole or not at all: the terminal one was, or it was not.
+                outcome = answer.ended() if terminal is not None else Outcome.CLIENT_GONE
                 raise
             except Exception as exc:
+                answer.broken = True
+                outcome = Outcome.BROKEN
                 if answer.on_error is None:
                     raise
                 if isinstance(exc, InterlinguaError):
@@ -398,7 +404,7 @@ class _Session:
                     log.exception("WebSocket response failed after its first event")
                 terminal = await self._send_sse(answer.on_error(exc), stream_id) or terminal
         finally:
-            await answer.release()
+            await answer.release(outcome)
         return terminal
 
     async def _send_sse(

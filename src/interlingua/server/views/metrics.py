@@ -6,7 +6,11 @@ What is counted (``model`` is the name the client asked for; ``key`` is the clie
 * ``interlingua_requests_total{model,key,dialect,status}`` -- finished requests, by the
   HTTP status the client got (a stream that failed mid-way keeps its 200: see the next);
 * ``interlingua_request_errors_total{model,key,kind}`` -- requests that failed, before or
-  during the answer, by error kind (``errors.ErrorKind``: ``rate_limit``, ``timeout``...);
+  during the answer, by error kind (``errors.ErrorKind``: ``rate_limit``, ``timeout``...;
+  a stream that broke after its 200 has the kind of what broke it);
+* ``interlingua_client_disconnects_total{model,key}`` -- requests whose client hung up
+  before the answer's last byte was handed over (not failures: a client that hangs up
+  after it is a success);
 * ``interlingua_request_duration_seconds{model,stream}`` -- arrival to the last byte;
 * ``interlingua_time_to_first_token_seconds{model}`` -- arrival to the first streamed byte;
 * ``interlingua_tokens_total{model,key,direction}`` -- ``input`` and ``output`` tokens as
@@ -64,7 +68,7 @@ from starlette.routing import Route
 from ...limits import Limiter
 from ...upstreams.base import Upstream
 from ...upstreams.limited import LimitedUpstream
-from ...usage.record import Record, nothing_to_catch_up
+from ...usage.record import CLIENT_DISCONNECT, Record, nothing_to_catch_up
 from .multiproc import forget_dead_workers, multiprocess_dir
 
 __all__ = [
@@ -249,6 +253,12 @@ class Metrics:
             ["model", "key", "kind"],
             registry=r,
         )
+        self.client_disconnects = Counter(
+            "interlingua_client_disconnects_total",
+            "Requests whose client hung up before the answer's last byte was handed over.",
+            ["model", "key"],
+            registry=r,
+        )
         self.duration = Histogram(
             "interlingua_request_duration_seconds",
             "Seconds from a request's arrival to its answer's last byte.",
@@ -382,7 +392,10 @@ class Metrics:
     def _count_error(self, model: str, key: str, kind: str) -> None:
         count = self._errors.get((model, key, kind))
         if count is None:
-            child = self.request_errors.labels(model, key, kind)
+            if kind == CLIENT_DISCONNECT:  # (not a failure: a counter of its own)
+                child = self.client_disconnects.labels(model, key)
+            else:
+                child = self.request_errors.labels(model, key, kind)
             count = self._errors[(model, key, kind)] = _Count(child)
         count.n += 1
         if not count.dirty:

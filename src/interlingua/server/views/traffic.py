@@ -12,8 +12,9 @@ latency and time to first token sums): memory does not grow with traffic. A requ
 added once, to the ring of its (model, key, deployment) combination, and the three
 series are summed from those rings when a snapshot is taken (rare: the page polls);
 combinations past :data:`MAX_COMBOS` are added to the three series one by one. A request counts in the minute it *arrived* (``Record.at``), as
-the usage log dates it. Failed requests (an error kind, or a status of 400 and more) also
-go into a ring of the last :data:`RECENT_ERRORS`.
+the usage log dates it. Failed requests (an error kind, or a status of 400 and more; not
+a client that hung up: ``usage.record.failed``) also go into a ring of the last
+:data:`RECENT_ERRORS`.
 
 :meth:`Traffic.snapshot` turns it all into plain JSON-ready data (sparse: only minutes
 with traffic), and :func:`merge` adds snapshots together: several worker processes each
@@ -37,6 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...usage.record import Record
+from ...usage.record import failed as is_failure
 
 __all__ = [
     "FIELDS",
@@ -169,7 +171,7 @@ class Traffic:
         for row in rows:
             try:
                 minute = int(row.at // 60)
-                failed = row.error is not None or row.status >= 400
+                failed = is_failure(row)
                 combo = combos.get((row.model, row.key, row.upstream, row.upstream_model))
                 if combo is None:
                     combo = self._combo(row)
