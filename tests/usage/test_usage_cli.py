@@ -78,10 +78,10 @@ def test_json_per_key_and_model(config: str, capsys: pytest.CaptureFixture[str])
     assert main(["usage", "--config", config, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
         {"key": "team-a", "model": "model-x", "requests": 5, "errors": 1,
-         "input_tokens": 101, "output_tokens": 11, "cached_tokens": 17,
+         "client_disconnects": 0, "input_tokens": 101, "output_tokens": 11, "cached_tokens": 17,
          "reasoning_tokens": 7, "p50_latency_s": 0.3, "p95_latency_s": 0.48},
         {"key": "team-b", "model": "model-y", "requests": 2, "errors": 0,
-         "input_tokens": 10, "output_tokens": 100, "cached_tokens": 11,
+         "client_disconnects": 0, "input_tokens": 10, "output_tokens": 100, "cached_tokens": 11,
          "reasoning_tokens": 5, "p50_latency_s": 2.0, "p95_latency_s": 2.9},
     ]  # fmt: skip
 
@@ -107,10 +107,10 @@ def test_the_table(config: str, capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("Usage since ") and lines[0].endswith(" UTC:")
     assert lines[2:] == [
-        "KEY     MODEL    REQUESTS  ERRORS  INPUT TOKENS  OUTPUT TOKENS  P50 LATENCY  P95 LATENCY",
-        "team-a  model-x         5       1           101             11       300 ms       480 ms",
-        "team-b  model-y         2       0            10            100     2,000 ms     2,900 ms",
-        "TOTAL                   7       1           111            111       400 ms     2,400 ms",
+        "KEY     MODEL    REQUESTS  ERRORS  DISCONNECTS  INPUT TOKENS  OUTPUT TOKENS  P50 LATENCY  P95 LATENCY",
+        "team-a  model-x         5       1            0           101             11       300 ms       480 ms",
+        "team-b  model-y         2       0            0            10            100     2,000 ms     2,900 ms",
+        "TOTAL                   7       1            0           111            111       400 ms     2,400 ms",
     ]
 
 

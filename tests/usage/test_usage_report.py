@@ -29,8 +29,9 @@ def _reference_percentile(values: list[float], p: int) -> float:
 
 def _known_rows() -> list[Any]:
     """team-a/model-x: 20 requests, latencies 0.1 .. 2.0 s, three failures (a 500, a
-    stream broken after its 200, a 404); team-a/model-y: one; no key/model-x: three;
-    and one row before SINCE."""
+    stream broken after its 200, a 404) and two clients that left (a stream's, before its
+    end; a body's, 499), which are not failures; team-a/model-y: one; no key/model-x:
+    three; and one row before SINCE."""
     rows = []
     for k in range(1, 21):
         row = make_record(k, key="team-a", model="model-x", latency=k / 10,
@@ -42,6 +43,10 @@ def _known_rows() -> list[Any]:
             row.error = "stream_interrupted"  # (its status stays 200)
         if k == 11:
             row.status = 404
+        if k == 13:
+            row.error = "client_disconnect"  # (its status stays 200)
+        if k == 15:
+            row.status, row.error = 499, "client_disconnect"
         rows.append(row)
     rows.append(make_record(30, key="team-a", model="model-y", latency=0.3, upstream="anthropic",
                             dialect="anthropic", input_tokens=5, output_tokens=6))  # fmt: skip
@@ -72,15 +77,16 @@ async def test_per_key_and_model(db: Database) -> None:
     summary = await summarize(db, SINCE, ("key", "model"))
     x_latencies = [k / 10 for k in range(1, 21)]
     assert summary == [
-        {"key": None, "model": "model-x", "requests": 3, "errors": 0, "input_tokens": 3,
-         "output_tokens": 6, "cached_tokens": 123, "reasoning_tokens": 61,
+        {"key": None, "model": "model-x", "requests": 3, "errors": 0, "client_disconnects": 0,
+         "input_tokens": 3, "output_tokens": 6, "cached_tokens": 123, "reasoning_tokens": 61,
          "p50_latency_s": 2.0, "p95_latency_s": 2.9},
         {"key": "team-a", "model": "model-x", "requests": 20, "errors": 3,
-         "input_tokens": 2100, "output_tokens": 210, "cached_tokens": 20,
-         "reasoning_tokens": 0, "p50_latency_s": 1.05, "p95_latency_s": 1.905},
-        {"key": "team-a", "model": "model-y", "requests": 1, "errors": 0, "input_tokens": 5,
-         "output_tokens": 6, "cached_tokens": 30, "reasoning_tokens": 15,
-         "p50_latency_s": 0.3, "p95_latency_s": 0.3},
+         "client_disconnects": 2, "input_tokens": 2100, "output_tokens": 210,
+         "cached_tokens": 20, "reasoning_tokens": 0, "p50_latency_s": 1.05,
+         "p95_latency_s": 1.905},
+        {"key": "team-a", "model": "model-y", "requests": 1, "errors": 0,
+         "client_disconnects": 0, "input_tokens": 5, "output_tokens": 6, "cached_tokens": 30,
+         "reasoning_tokens": 15, "p50_latency_s": 0.3, "p95_latency_s": 0.3},
     ]  # fmt: skip
     assert summary[1]["p50_latency_s"] == pytest.approx(_reference_percentile(x_latencies, 50))
     assert summary[1]["p95_latency_s"] == pytest.approx(_reference_percentile(x_latencies, 95))
@@ -101,12 +107,13 @@ async def test_other_groupings(db: Database) -> None:
     ]
     (total,) = await summarize(db, SINCE, ())
     everything = [k / 10 for k in range(1, 21)] + [0.3, 3.0, 1.0, 2.0]
-    assert total["requests"] == 24 and total["errors"] == 3
+    assert (total["requests"], total["errors"], total["client_disconnects"]) == (24, 3, 2)
     assert total["input_tokens"] == 2100 + 5 + 3 and total["output_tokens"] == 210 + 6 + 6
     assert total["p50_latency_s"] == pytest.approx(_reference_percentile(everything, 50))
     assert total["p95_latency_s"] == pytest.approx(_reference_percentile(everything, 95))
-    assert set(total) == {"requests", "errors", "input_tokens", "output_tokens",
-                          "cached_tokens", "reasoning_tokens", "p50_latency_s", "p95_latency_s"}  # fmt: skip
+    assert set(total) == {"requests", "errors", "client_disconnects", "input_tokens",
+                          "output_tokens", "cached_tokens", "reasoning_tokens",
+                          "p50_latency_s", "p95_latency_s"}  # fmt: skip
 
 
 async def test_since_filters_and_an_empty_window_is_empty(db: Database) -> None:
@@ -164,17 +171,17 @@ def test_parse_by() -> None:
 
 def test_format_table_aligns_columns() -> None:
     summary = [
-        {"key": None, "model": "m", "requests": 3, "errors": 0, "input_tokens": 3,
-         "output_tokens": 6, "p50_latency_s": 2.0, "p95_latency_s": 12.5},
+        {"key": None, "model": "m", "requests": 3, "errors": 0, "client_disconnects": 0,
+         "input_tokens": 3, "output_tokens": 6, "p50_latency_s": 2.0, "p95_latency_s": 12.5},
         {"key": "team-a", "model": "model-long", "requests": 1200, "errors": 3,
-         "input_tokens": 1_234_567, "output_tokens": 210, "p50_latency_s": 0.0425,
-         "p95_latency_s": None},
+         "client_disconnects": 1, "input_tokens": 1_234_567, "output_tokens": 210,
+         "p50_latency_s": 0.0425, "p95_latency_s": None},
     ]  # fmt: skip
-    total = {"requests": 1203, "errors": 3, "input_tokens": 1_234_570, "output_tokens": 216,
-             "p50_latency_s": 0.05, "p95_latency_s": 12.0}  # fmt: skip
+    total = {"requests": 1203, "errors": 3, "client_disconnects": 1, "input_tokens": 1_234_570,
+             "output_tokens": 216, "p50_latency_s": 0.05, "p95_latency_s": 12.0}  # fmt: skip
     assert format_table(summary, ("key", "model"), total).splitlines() == [
-        "KEY     MODEL       REQUESTS  ERRORS  INPUT TOKENS  OUTPUT TOKENS  P50 LATENCY  P95 LATENCY",
-        "-       m                  3       0             3              6     2,000 ms       12.5 s",
-        "team-a  model-long     1,200       3     1,234,567            210        42 ms            -",
-        "TOTAL                  1,203       3     1,234,570            216        50 ms       12.0 s",
+        "KEY     MODEL       REQUESTS  ERRORS  DISCONNECTS  INPUT TOKENS  OUTPUT TOKENS  P50 LATENCY  P95 LATENCY",
+        "-       m                  3       0            0             3              6     2,000 ms       12.5 s",
+        "team-a  model-long     1,200       3            1     1,234,567            210        42 ms            -",
+        "TOTAL                  1,203       3            1     1,234,570            216        50 ms       12.0 s",
     ]

@@ -2,7 +2,8 @@
 of key, model, upstream, dialect) since a time.
 
 Per group: ``requests``, ``errors`` (a row with an error kind, or a status of 400 or
-more: a stream that failed after its 200 counts), ``input_tokens``, ``output_tokens``,
+more: a stream that failed after its 200 counts; a client that hung up does not),
+``client_disconnects`` (those, in the JSON), ``input_tokens``, ``output_tokens``,
 ``cached_tokens``, ``reasoning_tokens``, and the 50th and 95th percentiles of latency
 in seconds (to the microsecond). Counts and sums are SQL aggregates. The percentiles are linear
 interpolations between the two nearest ranks (as PostgreSQL's ``percentile_cont`` and
@@ -26,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .db import Database, connect, sqlite_path
+from .record import CLIENT_CLOSED_STATUS, CLIENT_DISCONNECT
 from .schema import TABLE, current_version
 
 __all__ = [
@@ -81,11 +83,21 @@ def parse_by(text: str) -> tuple[str, ...]:
     return names
 
 
+#: a failed row in SQL, as ``record.failed`` says it: an error kind, or a status of 400
+#: or more, but not a client that left (constants of ours, not input: safe to inline)
+_LEFT = f"error_kind = '{CLIENT_DISCONNECT}'"
+_FAILED = (
+    f"(error_kind IS NOT NULL AND error_kind <> '{CLIENT_DISCONNECT}') OR "
+    f"(error_kind IS NULL AND status >= 400 AND status <> {CLIENT_CLOSED_STATUS})"
+)
+
+
 async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[str, Any]]:
     """One dict per group of rows at or after ``since`` (Unix seconds), sorted by the
     ``by`` columns (None first); ``by=()`` gives the one total. Keys: the ``by`` names,
-    then ``requests``, ``errors``, ``input_tokens``, ``output_tokens``,
-    ``cached_tokens``, ``reasoning_tokens``, ``p50_latency_s``, ``p95_latency_s``."""
+    then ``requests``, ``errors``, ``client_disconnects``, ``input_tokens``,
+    ``output_tokens``, ``cached_tokens``, ``reasoning_tokens``, ``p50_latency_s``,
+    ``p95_latency_s``."""
     for name in by:
         if name not in GROUPS:  # (the names become SQL: only ours)
             raise ValueError(f"cannot group by {name!r}: one of " + ", ".join(GROUPS))
@@ -93,9 +105,9 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
     select = "".join(f"{column}, " for column in columns)
     group_by = f" GROUP BY {', '.join(columns)}" if columns else ""
     totals = await db.fetch(
-        f"SELECT {select}COUNT(*), "
-        "CAST(SUM(CASE WHEN error_kind IS NOT NULL OR status >= 400 THEN 1 ELSE 0 END) "
-        "AS BIGINT), CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), "
+        f"SELECT {select}COUNT(*), CAST(SUM(CASE WHEN {_FAILED} THEN 1 ELSE 0 END) AS BIGINT), "
+        f"CAST(SUM(CASE WHEN {_LEFT} THEN 1 ELSE 0 END) AS BIGINT), "
+        "CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), "
         "CAST(SUM(cached_tokens) AS BIGINT), CAST(SUM(reasoning_tokens) AS BIGINT) "
         f"FROM {TABLE} WHERE at >= $1{group_by}",
         since,
@@ -105,13 +117,14 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
     summary = []
     for row in totals:
         group = tuple(row[:width])
-        requests, errors, input_tokens, output_tokens, cached, reasoning = row[width:]
+        requests, errors, left, input_tokens, output_tokens, cached, reasoning = row[width:]
         if not requests:
             continue  # (no GROUP BY: the total of no rows is one row of zeros and NULLs)
         entry: dict[str, Any] = dict(zip(by, group, strict=True))
         entry.update(
             requests=int(requests),
             errors=int(errors or 0),
+            client_disconnects=int(left or 0),
             input_tokens=int(input_tokens or 0),
             output_tokens=int(output_tokens or 0),
             cached_tokens=int(cached or 0),
@@ -186,6 +199,7 @@ def format_table(
     headers = [name.upper() for name in by] + [
         "REQUESTS",
         "ERRORS",
+        "DISCONNECTS",
         "INPUT TOKENS",
         "OUTPUT TOKENS",
         "P50 LATENCY",
@@ -211,6 +225,7 @@ def _cells(entry: dict[str, Any], by: Sequence[str]) -> list[str]:
         *("-" if entry[name] is None else str(entry[name]) for name in by),
         f"{entry['requests']:,}",
         f"{entry['errors']:,}",
+        f"{entry['client_disconnects']:,}",
         f"{entry['input_tokens']:,}",
         f"{entry['output_tokens']:,}",
         _duration(entry["p50_latency_s"]),
