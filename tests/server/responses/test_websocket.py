@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,14 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from interlingua.config import parse_config
-from interlingua.core import StopReason, ToolCallPart, ToolResultPart
+from interlingua.core import (
+    Request,
+    StopReason,
+    StreamEvent,
+    ToolCallPart,
+    ToolResultPart,
+    unfold,
+)
 from interlingua.errors import RateLimitError, UpstreamError
 from interlingua.sse import SSEDecoder
 from interlingua.upstreams.fake import FakeUpstream
@@ -45,12 +52,14 @@ CONFIG = parse_config(
             "ant": {"kind": "fake"},
             "rsp": {"kind": "fake"},
             "slow": {"kind": "fake"},
+            "hold": {"kind": "fake"},
         },
         "models": [
             {"name": "via-chat", "upstream": "oai", "model": "deepseek-chat"},
             {"name": "via-anthropic", "upstream": "ant", "model": "claude-haiku"},
             {"name": "via-responses", "upstream": "rsp", "model": "gpt-5"},
             {"name": "slow", "upstream": "slow"},
+            {"name": "hold", "upstream": "hold"},
         ],
     }
 )
@@ -65,12 +74,14 @@ def served() -> Iterator[Served]:
         "via-anthropic": FakeUpstream("ant", wire="anthropic", chunk_size=3),
         "via-responses": FakeUpstream("rsp", wire="responses", chunk_size=3),
         "slow": SlowUpstream("slow", deltas=2000, pause=0.01),
+        "hold": HoldingUpstream("hold"),
     }
     upstreams = {
         "oai": fakes["via-chat"],
         "ant": fakes["via-anthropic"],
         "rsp": fakes["via-responses"],
         "slow": fakes["slow"],
+        "hold": fakes["hold"],
     }
     with guarded_gateway(CONFIG, upstreams) as (url, _server):
         yield url, fakes
@@ -269,6 +280,7 @@ async def test_a_hang_up_mid_response_closes_the_upstream(served: Served) -> Non
     url, fakes = served
     slow: SlowUpstream = fakes["slow"]
     slow.closed.clear()
+    left = _counted(url, "interlingua_client_disconnects_total", "slow")
     ws = await connect(ws_url(url))
     await ws.send(create("slow", "talk for long"))
     while json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] != "response.output_text.delta":
@@ -276,6 +288,48 @@ async def test_a_hang_up_mid_response_closes_the_upstream(served: Served) -> Non
     ws.transport.abort()  # gone, without a closing handshake
     await until(slow.closed.is_set)
     assert not slow.finished
+    # The client's doing, not an error.
+    await until(lambda: _counted(url, "interlingua_client_disconnects_total", "slow") > left)
+    assert _counted(url, "interlingua_request_errors_total", "slow") == 0
+
+
+class HoldingUpstream(SlowUpstream):
+    """Streams a short answer whole, then holds its stream open (the gateway has relayed
+    the last event but not seen the upstream end) until the gateway closes it."""
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        try:
+            for event in unfold(reply("Hi.")):
+                yield event
+            await asyncio.Event().wait()
+        finally:
+            self.closed.set()
+
+
+def _counted(url: str, name: str, model: str) -> float:
+    page = httpx.get(url + "/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in page.splitlines()
+        if line.startswith(name + "{") and f'model="{model}"' in line
+    )
+
+
+async def test_a_hang_up_after_the_terminal_event_is_a_success(served: Served) -> None:
+    # Codex closes its socket once it has read response.completed; the socket sees the
+    # hang-up while the gateway still waits for its upstream's end.
+    url, fakes = served
+    hold: HoldingUpstream = fakes["hold"]
+    hold.closed.clear()
+    ws = await connect(ws_url(url))
+    await ws.send(create("hold", "hi"))
+    assert (await response_events(ws))[-1]["type"] == "response.completed"
+    ws.transport.abort()
+    await until(hold.closed.is_set)
+    await until(lambda: _counted(url, "interlingua_requests_total", "hold") == 1)
+    assert _counted(url, "interlingua_client_disconnects_total", "hold") == 0
+    assert _counted(url, "interlingua_request_errors_total", "hold") == 0
 
 
 async def test_auth_is_checked_on_the_upgrade() -> None:

@@ -393,6 +393,13 @@ class _Session:
                 # A frame is sent whole or not at all: the terminal one was, or it was not.
                 outcome = answer.ended() if terminal is not None else Outcome.CLIENT_GONE
                 raise
+            except asyncio.CancelledError:
+                # The reader's cancel (the client left) or the drain's (run() tells which).
+                if self.gone:
+                    outcome = answer.ended() if terminal is not None else Outcome.CLIENT_GONE
+                elif self.host.drain.expired:
+                    outcome = Outcome.SHUTDOWN
+                raise
             except Exception as exc:
                 answer.broken = True
                 outcome = Outcome.BROKEN
