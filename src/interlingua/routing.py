@@ -39,6 +39,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from .config import (
@@ -77,6 +78,10 @@ class Route:
     entry: ModelConfig | None = field(default=None, compare=False)
 
 
+def _nobody() -> None:
+    """A deployment no router has taken in yet: nobody to tell."""
+
+
 class Deployment:
     """One deployment of a model name, and what the router has learnt of it.
 
@@ -90,6 +95,7 @@ class Deployment:
 
     __slots__ = (
         "alone",
+        "broke",
         "in_flight",
         "inverse_weight",
         "key",
@@ -107,6 +113,9 @@ class Deployment:
         self.key = f"{route.entry.upstream if route.entry else route.upstream.name}/" + (
             route.upstream_model
         )
+        #: tells the router this deployment's answer broke after its first byte (a
+        #: stream's end: it counts toward the cooldown); set by the router, built once
+        self.broke: Callable[[], None] = _nobody
         self.in_flight = 0
         #: its name's only deployment, no fallbacks, no retries: a plan of its own is this
         #: deployment alone, always (the gateway's hot path; set by the router)
@@ -286,7 +295,9 @@ class Router:
     def _deployment(self, route: Route) -> Deployment:
         entry = route.entry
         retries = self._retries.get(entry.upstream) if entry is not None else None
-        return Deployment(route, entry.weight if entry else 1.0, retries or RetriesConfig())
+        deployment = Deployment(route, entry.weight if entry else 1.0, retries or RetriesConfig())
+        deployment.broke = partial(self.attempt_failed, deployment)
+        return deployment
 
     # -- lookups ------------------------------------------------------------------------
 

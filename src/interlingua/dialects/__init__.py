@@ -12,6 +12,8 @@ from ._common import encode_body, parse_data_uri, random_id
 from .base import Dialect, EventDecoder, StreamDecoder, StreamEncoder
 
 _MODULES = {"openai": "openai_chat", "anthropic": "anthropic", "responses": "openai_responses"}
+#: every dialect's name
+DIALECT_NAMES = tuple(_MODULES)
 
 
 def get_dialect(name: str) -> Dialect:
@@ -25,6 +27,7 @@ def get_dialect(name: str) -> Dialect:
 
 
 __all__ = [
+    "DIALECT_NAMES",
     "Dialect",
     "EventDecoder",
     "StreamDecoder",

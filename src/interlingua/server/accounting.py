@@ -311,7 +311,7 @@ class Meter:
             raise exc
         return self._on_error(exc)
 
-    def finished(self, outcome: Outcome) -> None:
+    def finished(self, outcome: str) -> None:
         """The response's ``finished``: :meth:`done`, then the record to the sinks."""
         self.done(outcome)
         accounting, tab = self._accounting, self._tab
@@ -319,7 +319,7 @@ class Meter:
             self._accounting = self._tab = None
             accounting._finish(tab)
 
-    def done(self, outcome: Outcome) -> None:
+    def done(self, outcome: str) -> None:
         """The stream is over, as ``outcome`` says: the usage of its last events into the
         record, an in-band error event marks it failed (the kind it names), and an
         outcome that is not COMPLETE is marked when nothing named its kind already. The
@@ -338,7 +338,7 @@ class Meter:
         if counts:
             _set_counts(record, counts)
         self._head = None
-        if record.error is None and outcome is not Outcome.COMPLETE:
+        if record.error is None and outcome != Outcome.COMPLETE:
             record.error = _OUTCOME_ERRORS[outcome]
 
     def _error_kind(self, chunk: bytes) -> str:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from functools import partial
 
 from starlette.types import Receive
 
@@ -123,7 +122,7 @@ def _answered(
     if type(answer) is StreamResponse:
         # A stream is in flight until its last byte went out, and may still break.
         answer.aclose = _ending(answer, router, deployment)
-        answer.on_broken = partial(router.attempt_failed, deployment)
+        answer.on_broken = deployment.broke
     else:
         router.attempt_ended(deployment)
     if log.isEnabledFor(logging.DEBUG):
@@ -142,7 +141,7 @@ def alone_answered(
         router.observe(deployment.route.upstream.name, "ok")
     if type(answer) is StreamResponse:
         # A break after the first byte is the deployment's failure (not a client leaving).
-        answer.on_broken = partial(router.attempt_failed, deployment)
+        answer.on_broken = deployment.broke
     if log.isEnabledFor(logging.DEBUG):
         latency = time.perf_counter() - started
         _log(model, 1, deployment, f"{answer.status} ok", latency, None, 0.0)

@@ -35,7 +35,7 @@ from ..core import (
     replace_request,
 )
 from ..core.tokens import estimate_request_tokens
-from ..dialects import Dialect, StreamEncoder, encode_body, get_dialect
+from ..dialects import DIALECT_NAMES, Dialect, StreamEncoder, encode_body, get_dialect
 from ..dialects.relay import RELAYED_HEADERS, UPSTREAM_REQUEST_ID
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ..routing import Route, Router
@@ -58,14 +58,7 @@ _REQUEST_ID_NAME = UPSTREAM_REQUEST_ID.encode()
 # The keep-alive bytes of each client dialect (constant; built once, not per stream).
 _PINGS: dict[str, bytes] = {}
 # Whether a chunk ends a stream, per client dialect (StreamResponse.ends).
-_ENDS: dict[str, Callable[[bytes], bool]] = {}
-
-
-def _ends(dialect: Dialect) -> Callable[[bytes], bool]:
-    ends = _ENDS.get(dialect.name)
-    if ends is None:
-        ends = _ENDS[dialect.name] = type(dialect.relay_check()).ends
-    return ends
+_ENDS = {name: type(get_dialect(name).relay_check()).ends for name in DIALECT_NAMES}
 
 
 class Gateway:
@@ -358,7 +351,7 @@ class Gateway:
             ping=encoder.ping(),
             counted=record is not None,  # (encode puts the usage and the error into it)
         )
-        response.ends = _ends(dialect)
+        response.ends = _ENDS[dialect.name]
         return response
 
     async def _passthrough(
@@ -422,7 +415,7 @@ class Gateway:
             aclose=answer.aclose,
             ping=ping,
         )
-        response.ends = _ends(dialect)
+        response.ends = _ENDS[dialect.name]
         response.check = answer.check  # (its `failed`: the upstream's own error event)
         return response
 

@@ -377,7 +377,7 @@ class _Session:
         terminal: tuple[dict[str, Any], int] | None = None
         chunks = answer.chunks
         watch = answer.watch  # (the request's record, as StreamResponse itself shows it)
-        outcome: Outcome | None = None  # (how it ended, as StreamResponse decides it)
+        outcome: str | None = None  # (how it ended, as StreamResponse decides it)
         try:
             try:
                 async for chunk in chunks:
