@@ -12,7 +12,7 @@ from interlingua.config import KeyLimits
 from interlingua.dialects import get_dialect
 from interlingua.errors import RateLimitError
 from interlingua.server.accounting import Accounting, Tab
-from interlingua.server.asgi_io import BytesResponse, Outcome, StreamResponse
+from interlingua.server.asgi_io import BytesResponse, StreamOutcome, StreamResponse
 from interlingua.server.keys import ClientKey
 
 OPENAI = get_dialect("openai")
@@ -87,9 +87,11 @@ def test_the_accounting_ends_the_admission_once(how: str) -> None:
         stream = StreamResponse(_nothing())
         accounting.close(tab, stream, OPENAI)
         assert stream.finished is not None
-        stream.finished(Outcome.COMPLETE)
+        stream.finished(StreamOutcome.COMPLETE)
         if how == "stream twice":
-            stream.finished(Outcome.COMPLETE)  # (a second end must not give back a second place)
+            stream.finished(
+                StreamOutcome.COMPLETE
+            )  # (a second end must not give back a second place)
     assert accounting.in_flight == 0
     second = key.admit_now(0)  # the one place is free again...
     assert second is not None

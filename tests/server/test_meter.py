@@ -10,7 +10,7 @@ import pytest
 from bench import mock
 from interlingua.server.accounting import Meter
 from interlingua.server.app import ANTHROPIC, OPENAI, RESPONSES
-from interlingua.server.asgi_io import Outcome
+from interlingua.server.asgi_io import StreamOutcome
 from interlingua.usage.record import Record
 
 STREAMS = {
@@ -22,7 +22,9 @@ STREAMS = {
 TOKENS = (58, 17)
 
 
-def metered(dialect: object, reads: list[bytes], outcome: Outcome = Outcome.COMPLETE) -> Record:
+def metered(
+    dialect: object, reads: list[bytes], outcome: StreamOutcome = StreamOutcome.COMPLETE
+) -> Record:
     record = Record(at=0.0, request_id="r", key=None, dialect="x", model="m")
     record.latency = time.perf_counter()
     meter = Meter(record, dialect)  # type: ignore[arg-type]
@@ -67,15 +69,15 @@ def test_an_error_event_at_the_end(name: str, error: bytes, kind: str, size: int
 
 def test_a_stream_the_client_left_is_a_client_disconnect() -> None:
     dialect, stream = STREAMS["openai"]
-    record = metered(dialect, pieces(stream[:300], 50), Outcome.CLIENT_GONE)
+    record = metered(dialect, pieces(stream[:300], 50), StreamOutcome.CLIENT_GONE)
     assert record.error == "client_disconnect"
 
 
 @pytest.mark.parametrize(
     ("outcome", "kind"),
-    [(Outcome.BROKEN, "upstream_error"), (Outcome.CANCELLED, "cancelled")],
+    [(StreamOutcome.BROKEN, "upstream_error"), (StreamOutcome.CANCELLED, "cancelled")],
 )
-def test_an_outcome_names_its_kind_when_nothing_else_did(outcome: Outcome, kind: str) -> None:
+def test_an_outcome_names_its_kind_when_nothing_else_did(outcome: StreamOutcome, kind: str) -> None:
     dialect, stream = STREAMS["anthropic"]
     assert metered(dialect, pieces(stream[:300], 50), outcome).error == kind
 
@@ -101,5 +103,5 @@ def test_the_reads_kept_stay_few_on_a_long_stream(size: int) -> None:
         if i % 100 == 0:
             most = max(most, sum(map(len, meter._tail)))
     assert most <= 16 * len(delta)
-    meter.done(Outcome.COMPLETE)
+    meter.done(StreamOutcome.COMPLETE)
     assert (record.input_tokens, record.output_tokens) == TOKENS

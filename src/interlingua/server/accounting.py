@@ -50,7 +50,7 @@ from ..usage.record import (
     Record,
     RecordSink,
 )
-from .asgi_io import BytesResponse, CountedResponse, Outcome, StreamResponse
+from .asgi_io import BytesResponse, CountedResponse, StreamOutcome, StreamResponse
 from .keys import Admission, ClientKey
 
 __all__ = [
@@ -338,7 +338,7 @@ class Meter:
         if counts:
             _set_counts(record, counts)
         self._head = None
-        if record.error is None and outcome != Outcome.COMPLETE:
+        if record.error is None and outcome != StreamOutcome.COMPLETE:
             record.error = _OUTCOME_ERRORS[outcome]
 
     def _error_kind(self, chunk: bytes) -> str:
@@ -357,10 +357,10 @@ class Meter:
 #: a record's error for a stream that ended so, when nothing more precise was noted (a
 #: break or the shutdown's end are, by the error they raise or send)
 _OUTCOME_ERRORS = {
-    Outcome.CLIENT_GONE: CLIENT_DISCONNECT,
-    Outcome.BROKEN: ErrorKind.UPSTREAM_ERROR.value,
-    Outcome.SHUTDOWN: ErrorKind.OVERLOADED.value,
-    Outcome.CANCELLED: CANCELLED,
+    StreamOutcome.CLIENT_GONE: CLIENT_DISCONNECT,
+    StreamOutcome.BROKEN: ErrorKind.UPSTREAM_ERROR.value,
+    StreamOutcome.SHUTDOWN: ErrorKind.OVERLOADED.value,
+    StreamOutcome.CANCELLED: CANCELLED,
 }
 
 #: how an in-band error event starts, per client dialect (what the gateway renders and

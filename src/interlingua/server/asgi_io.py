@@ -123,7 +123,7 @@ class CountedResponse(BytesResponse):
     __slots__ = ()
 
 
-class Outcome:
+class StreamOutcome:
     """How a stream ended: decided once, by the response that sent it
     (:class:`StreamResponse`, or the WebSocket that relays one), for everyone who counts
     it: the request's record (and so the usage log, the metrics and the status page) and
@@ -168,7 +168,7 @@ class StreamResponse:
     written after every :data:`~.pings.KEEPALIVE_SECONDS` of silence
     (:class:`~.pings.Ticker`); ``chunks`` must then be whole events.
 
-    When it is over it knows its :class:`Outcome` (``outcome``) before it says so to
+    When it is over it knows its :class:`StreamOutcome` (``outcome``) before it says so to
     ``finished`` and ``on_broken``. A client that hangs up is told apart from one that
     hangs up right after the last byte (the openai SDK closes as soon as it has read
     ``[DONE]``, often before the upstream's own end has reached the gateway) by the last
@@ -245,8 +245,8 @@ class StreamResponse:
         """The outcome of a stream whose last event went out: BROKEN when the upstream
         failed in-band, else COMPLETE."""
         if self.broken or (self.check is not None and self.check.failed):
-            return Outcome.BROKEN
-        return Outcome.COMPLETE
+            return StreamOutcome.BROKEN
+        return StreamOutcome.COMPLETE
 
     def hung_up(self) -> str:
         """The outcome of a stream whose client left: BROKEN when the upstream had failed
@@ -256,7 +256,7 @@ class StreamResponse:
         if self.broken or (ends is not None and self.sent and ends(self.sent)):
             return self.ended()
         log.info("client disconnected mid-stream")
-        return Outcome.CLIENT_GONE
+        return StreamOutcome.CLIENT_GONE
 
     async def release(self, outcome: str | None = None) -> None:
         """Close the chunks and the upstream behind them, then say it is over (with
@@ -270,10 +270,10 @@ class StreamResponse:
         finally:
             outcome = self.outcome
             if outcome is None:
-                outcome = self.outcome = Outcome.CANCELLED
+                outcome = self.outcome = StreamOutcome.CANCELLED
             if self.finished is not None:
                 self.finished(outcome)
-            if outcome == Outcome.BROKEN and self.on_broken is not None:
+            if outcome == StreamOutcome.BROKEN and self.on_broken is not None:
                 self.on_broken()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -306,7 +306,7 @@ class StreamResponse:
             if state["gone"]:
                 outcome = self.hung_up()
             else:
-                outcome = Outcome.SHUTDOWN
+                outcome = StreamOutcome.SHUTDOWN
                 await self._end_for_shutdown(send, state)
         except OSError:
             outcome = self.hung_up()
@@ -350,7 +350,7 @@ class StreamResponse:
             raise  # the client hung up (uvicorn's ClientDisconnected is an OSError)
         except Exception as exc:
             self.broken = True
-            outcome = self.outcome = Outcome.BROKEN
+            outcome = self.outcome = StreamOutcome.BROKEN
             if self.on_error is None:
                 raise
             body = self.on_error(exc)  # (renders a scrubbed copy: ``exc`` is left as it is)

@@ -34,7 +34,7 @@ __all__ = [
 
 #: the ``error`` of a request whose client hung up before the last byte of its answer
 #: was handed over (a stream's end event, a body): its own outcome, not a failure; a
-#: client that hangs up after it changes nothing (server/asgi_io.py, ``Outcome``)
+#: client that hangs up after it changes nothing (server/asgi_io.py, ``StreamOutcome``)
 CLIENT_DISCONNECT = "client_disconnect"
 #: the ``error`` of a request cancelled by the server itself (not its client, not the
 #: upstream: a task cancelled under it)

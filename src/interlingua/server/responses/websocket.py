@@ -54,7 +54,7 @@ from ...dialects import get_dialect, random_id
 from ...dialects.relay import RELAYED_HEADERS
 from ...errors import InterlinguaError, InvalidRequestError
 from ...sse import SSEDecoder
-from ..asgi_io import BytesResponse, Outcome, StreamResponse
+from ..asgi_io import BytesResponse, StreamOutcome, StreamResponse
 from ..drain import Drain, shutting_down_error
 from ..gateway import Gateway, internal_error
 from ..middleware import REQUEST_ID, access_log, new_request_id
@@ -391,18 +391,18 @@ class _Session:
                 outcome = answer.ended()
             except _ClientGone:
                 # A frame is sent whole or not at all: the terminal one was, or it was not.
-                outcome = answer.ended() if terminal is not None else Outcome.CLIENT_GONE
+                outcome = answer.ended() if terminal is not None else StreamOutcome.CLIENT_GONE
                 raise
             except asyncio.CancelledError:
                 # The reader's cancel (the client left) or the drain's (run() tells which).
                 if self.gone:
-                    outcome = answer.ended() if terminal is not None else Outcome.CLIENT_GONE
+                    outcome = answer.ended() if terminal is not None else StreamOutcome.CLIENT_GONE
                 elif self.host.drain.expired:
-                    outcome = Outcome.SHUTDOWN
+                    outcome = StreamOutcome.SHUTDOWN
                 raise
             except Exception as exc:
                 answer.broken = True
-                outcome = Outcome.BROKEN
+                outcome = StreamOutcome.BROKEN
                 if answer.on_error is None:
                     raise
                 if isinstance(exc, InterlinguaError):
