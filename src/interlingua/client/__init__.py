@@ -62,7 +62,7 @@ from ._outputs import (
 )
 from ._stream import ChatStream
 from ._sync import Client, SyncChatStream
-from ._tools import MaxTurnsError, tool_spec
+from ._tools import MaxTurnsError, custom_tool, tool_spec
 
 __all__ = [
     "APIConnectionError",
@@ -100,6 +100,7 @@ __all__ = [
     "UnreadableAnswerError",
     "UnsupportedParameterError",
     "better_usage",
+    "custom_tool",
     "detect_image_type",
     "extract_json",
     "fold_reasoning",

@@ -408,17 +408,23 @@ def _as_text(content: Any) -> str:
 
 
 def _tool_calls(raw: Any, where: str) -> list[Part]:
-    """OpenAI ``tool_calls`` of an assistant message dict -> ToolCallParts."""
+    """OpenAI ``tool_calls`` of an assistant message dict -> ToolCallParts: function calls
+    and custom calls (``{"type": "custom", "custom": {"name", "input"}}``, raw text)."""
     calls: list[Part] = []
     for i, call in enumerate(raw or ()):
-        fn = call.get("function") if isinstance(call, dict) else None
+        custom = isinstance(call, dict) and call.get("type") == "custom"
+        fn = call.get("custom" if custom else "function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise InputError(f"{where}.tool_calls[{i}]: expected {{'function': {{'name': ...}}}}")
-        args = fn.get("arguments", "")
+            raise InputError(
+                f"{where}.tool_calls[{i}]: expected {{'function': {{'name': ...}}}} "
+                "(or {'type': 'custom', 'custom': {'name': ..., 'input': ...}})"
+            )
+        args = fn.get("input" if custom else "arguments", "")
         if not isinstance(args, str):
             args = orjson.dumps(args).decode()
+        call_id = str(call.get("id") or f"call_{i}")
         calls.append(
-            ToolCallPart(id=str(call.get("id") or f"call_{i}"), name=fn["name"], arguments=args)
+            ToolCallPart(call_id, fn["name"], args, kind="custom" if custom else "function")
         )
     return calls
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -247,15 +247,36 @@ def is_empty_answer(response: Response) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call from the model; ``arguments`` parses ``raw_arguments`` on access."""
+    """A tool call from the model; ``arguments`` parses ``raw_arguments`` on access.
+
+    ``kind`` is ``"function"`` (JSON arguments) or ``"custom"``: a call of a custom
+    (free-form) tool, whose ``input`` is the raw text the model wrote (a patch, a shell
+    line), not JSON. ``input`` is that text for either kind (a function call's JSON
+    arguments as written).
+    """
 
     id: str
     name: str
     raw_arguments: str
+    kind: Literal["function", "custom"] = "function"
+
+    @property
+    def input(self) -> str:
+        """The text the model wrote for the call: a custom call's raw input, a function
+        call's JSON arguments."""
+        return self.raw_arguments
 
     @property
     def arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises :class:`ToolArgumentsError` on invalid JSON."""
+        """The arguments as a dict; raises :class:`ToolArgumentsError` on invalid JSON, and
+        for a custom call (its input is raw text: read :attr:`input`)."""
+        if self.kind == "custom":
+            raise ToolArgumentsError(
+                f"tool {self.name!r} is a custom tool: its input is raw text, not JSON "
+                "arguments; read the call's .input",
+                tool=self.name,
+                arguments=self.raw_arguments,
+            )
         text = self.raw_arguments.strip() or "{}"
         try:
             value = orjson.loads(text)
@@ -278,7 +299,7 @@ class ToolCall:
     @classmethod
     def from_part(cls, part: ToolCallPart) -> ToolCall:
         """From the neutral tool call part."""
-        return cls(part.id, part.name, part.arguments)
+        return cls(part.id, part.name, part.arguments, part.kind)
 
 
 @dataclass(slots=True)
