@@ -5,7 +5,9 @@ transcript with the tools' specs; if the answer has tool calls, every call runs 
 parallel calls concurrently (``asyncio.gather``; sync functions in worker threads so one
 slow function does not stall the others or the event loop) -- and the results go back as
 tool results in a user turn; the first answer without tool calls is returned, with the
-whole transcript in ``result.messages``.
+whole transcript in ``result.messages`` and each turn's own result in ``result.turns``
+(whose usage and latency ``total_usage`` / ``total_latency`` add up, over
+``round_trips`` calls).
 
 A tool that raises becomes an ``is_error`` tool result carrying ``ExcType: message``, as
 do invalid JSON arguments and unknown tool names: the model sees what went wrong and can
@@ -30,6 +32,7 @@ import inspect
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -51,7 +54,8 @@ ChatFn = Callable[..., Awaitable[ChatResult]]
 class MaxTurnsError(RuntimeError):
     """The model was still calling tools after ``max_turns`` turns.
 
-    ``messages`` is the transcript so far; ``last`` the last answer.
+    ``messages`` is the transcript so far; ``last`` the last answer, whose ``turns``,
+    ``total_usage`` and ``total_latency`` cover the whole loop.
     """
 
     def __init__(self, message: str, *, messages: tuple[Message, ...], last: ChatResult) -> None:
@@ -235,9 +239,13 @@ async def run_tools(
         tuple(specs) if specs is not None else tuple(tool_spec(n, f) for n, f in tools.items())
     )
     transcript = list(messages)
-    result: ChatResult | None = None
+    turns: list[ChatResult] = []
     for _ in range(max_turns):
         result = await chat(tuple(transcript), tools=tool_specs, **chat_kwargs)
+        # Each turn's own result, kept before the loop's totals are hung on the last one
+        # (a copy: the last answer does not hold itself).
+        turns.append(replace(result))
+        result.turns = tuple(turns)
         transcript.append(Message("assistant", result.response.parts))
         calls = result.tool_calls
         if not calls:
@@ -245,7 +253,6 @@ async def run_tools(
             return result
         outcomes = await asyncio.gather(*(_run_one(c, tools) for c in calls))
         transcript.append(Message("user", tuple(outcomes)))
-    assert result is not None
     raise MaxTurnsError(
         f"no final answer after max_turns={max_turns} turns (the model kept calling tools); "
         f"raise max_turns or check the tools' results. Transcript:\n{_summary(transcript)}",
