@@ -10,7 +10,7 @@ from typing import Literal
 import pytest
 
 from interlingua.client import AsyncClient, MaxTurnsError, tool_spec
-from interlingua.core import ToolResultPart
+from interlingua.core import ToolResultPart, Usage
 
 from .conftest import FakeServer, Reply, Seen, call, openai_body
 
@@ -160,3 +160,53 @@ def test_tool_spec_from_signature() -> None:
         },
         "required": ["query"],
     }
+
+
+# --- totals across the loop --------------------------------------------------------------
+
+
+def _usage(prompt: int, completion: int, cached: int = 0) -> dict[str, object]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+async def test_run_tools_totals_usage_latency_and_round_trips(
+    client: AsyncClient, server: FakeServer
+) -> None:
+    server.push(
+        Reply(openai_body(None, tool_calls=[call("c1", "ping", "{}")], usage=_usage(10, 4))),
+        Reply(openai_body(None, tool_calls=[call("c2", "ping", "{}")], usage=_usage(20, 5, 8))),
+        Reply(openai_body("pong pong", usage=_usage(30, 6, 16)), delay=0.05),
+    )
+    result = await client.run_tools("ping twice", {"ping": lambda: "pong"})
+    assert result.text == "pong pong"
+    assert result.round_trips == 3
+    assert [t.usage.input_tokens for t in result.turns] == [10, 20, 30]  # each call's own
+    assert result.usage == Usage(30, 6, cache_read_tokens=16)  # the last call's, as before
+    assert result.total_usage == Usage(60, 15, cache_read_tokens=24)
+    assert result.total_usage.total_tokens == 75
+    latencies = [t.latency for t in result.turns]
+    assert all(lat is not None and lat > 0 for lat in latencies)
+    assert result.total_latency == pytest.approx(sum(latencies))  # type: ignore[arg-type]
+    assert result.total_latency >= 0.05 and result.latency == latencies[-1]
+    last = result.turns[-1]
+    assert (last.text, last.usage, last.turns) == (result.text, result.usage, ())
+    assert [len(t.tool_calls) for t in result.turns] == [1, 1, 0]
+    # a plain call is one round trip: its totals are its own
+    plain = await client.chat("hi")
+    assert (plain.round_trips, plain.turns) == (1, ())
+    assert (plain.total_usage, plain.total_latency) == (plain.usage, plain.latency)
+
+
+async def test_max_turns_error_carries_the_totals(client: AsyncClient, server: FakeServer) -> None:
+    reply = Reply(openai_body(None, tool_calls=[call("c", "ping", "{}")], usage=_usage(7, 1)))
+    server.push(reply, reply)
+    with pytest.raises(MaxTurnsError) as info:
+        await client.run_tools("loop", {"ping": lambda: "pong"}, max_turns=2)
+    last = info.value.last
+    assert last.round_trips == 2
+    assert last.total_usage == Usage(14, 2)

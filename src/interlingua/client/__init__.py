@@ -18,7 +18,7 @@ Modules: ``_async`` (AsyncClient), ``_sync`` (Client), ``_stream`` (ChatStream),
 ``_generate`` (in-process batches, Failure), ``_transport`` (the HTTP seam over
 :mod:`interlingua.http_pool`'s engines: endpoint, failure mapping), ``_policy`` (retries and rate limits), ``_inputs``
 (prompt forms), ``_images`` (image encoding, its cache), ``_audio`` (audio in, spoken answers out), ``_outputs``
-(ChatResult, usage, JSON, reasoning folding), ``_answers`` (reading and judging a 2xx
+(ChatResult, usage and its sums, JSON, reasoning folding), ``_answers`` (reading and judging a 2xx
 body, RawReply), ``_settings`` (client-wide defaults), ``_tools`` (the agent loop), ``_errors``
 (typed exceptions), ``_build`` (argument forms, settings a dialect lacks).
 """
@@ -59,10 +59,11 @@ from ._outputs import (
     fold_reasoning,
     is_empty_answer,
     normalize_usage,
+    sum_usage,
 )
 from ._stream import ChatStream
 from ._sync import Client, SyncChatStream
-from ._tools import MaxTurnsError, tool_spec
+from ._tools import MaxTurnsError, custom_tool, tool_spec
 
 __all__ = [
     "APIConnectionError",
@@ -100,10 +101,12 @@ __all__ = [
     "UnreadableAnswerError",
     "UnsupportedParameterError",
     "better_usage",
+    "custom_tool",
     "detect_image_type",
     "extract_json",
     "fold_reasoning",
     "is_empty_answer",
     "normalize_usage",
+    "sum_usage",
     "tool_spec",
 ]

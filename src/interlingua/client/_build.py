@@ -20,6 +20,7 @@ from ..core import (
     drop_settings,
 )
 from ..dialects import Dialect
+from ..dialects.openai_chat.request import neutral_format
 from ..errors import InvalidRequestError
 from ._tools import tool_spec
 
@@ -42,8 +43,14 @@ _EFFORTS = ("minimal", "low", "medium", "high", "xhigh", "max")
 def to_tools(tools: Sequence[Any] | None) -> tuple[ToolSpec, ...]:
     """Tool definitions from ToolSpec values, OpenAI or Anthropic dicts, or functions.
 
+    A custom (free-form) tool is OpenAI's ``{"type": "custom", "custom": {"name", ...}}``
+    (Chat Completions) or ``{"type": "custom", "name", ...}`` (Responses), or a function
+    marked with :func:`~interlingua.client.custom_tool`.
+
     >>> to_tools([{"name": "f", "input_schema": {"type": "object"}}])[0].parameters
     {'type': 'object'}
+    >>> to_tools([{"type": "custom", "name": "apply_patch"}])[0].kind
+    'custom'
     """
     if not tools:
         return ()
@@ -61,6 +68,8 @@ def to_tools(tools: Sequence[Any] | None) -> tuple[ToolSpec, ...]:
 
 
 def _tool_from_dict(tool: dict[str, Any], i: int) -> ToolSpec:
+    if tool.get("type") == "custom":
+        return _custom_from_dict(tool, i)
     spec = tool.get("function") if tool.get("type") == "function" else tool
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
         raise TypeError(f"tools[{i}]: a tool dict needs a 'name' (or 'function': {{'name'}})")
@@ -70,6 +79,24 @@ def _tool_from_dict(tool: dict[str, Any], i: int) -> ToolSpec:
         description=spec.get("description"),
         parameters=parameters,
         strict=spec.get("strict"),
+    )
+
+
+def _custom_from_dict(tool: dict[str, Any], i: int) -> ToolSpec:
+    """Chat Completions nests a custom tool under ``custom``; the Responses API writes it
+    flat. Its ``format`` (a grammar in either API's shape) is kept in the neutral shape."""
+    spec = tool.get("custom", tool)
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise TypeError(
+            f"tools[{i}]: a custom tool needs a 'name' ({{'type': 'custom', 'name': ...}} or "
+            "{'type': 'custom', 'custom': {'name': ...}})"
+        )
+    fmt = spec.get("format")
+    return ToolSpec(
+        name=spec["name"],
+        description=spec.get("description"),
+        kind="custom",
+        format=neutral_format(fmt) if isinstance(fmt, dict) else None,
     )
 
 
@@ -84,7 +111,7 @@ def to_tool_choice(choice: Any) -> ToolChoice | None:
             return ToolChoice(mode="required")
         return ToolChoice(mode="tool", name=choice)
     if isinstance(choice, dict):
-        fn = choice.get("function")
+        fn = choice.get("function", choice.get("custom"))  # Chat's function or custom tool
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             return ToolChoice(mode="tool", name=fn["name"])
         if isinstance(choice.get("name"), str):

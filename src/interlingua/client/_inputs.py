@@ -12,8 +12,9 @@ Accepted prompts (:meth:`Inputs.messages`):
   OpenAI ``input_audio`` parts, and in a list a ``Path`` ending in ``.wav``/``.mp3`` or
   WAV/MP3 ``bytes`` (:mod:`._audio`);
 * full messages -- a list of :class:`~interlingua.core.Message` values and/or dicts
-  ``{"role", "content", ...}`` (OpenAI shape, including ``tool_calls`` and ``role: tool``),
-  whose ``content`` may use every item form above but ``system``.
+  ``{"role", "content", ...}`` (OpenAI shape, including ``tool_calls``, an assistant's
+  ``audio: {"id"}`` and ``role: tool``), whose ``content`` may use every item form above
+  but ``system``.
 
 A plain string inside a prompt is *text*, never a file name: a prompt that happens to
 equal a path must not read the disk. Give images as ``Path(...)``, as ``{"type": "image",
@@ -311,6 +312,7 @@ class _Reader:
         items = [] if content is None else [content] if isinstance(content, str) else content
         parts = await self.parts(items, f"{where}.content")
         if role == "assistant":
+            parts.extend(_spoken_answer(m.get("audio"), where))
             parts.extend(_tool_calls(m.get("tool_calls"), where))
         if role == "developer":
             return Message("system", tuple(parts), name, meta={"role": "developer"})
@@ -408,19 +410,49 @@ def _as_text(content: Any) -> str:
 
 
 def _tool_calls(raw: Any, where: str) -> list[Part]:
-    """OpenAI ``tool_calls`` of an assistant message dict -> ToolCallParts."""
+    """OpenAI ``tool_calls`` of an assistant message dict -> ToolCallParts: function calls
+    and custom calls (``{"type": "custom", "custom": {"name", "input"}}``, raw text)."""
     calls: list[Part] = []
     for i, call in enumerate(raw or ()):
-        fn = call.get("function") if isinstance(call, dict) else None
+        custom = isinstance(call, dict) and call.get("type") == "custom"
+        fn = call.get("custom" if custom else "function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise InputError(f"{where}.tool_calls[{i}]: expected {{'function': {{'name': ...}}}}")
-        args = fn.get("arguments", "")
+            raise InputError(
+                f"{where}.tool_calls[{i}]: expected {{'function': {{'name': ...}}}} "
+                "(or {'type': 'custom', 'custom': {'name': ..., 'input': ...}})"
+            )
+        args = fn.get("input" if custom else "arguments", "")
         if not isinstance(args, str):
             args = orjson.dumps(args).decode()
+        call_id = str(call.get("id") or f"call_{i}")
         calls.append(
-            ToolCallPart(id=str(call.get("id") or f"call_{i}"), name=fn["name"], arguments=args)
+            ToolCallPart(call_id, fn["name"], args, kind="custom" if custom else "function")
         )
     return calls
+
+
+def _spoken_answer(raw: Any, where: str) -> list[Part]:
+    """An assistant message's ``audio`` -> an AudioPart quoting an earlier spoken answer.
+
+    OpenAI Chat takes ``{"id": ...}`` and finds the audio it stored; the SDK's whole
+    ``message.audio`` (``data``, ``transcript``, ``expires_at`` too) is accepted, its
+    transcript kept for a dialect that cannot quote the id (it sends what was said as
+    text) and its bytes left out (only the id goes on the wire)."""
+    if raw is None:
+        return []
+    audio_id = raw.get("id") if isinstance(raw, dict) else None
+    if not isinstance(audio_id, str) or not audio_id:
+        raise InputError(
+            f"{where}.audio: expected {{'id': ...}}, the id of an earlier spoken answer"
+        )
+    transcript, expires = raw.get("transcript"), raw.get("expires_at")
+    return [
+        AudioPart(
+            transcript=transcript if isinstance(transcript, str) else "",
+            id=audio_id,
+            expires_at=expires if type(expires) is int else None,
+        )
+    ]
 
 
 def _with_images(messages: list[Message], images: list[ImagePart]) -> list[Message]:

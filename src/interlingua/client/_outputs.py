@@ -18,8 +18,9 @@ API (``input_tokens_details``) -- into one :class:`~interlingua.core.Usage`, whe
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -47,6 +48,7 @@ __all__ = [
     "fold_reasoning",
     "is_empty_answer",
     "normalize_usage",
+    "sum_usage",
 ]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -247,15 +249,36 @@ def is_empty_answer(response: Response) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call from the model; ``arguments`` parses ``raw_arguments`` on access."""
+    """A tool call from the model; ``arguments`` parses ``raw_arguments`` on access.
+
+    ``kind`` is ``"function"`` (JSON arguments) or ``"custom"``: a call of a custom
+    (free-form) tool, whose ``input`` is the raw text the model wrote (a patch, a shell
+    line), not JSON. ``input`` is that text for either kind (a function call's JSON
+    arguments as written).
+    """
 
     id: str
     name: str
     raw_arguments: str
+    kind: Literal["function", "custom"] = "function"
+
+    @property
+    def input(self) -> str:
+        """The text the model wrote for the call: a custom call's raw input, a function
+        call's JSON arguments."""
+        return self.raw_arguments
 
     @property
     def arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises :class:`ToolArgumentsError` on invalid JSON."""
+        """The arguments as a dict; raises :class:`ToolArgumentsError` on invalid JSON, and
+        for a custom call (its input is raw text: read :attr:`input`)."""
+        if self.kind == "custom":
+            raise ToolArgumentsError(
+                f"tool {self.name!r} is a custom tool: its input is raw text, not JSON "
+                "arguments; read the call's .input",
+                tool=self.name,
+                arguments=self.raw_arguments,
+            )
         text = self.raw_arguments.strip() or "{}"
         try:
             value = orjson.loads(text)
@@ -278,7 +301,7 @@ class ToolCall:
     @classmethod
     def from_part(cls, part: ToolCallPart) -> ToolCall:
         """From the neutral tool call part."""
-        return cls(part.id, part.name, part.arguments)
+        return cls(part.id, part.name, part.arguments, part.kind)
 
 
 @dataclass(slots=True)
@@ -289,7 +312,9 @@ class ChatResult:
     when there is reasoning (:func:`fold_reasoning`). ``parsed`` holds the structured
     output (a dict/list, or the pydantic model instance) when ``parse_json`` or
     ``response_format`` was requested. ``messages`` is the whole transcript for results
-    of ``run_tools``.
+    of ``run_tools``, and ``turns`` each of its calls' own result, in order (the last
+    being this answer); ``round_trips``, ``total_usage`` and ``total_latency`` add them
+    up (for any other call: one round trip, its own usage and latency).
 
     ``ttft`` and ``latency`` are seconds from the moment the call began sending (the
     request built, images encoded; rate-limit waits and retries count) to the first token
@@ -306,6 +331,7 @@ class ChatResult:
     messages: tuple[Message, ...] = field(default=())
     ttft: float | None = None
     latency: float | None = None
+    turns: tuple[ChatResult, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -389,8 +415,50 @@ class ChatResult:
         """The JSON object/array in ``.text`` (see :func:`extract_json`)."""
         return extract_json(self.response.text)
 
+    @property
+    def round_trips(self) -> int:
+        """Calls made to the model for this answer: ``run_tools``' turns, else 1 (retries
+        of one call are not round trips: ``client.retries`` counts those)."""
+        return len(self.turns) or 1
+
+    @property
+    def total_usage(self) -> Usage:
+        """Token counts summed over every call of a ``run_tools`` loop (``usage`` is the
+        last call's own); for any other call, ``usage``."""
+        if not self.turns:
+            return self.usage
+        return sum_usage(t.usage for t in self.turns)
+
+    @property
+    def total_latency(self) -> float | None:
+        """Seconds spent waiting on the model, summed over every call of a ``run_tools``
+        loop (the tools' own run time apart); for any other call, ``latency``."""
+        if not self.turns:
+            return self.latency
+        known = [t.latency for t in self.turns if t.latency is not None]
+        return sum(known) if known else None
+
     def __str__(self) -> str:
         return self.text
+
+
+def sum_usage(usages: Iterable[Usage]) -> Usage:
+    """Token counts added up, field by field (estimated when any of them was).
+
+    >>> sum_usage([Usage(10, 2), Usage(5, 1, cache_read_tokens=4)]).input_tokens
+    15
+    """
+    total = Usage()
+    for u in usages:
+        total = Usage(
+            total.input_tokens + u.input_tokens,
+            total.output_tokens + u.output_tokens,
+            total.cache_read_tokens + u.cache_read_tokens,
+            total.cache_write_tokens + u.cache_write_tokens,
+            total.reasoning_tokens + u.reasoning_tokens,
+            total.estimated or u.estimated,
+        )
+    return total
 
 
 def validate_structured(text: str, model: Any) -> Any:

@@ -5,7 +5,9 @@ transcript with the tools' specs; if the answer has tool calls, every call runs 
 parallel calls concurrently (``asyncio.gather``; sync functions in worker threads so one
 slow function does not stall the others or the event loop) -- and the results go back as
 tool results in a user turn; the first answer without tool calls is returned, with the
-whole transcript in ``result.messages``.
+whole transcript in ``result.messages`` and each turn's own result in ``result.turns``
+(whose usage and latency ``total_usage`` / ``total_latency`` add up, over
+``round_trips`` calls).
 
 A tool that raises becomes an ``is_error`` tool result carrying ``ExcType: message``, as
 do invalid JSON arguments and unknown tool names: the model sees what went wrong and can
@@ -15,6 +17,12 @@ recover, which is what both providers recommend. Running out of turns raises
 Tool specs are derived from each function's signature and docstring (``str`` -> string,
 ``int`` -> integer, ``list[str]`` -> array of strings, ``Literal`` -> enum, defaults make
 a parameter optional); pass ``specs`` to give them explicitly.
+
+A custom (free-form) tool -- OpenAI's ``custom`` tools, such as Codex's ``apply_patch``,
+whose input is raw text, optionally held to a grammar -- is a function marked with
+:func:`custom_tool` (or a custom spec in ``specs``). A custom call runs its function with
+the raw input as the one positional argument, never parsed as JSON, and the result goes
+back as the answer to that call (a ``custom_tool_call_output`` on the Responses API).
 """
 
 from __future__ import annotations
@@ -24,17 +32,21 @@ import inspect
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from ..core import Message, Part, TextPart, ToolCallPart, ToolResultPart, ToolSpec
+from ..dialects.openai_chat.request import neutral_format
 from ._outputs import ChatResult, ToolArgumentsError, ToolCall
 
-__all__ = ["DEFAULT_MAX_TURNS", "MaxTurnsError", "run_tools", "tool_spec"]
+__all__ = ["DEFAULT_MAX_TURNS", "MaxTurnsError", "custom_tool", "run_tools", "tool_spec"]
 
 DEFAULT_MAX_TURNS = 8
 _SUMMARY_CHARS = 200
+#: the attribute :func:`custom_tool` sets on a function: a 1-tuple of its format (or None)
+_CUSTOM_MARK = "__interlingua_custom_tool__"
 
 ChatFn = Callable[..., Awaitable[ChatResult]]
 
@@ -42,7 +54,8 @@ ChatFn = Callable[..., Awaitable[ChatResult]]
 class MaxTurnsError(RuntimeError):
     """The model was still calling tools after ``max_turns`` turns.
 
-    ``messages`` is the transcript so far; ``last`` the last answer.
+    ``messages`` is the transcript so far; ``last`` the last answer, whose ``turns``,
+    ``total_usage`` and ``total_latency`` cover the whole loop.
     """
 
     def __init__(self, message: str, *, messages: tuple[Message, ...], last: ChatResult) -> None:
@@ -89,14 +102,53 @@ def _schema(annotation: Any) -> dict[str, Any]:
     return {}
 
 
+def custom_tool(
+    fn: Callable[..., Any] | None = None, *, format: dict[str, Any] | None = None
+) -> Any:
+    """Mark ``fn`` as a custom (free-form) tool: the model writes its input as raw text,
+    which ``run_tools`` passes as the one positional argument. Used bare or with a
+    ``format``: ``{"type": "text"}``, or a grammar in either OpenAI shape (``{"type":
+    "grammar", "syntax": "lark" | "regex", "definition": ...}``). The description is the
+    docstring's first paragraph. The function itself is returned, marked.
+
+    >>> @custom_tool
+    ... def apply_patch(patch: str) -> str:
+    ...     '''Apply a patch in the V4A format.'''
+    ...     return "done"
+    >>> tool_spec("apply_patch", apply_patch).kind
+    'custom'
+    """
+    fmt = neutral_format(format) if format is not None else None
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        try:
+            setattr(f, _CUSTOM_MARK, (fmt,))
+        except (AttributeError, TypeError):  # a bound method, a builtin: no attributes
+            raise TypeError(
+                f"custom_tool: cannot mark {f!r}; wrap it in a function (def) first"
+            ) from None
+        return f
+
+    return mark if fn is None else mark(fn)
+
+
+def _description(fn: Callable[..., Any]) -> str | None:
+    doc = inspect.getdoc(fn) or ""
+    return doc.split("\n\n", 1)[0].strip() or None
+
+
 def tool_spec(name: str, fn: Callable[..., Any]) -> ToolSpec:
-    """The tool definition for ``fn``: description from the docstring's first paragraph.
+    """The tool definition for ``fn``: description from the docstring's first paragraph
+    (a function marked with :func:`custom_tool` gives a custom tool, without parameters).
 
     >>> def add(a: int, b: int = 0) -> int:
     ...     '''Add two numbers.'''
     >>> tool_spec("add", add).parameters["required"]
     ['a']
     """
+    custom = getattr(fn, _CUSTOM_MARK, None)
+    if custom is not None:
+        return ToolSpec(name=name, description=_description(fn), kind="custom", format=custom[0])
     try:
         hints = typing.get_type_hints(fn)
     except Exception:  # unresolvable forward references: fall back to no constraints
@@ -109,10 +161,8 @@ def tool_spec(name: str, fn: Callable[..., Any]) -> ToolSpec:
         properties[pname] = _schema(hints.get(pname, param.annotation))
         if param.default is param.empty:
             required.append(pname)
-    doc = inspect.getdoc(fn) or ""
-    description = doc.split("\n\n", 1)[0].strip() or None
     parameters = {"type": "object", "properties": properties, "required": required}
-    return ToolSpec(name=name, description=description, parameters=parameters)
+    return ToolSpec(name=name, description=_description(fn), parameters=parameters)
 
 
 # --- running calls -----------------------------------------------------------------------
@@ -126,10 +176,10 @@ def _result_text(value: Any) -> str:
     return orjson.dumps(value, default=str).decode()
 
 
-async def _call(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if inspect.iscoroutinefunction(fn):
-        return await fn(**arguments)
-    result = await asyncio.to_thread(fn, **arguments)
+        return await fn(*args, **kwargs)
+    result = await asyncio.to_thread(fn, *args, **kwargs)
     if inspect.isawaitable(result):  # a sync wrapper returning a coroutine
         return await result
     return result
@@ -142,8 +192,10 @@ async def _run_one(call: ToolCall, tools: Mapping[str, Callable[..., Any]]) -> T
         text = f"unknown tool {call.name!r}; available: {', '.join(sorted(tools))}"
         return ToolResultPart(call.id, (TextPart(text),), is_error=True)
     try:
-        arguments = call.arguments
-        value = await _call(fn, arguments)
+        if call.kind == "custom":  # raw text, as the model wrote it
+            value = await _call(fn, (call.input,), {})
+        else:
+            value = await _call(fn, (), call.arguments)
     except ToolArgumentsError as exc:
         return ToolResultPart(call.id, (TextPart(str(exc)),), is_error=True)
     except Exception as exc:
@@ -187,9 +239,13 @@ async def run_tools(
         tuple(specs) if specs is not None else tuple(tool_spec(n, f) for n, f in tools.items())
     )
     transcript = list(messages)
-    result: ChatResult | None = None
+    turns: list[ChatResult] = []
     for _ in range(max_turns):
         result = await chat(tuple(transcript), tools=tool_specs, **chat_kwargs)
+        # Each turn's own result, kept before the loop's totals are hung on the last one
+        # (a copy: the last answer does not hold itself).
+        turns.append(replace(result))
+        result.turns = tuple(turns)
         transcript.append(Message("assistant", result.response.parts))
         calls = result.tool_calls
         if not calls:
@@ -197,7 +253,6 @@ async def run_tools(
             return result
         outcomes = await asyncio.gather(*(_run_one(c, tools) for c in calls))
         transcript.append(Message("user", tuple(outcomes)))
-    assert result is not None
     raise MaxTurnsError(
         f"no final answer after max_turns={max_turns} turns (the model kept calling tools); "
         f"raise max_turns or check the tools' results. Transcript:\n{_summary(transcript)}",

@@ -7,10 +7,11 @@ import os
 import re
 import string
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
+from ..core import AudioPart, TextPart
 from ..core.tokens import estimate_text as estimate_tokens  # noqa: F401 - re-exported for codecs
 from ..errors import InvalidRequestError
 
@@ -206,3 +207,23 @@ def refuse_unsupported(request: Any, params: tuple[str, ...], api: str) -> None:
             raise InvalidRequestError(
                 f"{what} is not supported by the upstream API ({api})", param=param
             )
+
+
+def spoken_answer(part: object) -> TypeGuard[AudioPart]:
+    """Whether ``part`` is an assistant's earlier spoken answer (an ``AudioPart`` with the
+    id OpenAI Chat quotes it by, or its transcript), not audio input."""
+    return isinstance(part, AudioPart) and bool(part.id or part.transcript)
+
+
+def spoken_answer_text(part: AudioPart, param: str, api: str) -> TextPart:
+    """An earlier spoken answer toward an API that cannot quote OpenAI's stored audio by
+    its id: what was said, its transcript, as text. Without a transcript the turn would
+    lose what it said, so it is refused (400 naming it) rather than dropped."""
+    if part.transcript:
+        return TextPart(part.transcript)
+    raise InvalidRequestError(
+        f"{param}: an earlier spoken answer (audio id {part.id!r}) cannot be sent to the "
+        f"{api} API, which cannot refer to stored audio by its id; give the message's audio "
+        "'transcript' to send what was said as text",
+        param=param,
+    )

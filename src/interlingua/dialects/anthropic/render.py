@@ -36,6 +36,8 @@ from .._common import (
     parse_data_uri,
     refuse_unsupported,
     sanitize_tool_id,
+    spoken_answer,
+    spoken_answer_text,
 )
 from ._custom import custom_schema, wrap
 from .request import EXTRA_META, NAME, effort_to_budget
@@ -242,6 +244,8 @@ def _render_part(part: Part, param: str) -> dict[str, Any] | None:
         return _render_image(part, param)
     if isinstance(part, DocumentPart):
         return _render_document(part, param)
+    if spoken_answer(part):  # an earlier spoken answer: Anthropic cannot quote its audio id
+        return render_text_block(spoken_answer_text(part, param, "Anthropic Messages"))
     return _render_unknown(part, param)
 
 

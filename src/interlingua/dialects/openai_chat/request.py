@@ -21,7 +21,7 @@ from ...errors import InvalidRequestError
 from .._common import expect_type, missing, optional
 from ._messages import DIALECT_NAME, bad_value, parse_messages, render_messages, required_str
 
-__all__ = ["ask_stream", "parse_request", "render_effort", "render_request"]
+__all__ = ["ask_stream", "neutral_format", "parse_request", "render_effort", "render_request"]
 
 MAX_TOKENS_FIELD = "_openai_max_tokens_field"  # which key the client used for max tokens
 USER_FROM_SAFETY_ID = "_openai_user_from_safety_identifier"  # Request.user is not `user`
@@ -233,13 +233,14 @@ def _custom_spec(custom: Any, p: str) -> ToolSpec:
     if desc is not None:
         expect_type(desc, str, f"{p}.description", "a string")
     if fmt is not None:
-        fmt = _neutral_format(expect_type(fmt, dict, f"{p}.format", "an object"))
+        fmt = neutral_format(expect_type(fmt, dict, f"{p}.format", "an object"))
     return ToolSpec(name, desc, kind="custom", format=fmt)
 
 
-def _neutral_format(fmt: dict[str, Any]) -> dict[str, Any]:
-    """Chat nests a grammar (``{"type": "grammar", "grammar": {"syntax", "definition"}}``);
-    the neutral form is the Responses API's flat one. Other shapes are kept as they are."""
+def neutral_format(fmt: dict[str, Any]) -> dict[str, Any]:
+    """A custom tool's ``format`` in its neutral form. Chat nests a grammar (``{"type":
+    "grammar", "grammar": {"syntax", "definition"}}``); the neutral form is the Responses
+    API's flat one. Other shapes are kept as they are (the client takes either form)."""
     grammar = fmt.get("grammar")
     if fmt.get("type") != "grammar" or not isinstance(grammar, dict) or len(fmt) != 2:
         return fmt
@@ -247,7 +248,7 @@ def _neutral_format(fmt: dict[str, Any]) -> dict[str, Any]:
 
 
 def _chat_format(fmt: dict[str, Any]) -> dict[str, Any]:
-    """The inverse of :func:`_neutral_format`."""
+    """The inverse of :func:`neutral_format`."""
     if fmt.get("type") != "grammar" or "grammar" in fmt:
         return fmt
     return {"type": "grammar", "grammar": {k: v for k, v in fmt.items() if k != "type"}}

@@ -21,7 +21,7 @@ from ...core import (
     UnknownPart,
 )
 from ...errors import InvalidRequestError
-from .._common import SOURCE_INDEX
+from .._common import SOURCE_INDEX, spoken_answer, spoken_answer_text
 from ._items import DIALECT_NAME, ITEM, ITEM_DIALECT, NAMESPACE_SEP, OUTPUT, PART, STRING
 
 __all__ = ["render_input"]
@@ -85,6 +85,8 @@ class _Renderer:
     def _assistant(self, m: Message, where: str) -> None:
         current: dict[str, Any] | None = None  # the open assistant message item
         for j, part in enumerate(m.parts):
+            if spoken_answer(part):  # the Responses API has no audio: what was said, as text
+                part = spoken_answer_text(part, f"{where}.content[{j}]", "OpenAI Responses")
             if isinstance(part, TextPart):
                 if current is None or ITEM in part.meta:
                     current = _assistant_item(part)
