@@ -5,10 +5,12 @@ Agents SDK (Responses) send into Chat Completions and posts it here, so every cl
 scenario crosses a dialect boundary both ways on real sockets.
 
 A script is a list of steps; each request to ``/v1/chat/completions`` takes the first
-step not yet used whose ``when_tool`` (if any) is among the tools the request offers, and
-is answered with it: ``text``, ``reasoning`` (sent as ``reasoning_content``, as DeepSeek
-and vLLM do) and ``tool_calls`` (``{"id", "name", "arguments"}``, or ``"input"`` for a
-custom tool's call), each optional. A request that no step fits gets ``default`` (a
+step not yet used whose ``when_tool`` (if any) is among the tools the request offers and
+whose ``when_text`` (if any) occurs in its messages (a gateway with ``text_tool_calls``
+describes the tools in the prompt instead of offering them), and is answered with it:
+``text``, ``reasoning`` (sent as ``reasoning_content``, as DeepSeek and vLLM do) and
+``tool_calls`` (``{"id", "name", "arguments"}``, or ``"input"`` for a custom tool's
+call), each optional. A request that no step fits gets ``default`` (a
 short text): CLIs send side requests (titles, topic checks) that a test does not script.
 Answers are streamed (text and arguments split in small pieces, usage when asked) or
 plain JSON, as the request's ``stream`` says. Every request is recorded with the index
@@ -108,11 +110,12 @@ class ScriptedUpstream:
             for tool in body.get("tools") or ()
             if isinstance(tool, dict)
         }
+        messages = orjson.dumps(body.get("messages")).decode()
         for i, step in enumerate(self.steps):
             if i in self._used:
                 continue
-            want = step.get("when_tool")
-            if want is None or want in offered:
+            want, text = step.get("when_tool"), step.get("when_text")
+            if (want is None or want in offered) and (text is None or text in messages):
                 self._used.add(i)
                 return i
         return None

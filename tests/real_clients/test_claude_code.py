@@ -31,7 +31,13 @@ QUIET = {
 }
 
 
-def run_claude(tmp_path: Path, prompt: str, steps: list[dict[str, Any]], *args: str) -> Outcome:
+def run_claude(
+    tmp_path: Path,
+    prompt: str,
+    steps: list[dict[str, Any]],
+    *args: str,
+    config: dict[str, Any] = CONFIG,
+) -> Outcome:
     """``claude -p PROMPT`` with its own HOME against a fresh gateway."""
     claude = npm_cli("@anthropic-ai/claude-code")
     env = client_env(
@@ -44,7 +50,7 @@ def run_claude(tmp_path: Path, prompt: str, steps: list[dict[str, Any]], *args: 
         tmp_path,
         argv=[str(claude), "-p", prompt, "--max-turns", "4", *args],
         env=env,
-        config=CONFIG,
+        config=config,
         steps=steps,
         timeout=90,
     )
@@ -97,5 +103,37 @@ def test_bash_tool_round_trip(tmp_path: Path) -> None:
     results = [m for m in second["messages"] if m["role"] == "tool"]
     assert results and results[-1]["tool_call_id"] == "call_bash1", outcome.report()
     assert "marker-42" in json.dumps(results[-1]["content"]), outcome.report()
+    assert "The command printed marker-42. Done." in outcome.stdout, outcome.report()
+    _no_failed_calls(outcome)
+
+
+def test_bash_round_trip_over_qwen3_coder_xml(tmp_path: Path) -> None:
+    """An upstream with no tool parser writes Qwen3-Coder's XML call in its text
+    (``text_tool_calls``): Claude Code gets a Bash ``tool_use`` whose number parameter
+    is a number (its own input check refuses a string), runs it, and the result goes
+    back to the upstream as text."""
+    command = "echo marker-$((6*7)) > marker.txt && cat marker.txt"
+    call = (
+        "Running it.\n<tool_call>\n<function=Bash>\n"
+        f"<parameter=command>\n{command}\n</parameter>\n"
+        "<parameter=description>\nWrite a marker\n</parameter>\n"
+        "<parameter=timeout>\n60000\n</parameter>\n</function>\n</tool_call>"
+    )
+    # The tools are described in the prompt, not offered: steps pick the main requests
+    # by the Bash tool's entry there.
+    listed = '\\"name\\":\\"Bash\\"'
+    steps = [
+        {"when_text": listed, "text": call},
+        {"when_text": "<tool_response>", "text": "The command printed marker-42. Done."},
+    ]
+    config = {**CONFIG, "models": [{**CONFIG["models"][0], "options": {"text_tool_calls": True}}]}
+    prompt = "Run the marker command."
+    outcome = run_claude(tmp_path, prompt, steps, "--allowedTools", "Bash", config=config)
+    outcome.assert_ok()
+    assert (tmp_path / "project" / "marker.txt").read_text().strip() == "marker-42"
+    first, second = outcome.scripted(0), outcome.scripted(1)
+    assert "tools" not in first, outcome.report()
+    history = json.dumps(second["messages"])
+    assert "<tool_response>" in history and "marker-42" in history, outcome.report()
     assert "The command printed marker-42. Done." in outcome.stdout, outcome.report()
     _no_failed_calls(outcome)

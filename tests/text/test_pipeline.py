@@ -250,7 +250,7 @@ def test_text_processing_value() -> None:
     assert not TextProcessing().active and not TextProcessing(stops=[""]).active
     assert TextProcessing(stops=["X"]).active and TextProcessing(think_tags=True).active
     with pytest.raises(ValueError, match="unknown tool-call formats"):
-        TextProcessing(formats={"tags", "xml"})
+        TextProcessing(formats={"tags", "yaml"})
     with pytest.raises(AttributeError):
         value.think_tags = True  # type: ignore[misc]
 
@@ -324,6 +324,21 @@ def test_bare_json_answer_in_a_response() -> None:
     assert plain.stop_reason is StopReason.END_TURN
 
 
+def test_xml_call_typed_by_the_tool_schemas() -> None:
+    text = "Checking.\n● <function=f><parameter=n>\n3\n</parameter><parameter=s>\n3\n</parameter>"
+    schemas = {"f": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    tools = TextProcessing(text_tool_calls=True, tool_names=NAMES, tool_schemas=schemas)
+    expected = (TextPart("Checking.\n"), ToolCallPart("call_0", "f", '{"n":3,"s":"3"}'))
+    out = process_response(response(text), tools, id_factory=counter_ids())
+    assert out.parts == expected and out.stop_reason is StopReason.TOOL_USE
+    for size in (1, 2, 5):
+        streamed = fold(feed_all(unfold(response(text), chunk_size=size), tools))
+        assert streamed.parts == expected
+    assert tools == TextProcessing(text_tool_calls=True, tool_names=NAMES, tool_schemas=schemas)
+    assert tools != TextProcessing(text_tool_calls=True, tool_names=NAMES)
+    hash(tools)  # still hashable: the schemas are compared, not hashed
+
+
 PIECES = st.sampled_from(
     [
         "<think>",
@@ -341,6 +356,11 @@ PIECES = st.sampled_from(
         "ST",
         "```json\n",
         "```",
+        "● <function=f>",
+        "<function=get_weather>",
+        "<parameter=x>",
+        "</parameter>",
+        "</function>",
     ]
 )
 

@@ -8,34 +8,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from interlingua.text import Segment, ToolCallTextParser, parse_tool_calls
-from tests.text import chunks
+from interlingua.text import ToolCallTextParser, parse_tool_calls
+from tests.text import chunks, parse
 
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}'
 ARGS = '{"city":"Paris","unit":"c"}'
 NAMES = {"get_weather", "f"}
-
-
-def merge(segments: list[Segment]) -> list[Segment]:
-    out: list[Segment] = []
-    for seg in segments:
-        if seg[0] == "text":
-            assert seg[1], "no empty text segments"
-            last = out[-1] if out else None
-            if last is not None and last[0] == "text":
-                out[-1] = ("text", last[1] + seg[1])
-                continue
-        out.append(seg)
-    return out
-
-
-def parse(pieces: list[str], names: set[str] | None = None, **kw: object) -> list[Segment]:
-    p = ToolCallTextParser(names, **kw)  # type: ignore[arg-type]
-    out: list[Segment] = []
-    for piece in pieces:
-        out.extend(p.feed(piece))
-    out.extend(p.flush())
-    return merge(out)
 
 
 # --- (a) Hermes / Qwen tags ----------------------------------------------------------
@@ -232,7 +210,7 @@ def test_formats_option() -> None:
     assert parse([bare], NAMES, formats={"tags"}) == [("text", bare)]
     assert parse([bare], NAMES, formats={"json"}) == [("tool_call", "f", "{}")]
     with pytest.raises(ValueError):
-        ToolCallTextParser(NAMES, formats={"xml"})
+        ToolCallTextParser(NAMES, formats={"yaml"})
 
 
 def test_parse_tool_calls_function() -> None:

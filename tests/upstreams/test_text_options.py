@@ -134,3 +134,33 @@ async def test_openai_client_with_options_is_not_passed_through() -> None:
     message = r.json()["choices"][0]["message"]
     assert message["content"] == "Yes."
     assert message["reasoning_content"] == "Hmm."
+
+
+BASH = ToolSpec(
+    "Bash",
+    "Run a shell command",
+    {
+        "type": "object",
+        "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}},
+        "required": ["command"],
+    },
+)
+QWEN_XML = (
+    "Listing.\n<tool_call>\n<function=Bash>\n<parameter=command>\nls -la\n</parameter>\n"
+    "<parameter=timeout>\n60000\n</parameter>\n</function>\n</tool_call>"
+)
+
+
+async def test_qwen3_coder_xml_calls_are_typed_by_the_offered_tool() -> None:
+    """The request's tool schemas reach the parser: a number parameter stays a number."""
+    fake = FakeUpstream("f", wire="openai", chunk_size=3)
+    wrapped = with_options(fake, ModelOptions(text_tool_calls=True))
+    fake.enqueue(_answer(QWEN_XML))
+    whole = await wrapped.complete(_request(tools=(BASH,)))
+    fake.enqueue(_answer(QWEN_XML))
+    streamed = fold([e async for e in wrapped.stream(_request(stream=True, tools=(BASH,)))])
+    for response in (whole, streamed):
+        assert response.stop_reason == StopReason.TOOL_USE
+        assert response.text == "Listing.\n"
+        calls = [(c.name, c.arguments) for c in response.tool_calls]
+        assert calls == [("Bash", '{"command":"ls -la","timeout":60000}')]

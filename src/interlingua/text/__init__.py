@@ -7,7 +7,8 @@ stop sequence:
 
 - :class:`ThinkSplitter` -- ``<think>...</think>`` spans -> reasoning segments;
 - :class:`StopMatcher` -- stop sequences across chunk boundaries, reporting the match;
-- :class:`ToolCallTextParser` -- ``<tool_call>`` tags and bare JSON calls -> tool calls;
+- :class:`ToolCallTextParser` -- ``<tool_call>`` tags, bare JSON calls and XML calls
+  (Qwen3-Coder's ``<function=...>``, :mod:`.xml_calls`) -> tool calls;
   :mod:`.tool_prompt` (:func:`render_tools_prompt`, :func:`render_tool_history`,
   :func:`apply_text_tools`) is the prompt side that teaches a model that format;
 - :class:`TextProcessingStream` / :func:`process_response` -- all of the above applied

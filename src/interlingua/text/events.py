@@ -29,8 +29,9 @@ events and folding them back, so streaming and non-streaming agree by constructi
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..core import (
     ArgumentsDelta,
@@ -73,11 +74,14 @@ class TextProcessing:
       opened ``<think>`` in the prompt);
     - ``text_tool_calls``: tool calls written as text become tool call blocks, in the
       ``formats`` given (:data:`~.tool_calls.DEFAULT_FORMATS`); ``tool_names`` are the
-      offered tools, which the bare-JSON format needs to tell a call from a JSON answer;
+      offered tools, which the bare-JSON and XML formats need to tell a call from an
+      answer; ``tool_schemas`` their parameters' JSON schemas by name, which type the
+      values of XML calls (a value is a string when its tool has none);
     - ``stops``: stop sequences matched on the raw text (empty strings are ignored).
 
     The collections are normalized once here (frozensets, a tuple), so every stream built
-    from the value shares them and the value is hashable.
+    from the value shares them and the value is hashable (the schemas, plain JSON, are
+    compared but not hashed: they come with the names, which are).
 
     >>> TextProcessing(text_tool_calls=True, tool_names=["f"]).tool_names
     frozenset({'f'})
@@ -89,6 +93,7 @@ class TextProcessing:
     think_start_inside: bool = False
     text_tool_calls: bool = False
     tool_names: Collection[str] = frozenset()
+    tool_schemas: Mapping[str, Any] = field(default_factory=dict, hash=False, repr=False)
     formats: Collection[str] = DEFAULT_FORMATS
     stops: Sequence[str] = ()
 
@@ -242,7 +247,11 @@ class TextProcessingStream:
                 part,
                 StopMatcher(o.stops) if o.stops else None,
                 ThinkSplitter(start_inside=o.think_start_inside) if o.think_tags else None,
-                ToolCallTextParser(o.tool_names, o.formats) if o.text_tool_calls else None,
+                (
+                    ToolCallTextParser(o.tool_names, o.formats, schemas=o.tool_schemas)
+                    if o.text_tool_calls
+                    else None
+                ),
             )
         else:
             index = self._map[event.index] = self._alloc()

@@ -11,8 +11,9 @@ Formats understood by the parser:
   format: ``<tool_call>[{...}, {...}]</tool_call>``; its empty list ``[]`` means "no
   call" and produces nothing), or one JSON object per line. A tag is recognized in any
   chunking; text before it streams at once (only a possible partial ``<tool_call>`` is
-  held back). The name in a tag is accepted even if it is not in ``tool_names``: the
-  tag makes the intent unambiguous and the client reports unknown tools itself.
+  held back). The name in a tag of JSON is accepted even if it is not in ``tool_names``:
+  the tag makes the intent unambiguous and the client reports unknown tools itself. (A
+  tag holding ``<function=...>`` is an ``xml`` call.)
 - ``json`` -- the *whole* answer (stripped) is a JSON call object, a JSON list of them,
   optionally fenced (```` ```json ````) or prefixed by Llama 3's ``<|python_tag|>`` or
   Mistral's ``[TOOL_CALLS]``. Only with ``tool_names``, only when every name is one of
@@ -22,6 +23,14 @@ Formats understood by the parser:
   character starts such a candidate (``{``, ``[{``, a code fence followed by ``{``/``[``,
   a prefix tag) is buffered until** :meth:`ToolCallTextParser.flush`; anything else
   streams normally (a fence followed by other code is released as soon as that is clear).
+- ``xml`` -- Qwen3-Coder's ``<tool_call><function=NAME><parameter=KEY>value</parameter>
+  </function></tool_call>``, and the same without the envelope, after Claude Code's
+  bullet (``● <function=NAME>...``: the bullet and the blanks after it are not answer
+  text); closing tags may be missing. Only for offered tools (``tool_names``): a call to
+  any other name stays text, verbatim. Values are typed by the tool's JSON schema
+  (``schemas``). What exactly is a call, and how values are typed: :mod:`.xml_calls`.
+  Text before a call streams at once; only what could still start a call is held back
+  (a partial ``<function=``, a bullet and blanks), and a call is emitted once it ended.
 
 Never lose output: a tag whose content is not valid call JSON is emitted verbatim as
 text (tags included), as is a ``json`` candidate that turns out not to be a call. An
@@ -32,13 +41,14 @@ JSON *string* holding an object is accepted too (some models double-encode).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from enum import IntEnum
 from typing import Any, Literal, TypeAlias
 
 import orjson
 
 from .stop import partial_suffix_len
+from .xml_calls import BULLETS, FUNCTION_TAG, XmlCall, typed_arguments
 
 __all__ = [
     "CLOSE_TAG",
@@ -56,12 +66,13 @@ ToolCallSegment: TypeAlias = tuple[Literal["tool_call"], str, str]
 Segment: TypeAlias = TextSegment | ToolCallSegment
 """``("text", text)`` or ``("tool_call", name, arguments_json)``."""
 
-DEFAULT_FORMATS: frozenset[str] = frozenset({"tags", "json"})
+DEFAULT_FORMATS: frozenset[str] = frozenset({"tags", "json", "xml"})
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
 _OPEN_TAGS = (OPEN_TAG,)
 _CLOSE_TAGS = (CLOSE_TAG,)
+_BULLET_A, _BULLET_B = BULLETS[0], BULLETS[1]  # two `in` tests are cheaper than a loop
 
 # Prefixes that announce a bare JSON call: Llama 3.1 ``<|python_tag|>`` (when the
 # detokenizer keeps special tokens), Mistral ``[TOOL_CALLS]``, and a Markdown fence.
@@ -208,7 +219,9 @@ class ToolCallTextParser:
     ``feed(text)`` and ``flush()`` return segments: ``("text", text)`` or
     ``("tool_call", name, arguments_json)``. Concatenating the segments of any chunking
     of an answer gives the same result as feeding it whole. Whitespace right after a
-    call (between parallel calls, before the end) is dropped.
+    call (between parallel calls, before the end) is dropped. ``schemas`` maps the
+    offered tools' names to their parameters' JSON schemas, which type the values of
+    XML calls.
 
     >>> p = ToolCallTextParser()
     >>> p.feed('Let me check.<tool_c')
@@ -217,25 +230,45 @@ class ToolCallTextParser:
     [('tool_call', 'w', '{"city":"Paris"}')]
     """
 
-    __slots__ = ("_after_call", "_bare", "_buf", "_chunks", "_in_tag", "_names", "_tags")
+    __slots__ = (
+        "_after_call",
+        "_bare",
+        "_buf",
+        "_call",
+        "_chunks",
+        "_in_tag",
+        "_markers",
+        "_names",
+        "_schemas",
+        "_tags",
+        "_xml",
+    )
 
     def __init__(
         self,
         tool_names: Collection[str] | None = None,
         formats: Iterable[str] = DEFAULT_FORMATS,
+        *,
+        schemas: Mapping[str, Any] | None = None,
     ) -> None:
         chosen = frozenset(formats)
         if not chosen <= DEFAULT_FORMATS:
             raise ValueError(f"unknown tool-call formats: {sorted(chosen - DEFAULT_FORMATS)}")
         self._names = frozenset(tool_names or ())
+        self._schemas = schemas or {}
         self._tags = "tags" in chosen
+        # XML calls are taken only for offered tools: without names there are none.
+        self._xml = "xml" in chosen and bool(self._names)
+        # What may start a call in streamed text (held back while it could).
+        self._markers = (OPEN_TAG,) * self._tags + (FUNCTION_TAG,) * self._xml
         # The bare-JSON check needs names to tell a call from an ordinary JSON answer.
         # None = undecided start (buffered in _buf), True = buffering a candidate in
         # _chunks until flush, False = normal streaming.
         self._bare: bool | None = None if ("json" in chosen and self._names) else False
         self._chunks: list[str] = []
-        self._buf = ""  # held back: undecided start, partial tag, or open tag content
-        self._in_tag = False
+        self._buf = ""  # held back: undecided start, partial tag, open tag or XML call
+        self._in_tag = False  # inside a <tool_call> tag of JSON
+        self._call: XmlCall | None = None  # reading an XML call (its text in _buf)
         self._after_call = False
 
     def feed(self, text: str) -> list[Segment]:
@@ -261,6 +294,7 @@ class ToolCallTextParser:
     def flush(self) -> list[Segment]:
         """End of stream: decide a buffered candidate, release what was held back."""
         out: list[Segment] = []
+        raw = ""
         if self._bare is not False:
             raw = "".join(self._chunks) if self._bare else self._buf
             self._bare, self._buf, self._chunks = False, "", []
@@ -268,54 +302,108 @@ class ToolCallTextParser:
             if calls:
                 self._emit_calls(calls, out)
                 return out
-            self._stream(raw, out)  # not a call after all: the answer is ordinary text
-        buf, self._buf = self._buf, ""
-        if self._in_tag:
+            # not a call after all: the answer is ordinary text
+        self._stream(raw, out, eof=True)
+        return out
+
+    def _stream(self, text: str, out: list[Segment], eof: bool = False) -> None:
+        """Normal streaming: text passes, ``<tool_call>`` tags and XML calls are parsed.
+
+        At ``eof`` nothing is held back: an open tag or call is decided leniently (a
+        model stopped right before its closing tags, by a stop token or max tokens).
+        """
+        if not self._markers or not (self._buf or self._in_tag or _may_start_call(text)):
+            self._emit_text(text, out)  # the common chunk: plain text, nothing held
+            return
+        rest: str | None = self._buf + text if self._buf else text
+        # Inside a tag, the close tag cannot start before the old buffer's tail.
+        start = max(0, len(self._buf) - len(CLOSE_TAG) + 1) if self._in_tag else 0
+        self._buf = ""
+        while rest is not None:
+            if self._call is not None:
+                rest = self._read_call(self._call, rest, eof, out)
+            elif self._in_tag:
+                rest = self._read_tag(rest, start, eof, out)
+                start = 0
+            else:
+                rest = self._read_text(rest, eof, out)
+
+    def _read_text(self, buf: str, eof: bool, out: list[Segment]) -> str | None:
+        """Text up to the next call: emit it, return the rest from the call (or None)."""
+        i = buf.find(OPEN_TAG) if self._tags else -1
+        f = buf.find(FUNCTION_TAG) if self._xml else -1
+        if f != -1 and (i == -1 or f < i):  # a bare XML call, maybe after a bullet
+            begin = _bullet_start(buf, f)
+            self._emit_text(buf[:begin], out)
+            self._call = XmlCall(self._names, f - begin + len(FUNCTION_TAG))
+            return buf[begin:]
+        if i != -1:
+            self._emit_text(buf[:i], out)
+            buf = buf[i:]
+            if self._xml:  # Qwen3-Coder's <tool_call><function=...>, or JSON in the tag?
+                body = buf[len(OPEN_TAG) :].lstrip()
+                if body.startswith(FUNCTION_TAG):
+                    self._call = XmlCall(self._names, len(buf) - len(body) + len(FUNCTION_TAG))
+                    return buf
+                if not eof and FUNCTION_TAG.startswith(body):
+                    self._buf = buf  # undecided: blanks or the start of "<function="
+                    return None
+            self._in_tag = True
+            return buf[len(OPEN_TAG) :]
+        keep = len(buf) if eof else len(buf) - self._held(buf)
+        self._emit_text(buf[:keep], out)
+        self._buf = buf[keep:]
+        return None
+
+    def _held(self, buf: str) -> int:
+        """How much of the end of ``buf`` could still start a call (is held back)."""
+        held = _partial_tag(buf, self._markers)
+        if self._xml and (_BULLET_A in buf or _BULLET_B in buf):
+            # a bullet, blanks, and maybe the start of "<function="
+            k = max(buf.rfind(_BULLET_A), buf.rfind(_BULLET_B))
+            if FUNCTION_TAG.startswith(buf[k + 1 :].lstrip()):
+                held = max(held, len(buf) - k)
+        return held
+
+    def _read_tag(self, buf: str, start: int, eof: bool, out: list[Segment]) -> str | None:
+        """Inside a ``<tool_call>`` tag of JSON: parse it once closed."""
+        j = buf.find(CLOSE_TAG, start)
+        if j == -1:
+            if not eof:
+                self._buf = buf
+                return None
             self._in_tag = False
-            # Lenient at the end: a model stopped right before "</tool_call>" (stop token,
-            # max tokens) still made a call if the content parses.
-            body = buf[: len(buf) - partial_suffix_len(buf, _CLOSE_TAGS)]
-            calls = parse_tool_calls(body)
+            # Lenient at the end: a model stopped right before "</tool_call>" still made
+            # a call if the content parses.
+            calls = parse_tool_calls(buf[: len(buf) - partial_suffix_len(buf, _CLOSE_TAGS)])
             if calls is not None:
                 self._emit_calls(calls, out)
             else:
                 self._emit_text(OPEN_TAG + buf, out)
+            return None
+        body, rest = buf[:j], buf[j + len(CLOSE_TAG) :]
+        self._in_tag = False
+        calls = parse_tool_calls(body)
+        if calls is None:  # invalid JSON: keep the model's text, tags and all
+            self._emit_text(OPEN_TAG + body + CLOSE_TAG, out)
         else:
-            self._emit_text(buf, out)
-        return out
+            self._emit_calls(calls, out)
+        return rest
 
-    def _stream(self, text: str, out: list[Segment]) -> None:
-        """Normal streaming: text passes, ``<tool_call>`` tags are parsed."""
-        if not self._tags:
-            self._emit_text(text, out)
-            return
-        buf = self._buf + text if self._buf else text
-        # Inside a tag, the close tag cannot start before the old buffer's tail.
-        start = max(0, len(self._buf) - len(CLOSE_TAG) + 1) if self._in_tag else 0
-        while True:
-            if self._in_tag:
-                j = buf.find(CLOSE_TAG, start)
-                if j == -1:
-                    self._buf = buf
-                    return
-                body, buf = buf[:j], buf[j + len(CLOSE_TAG) :]
-                self._in_tag = False
-                calls = parse_tool_calls(body)
-                if calls is None:  # invalid JSON: keep the model's text, tags and all
-                    self._emit_text(OPEN_TAG + body + CLOSE_TAG, out)
-                else:
-                    self._emit_calls(calls, out)
-            else:
-                i = buf.find(OPEN_TAG)
-                if i == -1:
-                    keep = len(buf) - partial_suffix_len(buf, _OPEN_TAGS)
-                    self._emit_text(buf[:keep], out)
-                    self._buf = buf[keep:]
-                    return
-                self._emit_text(buf[:i], out)
-                buf = buf[i + len(OPEN_TAG) :]
-                self._in_tag = True
-                start = 0
+    def _read_call(self, call: XmlCall, buf: str, eof: bool, out: list[Segment]) -> str | None:
+        """Reading an XML call: emit it (or its text, if it was none) once decided."""
+        done = call.advance(buf, eof)
+        if done is None:
+            self._buf = buf
+            return None
+        end, found = done
+        self._call = None
+        if found is None:
+            self._emit_text(buf[:end], out)
+        else:
+            name, params = found
+            self._emit_calls([(name, typed_arguments(params, self._schemas.get(name)))], out)
+        return buf[end:]
 
     def _emit_calls(self, calls: list[tuple[str, str]], out: list[Segment]) -> None:
         for name, arguments in calls:
@@ -334,3 +422,34 @@ class ToolCallTextParser:
             out[-1] = ("text", last[1] + text)
         else:
             out.append(("text", text))
+
+
+def _partial_tag(buf: str, tags: tuple[str, ...]) -> int:
+    """:func:`~.stop.partial_suffix_len` for tags that all start with ``<``: one scan
+    for the candidates, whatever the number of tags."""
+    n = len(buf)
+    p = buf.find("<", max(0, n - len(OPEN_TAG) + 1))  # OPEN_TAG is the longest tag
+    while p != -1:
+        tail = buf[p:]
+        for tag in tags:
+            if tag.startswith(tail):
+                return n - p
+        p = buf.find("<", p + 1)
+    return 0
+
+
+def _may_start_call(text: str) -> bool:
+    """Whether ``text`` holds what could begin a call: every tag starts with ``<``.
+
+    A bullet counts too, though only the ``xml`` format needs it: checking is cheaper
+    than asking (a character wider than the text's is not searched for at all).
+    """
+    return "<" in text or _BULLET_A in text or _BULLET_B in text
+
+
+def _bullet_start(buf: str, call: int) -> int:
+    """Where a bare call at ``call`` begins: at a bullet before it (blanks between)."""
+    i = call
+    while i and buf[i - 1].isspace():
+        i -= 1
+    return i - 1 if i and buf[i - 1] in BULLETS else call

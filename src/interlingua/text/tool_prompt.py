@@ -205,4 +205,5 @@ def parsed_tool_calls(request: Request, *, think_tags: bool) -> TextProcessing |
         think_tags=think_tags,
         text_tool_calls=True,
         tool_names=[tool.name for tool in request.tools],
+        tool_schemas={tool.name: tool.parameters for tool in request.tools},
     )
