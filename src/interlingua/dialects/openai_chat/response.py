@@ -31,6 +31,7 @@ from ...core.tokens import estimate_text as estimate_tokens
 from ...errors import UpstreamError
 from .._common import random_id
 from ._messages import render_tool_call
+from ._reasoning import reasoning_parts
 from .errors import error_from_payload
 
 __all__ = [
@@ -188,8 +189,11 @@ def _generated_texts(parts: Iterable[Part]) -> Iterable[str]:
             yield p.arguments
 
 
-def _reasoning_part(message: dict[str, Any]) -> ReasoningPart | None:
-    """``reasoning_content ?? reasoning``; OpenRouter ``reasoning_details`` in meta.
+def _reasoning_parts(message: dict[str, Any]) -> list[ReasoningPart]:
+    """``reasoning_content ?? reasoning``, else the text of OpenRouter's
+    ``reasoning_details``, whose signature and encrypted entries become the part's
+    signature and redacted parts (:mod:`._reasoning`); the details themselves in the
+    first part's meta.
 
     docs/protocols.md, "Chat Completions: server extensions".
     """
@@ -198,9 +202,7 @@ def _reasoning_part(message: dict[str, Any]) -> ReasoningPart | None:
         text = message.get("reasoning")
     details = message.get("reasoning_details")
     meta: dict[str, Any] = {"reasoning_details": details} if details else {}
-    if (isinstance(text, str) and text) or meta:
-        return ReasoningPart(text=text if isinstance(text, str) else "", meta=meta)
-    return None
+    return reasoning_parts(text if isinstance(text, str) else "", details, meta)
 
 
 def _tool_call(call: Any, position: int) -> ToolCallPart | None:
@@ -292,10 +294,7 @@ def _audio_part(audio: Any) -> AudioPart | None:
 
 
 def _message_parts(message: dict[str, Any], logprobs: Any = None) -> list[Part]:
-    parts: list[Part] = []
-    reasoning = _reasoning_part(message)
-    if reasoning is not None:
-        parts.append(reasoning)
+    parts: list[Part] = [*_reasoning_parts(message)]
     content = message.get("content")
     tokens = parse_logprobs(logprobs)
     if isinstance(content, list):  # a few servers answer with a part list

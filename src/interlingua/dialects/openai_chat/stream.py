@@ -29,6 +29,7 @@ from ...core import (
     ReasoningDelta,
     ReasoningPart,
     Request,
+    SignatureDelta,
     StreamEnd,
     StreamError,
     StreamEvent,
@@ -43,6 +44,7 @@ from ...core.tokens import estimate_request_tokens
 from ...errors import UpstreamError
 from ...sse import DONE, SSEEvent
 from .._common import random_id
+from ._reasoning import detail_pieces
 from .errors import error_from_payload, render_stream_error
 from .response import (
     FINISH_REASONS,
@@ -75,10 +77,10 @@ class OpenAIChatStreamDecoder:
     Tolerates (docs/protocols.md, "Chat Completions: stream" and
     "Chat Completions: server extensions"): ``role`` repeated in every delta,
     ``finish_reason`` together with a non-empty delta, ``usage: null`` on every chunk, a
-    usage chunk with ``choices`` null or missing, reasoning as ``reasoning_content`` or
-    ``reasoning``, tool-call deltas without ``index``, and keep-alive comments (ignored). An
-    event whose data is not a JSON object is an error: the SDK reading the stream directly
-    would fail on it too.
+    usage chunk with ``choices`` null or missing, reasoning as ``reasoning_content``,
+    ``reasoning`` or OpenRouter's ``reasoning_details``, tool-call deltas without
+    ``index``, and keep-alive comments (ignored). An event whose data is not a JSON
+    object is an error: the SDK reading the stream directly would fail on it too.
     """
 
     __slots__ = (
@@ -90,6 +92,7 @@ class OpenAIChatStreamDecoder:
         "_matched_stop",
         "_next",
         "_open",
+        "_plain_reasoning",
         "_reasoning",
         "_refusal",
         "_request",
@@ -110,6 +113,7 @@ class OpenAIChatStreamDecoder:
         self._text: int | None = None  # the open text block, if any
         self._refusal: int | None = None  # the open refusal (text) block, if any
         self._reasoning: int | None = None  # the open reasoning block, if any
+        self._plain_reasoning = False  # reasoning text came in reasoning(_content)
         self._audio: int | None = None  # the audio block, once audio arrived
         self._tools: dict[_ToolKey, int] = {}  # upstream tool-call key -> neutral index
         self._last_tool: _ToolKey = None
@@ -196,7 +200,11 @@ class OpenAIChatStreamDecoder:
                 # (docs/protocols.md, "Chat Completions: server extensions")
                 reasoning = delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
+                self._plain_reasoning = True
                 self._reasoning_delta(reasoning, out)
+            details = delta.get("reasoning_details")
+            if details:
+                self._details(details, out)
             logprobs = choice.get("logprobs")
             if logprobs is not None:
                 logprobs = parse_logprobs(logprobs), parse_logprobs(logprobs, "refusal")
@@ -254,6 +262,24 @@ class OpenAIChatStreamDecoder:
             index = self._reasoning = self._open_block(ReasoningPart(""), out)
         self._generated.append(text)
         out.append(ReasoningDelta(index, text))
+
+    def _details(self, details: Any, out: list[StreamEvent]) -> None:
+        """OpenRouter's ``reasoning_details`` pieces, mapped as a whole answer's are
+        (:mod:`._reasoning`). Their text is a copy of the plain field's when a server
+        sends both, so it counts only in a stream that has no plain reasoning text."""
+        for kind, value in detail_pieces(details):
+            if kind == "text":
+                if not self._plain_reasoning:
+                    self._reasoning_delta(value, out)
+            elif kind == "signature":
+                index = self._reasoning
+                if index is None:
+                    self._close_runs(out)
+                    index = self._reasoning = self._open_block(ReasoningPart(""), out)
+                out.append(SignatureDelta(index, value))
+            else:  # a redacted block of its own, closed at once (it comes whole)
+                self._close_runs(out)
+                self._close(self._open_block(ReasoningPart("", redacted=value), out), out)
 
     def _text_delta(
         self, text: str, out: list[StreamEvent], logprobs: tuple[TokenLogprob, ...] | None
