@@ -23,7 +23,6 @@ status failures. This module imports nothing of ours, so every layer may use it.
 
 from __future__ import annotations
 
-import copy
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
@@ -86,10 +85,32 @@ class InterlinguaError(Exception):
         ``StreamError``, say, or by the code that raised it) and must not change under
         its holder. The copy has no traceback or cause; it is for rendering.
         """
-        clone = copy.copy(self)
+        # Built without __init__ (copy.copy would call it with ``args`` alone, which a
+        # subclass taking keyword-only arguments refuses), then given every attribute.
+        clone = type(self).__new__(type(self), message)
+        clone.__dict__.update(self.__dict__)
         clone.message = message
-        clone.args = (message,)
         return clone
+
+    def with_request_id(self, request_id: str) -> Self:
+        """A copy whose message ends with `` (request id: <request_id>)``: the id a user
+        can quote, in the one field every tool shows (Claude Code shows nothing else).
+
+        Once: this error itself when its message names that id already (an error
+        rendered a second time) or when there is no id.
+
+        >>> UpstreamError("upstream broke").with_request_id("req_1").message
+        'upstream broke (request id: req_1)'
+        """
+        note = request_id_note(request_id)
+        if not request_id or note in self.message:
+            return self
+        return self.with_message(self.message + note)
+
+
+def request_id_note(request_id: str) -> str:
+    """What is appended to an error message to name the request: `` (request id: …)``."""
+    return f" (request id: {request_id})"
 
 
 class InvalidRequestError(InterlinguaError):
