@@ -13,7 +13,8 @@ Anthropic), and handlers never choose status codes.
     ├── RequestTooLargeError              request_too_large    413
     ├── RateLimitError                    rate_limit           429
     ├── UpstreamError                     upstream_error       500/502 (any other upstream 5xx)
-    │   └── UpstreamConnectionError       upstream_error       502 (could not reach it)
+    │   ├── UpstreamConnectionError       upstream_error       502 (could not reach it)
+    │   └── MalformedToolCallError        upstream_error       502 (a call no client can use)
     ├── OverloadedError                   overloaded           529 (rendered 503 to OpenAI)
     └── UpstreamTimeoutError              timeout              504
 
@@ -154,6 +155,31 @@ class UpstreamError(InterlinguaError):
 
 class UpstreamConnectionError(UpstreamError):
     default_status = 502
+
+
+#: the ``code`` of a :class:`MalformedToolCallError`, kept when it crosses a wire
+MALFORMED_TOOL_CALL = "malformed_tool_call"
+
+
+class MalformedToolCallError(UpstreamError):
+    """A tool call in an upstream's answer that no client could use: no name, arguments
+    neither JSON text nor an object, a call that is not an object. The upstream broke
+    its protocol (502, like any answer that cannot be read); accepted with an empty name
+    or dropped it would look like a normal answer. ``where`` names the call as the
+    upstream wrote it (``tool_calls[1]``, ``content[2]``, ``output[0]``), with its id
+    when it has one.
+
+    >>> MalformedToolCallError("no name", "tool_calls[1]", "call_9").message
+    "upstream returned a malformed tool call (tool_calls[1], id 'call_9'): no name"
+    """
+
+    default_status = 502
+
+    def __init__(self, problem: str, where: str, call_id: object = None) -> None:
+        named = f"{where}, id {call_id!r}" if isinstance(call_id, str) and call_id else where
+        message = f"upstream returned a malformed tool call ({named}): {problem}"
+        super().__init__(message, code=MALFORMED_TOOL_CALL)
+        self.where = where
 
 
 class OverloadedError(InterlinguaError):

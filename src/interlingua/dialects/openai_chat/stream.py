@@ -41,9 +41,9 @@ from ...core import (
     Usage,
 )
 from ...core.tokens import estimate_request_tokens
-from ...errors import UpstreamError
+from ...errors import MalformedToolCallError, UpstreamError
 from ...sse import DONE, SSEEvent
-from .._common import random_id
+from .._common import call_arguments, call_name, random_id
 from ._reasoning import detail_pieces
 from .errors import error_from_payload, render_stream_error
 from .response import (
@@ -99,6 +99,7 @@ class OpenAIChatStreamDecoder:
         "_started",
         "_stops",
         "_text",
+        "_tool_ids",
         "_tools",
         "_usage",
     )
@@ -116,6 +117,7 @@ class OpenAIChatStreamDecoder:
         self._plain_reasoning = False  # reasoning text came in reasoning(_content)
         self._audio: int | None = None  # the audio block, once audio arrived
         self._tools: dict[_ToolKey, int] = {}  # upstream tool-call key -> neutral index
+        self._tool_ids: dict[int, str] = {}  # neutral index -> call id (to name a fault)
         self._last_tool: _ToolKey = None
         self._finish: str | None = None
         self._matched_stop: str | None = None
@@ -162,10 +164,14 @@ class OpenAIChatStreamDecoder:
             self._usage = parse_usage(usage) or self._usage
         choices = chunk.get("choices")
         if isinstance(choices, list):
-            for choice in choices:
-                # n > 1 cannot be translated into one message: only choice 0 counts.
-                if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                    self._choice(choice, out)
+            try:
+                for choice in choices:
+                    # n > 1 cannot be translated into one message: only choice 0 counts.
+                    if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                        self._choice(choice, out)
+            except MalformedToolCallError as exc:  # what came before it still goes out
+                self._done = True
+                out.append(StreamError(exc))
         return out
 
     def flush(self) -> list[StreamEvent]:
@@ -221,12 +227,13 @@ class OpenAIChatStreamDecoder:
                 self._audio_delta(audio, out)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
-                for call in calls:
-                    if isinstance(call, dict):
-                        self._tool_delta(call, out)
+                for position, call in enumerate(calls):
+                    if not isinstance(call, dict):
+                        raise MalformedToolCallError("not an object", f"tool_calls[{position}]")
+                    self._tool_delta(call, out, position)
             legacy = delta.get("function_call")
-            if isinstance(legacy, dict):
-                self._tool_delta({"index": 0, "function": legacy}, out)
+            if legacy is not None:
+                self._tool_delta({"index": 0, "function": legacy}, out, 0)
         finish = choice.get("finish_reason")
         if isinstance(finish, str) and finish:
             self._finish = finish  # held: the usage chunk and [DONE] still follow
@@ -318,7 +325,9 @@ class OpenAIChatStreamDecoder:
             )
         )
 
-    def _tool_delta(self, call: dict[str, Any], out: list[StreamEvent]) -> None:
+    def _tool_delta(self, call: dict[str, Any], out: list[StreamEvent], position: int) -> None:
+        """One ``tool_calls`` delta; a call no client could use (no name when it opens,
+        arguments that are not text) is a :class:`MalformedToolCallError`."""
         key = call.get("index")
         call_id = call.get("id")
         if not isinstance(key, int) or isinstance(key, bool):
@@ -326,26 +335,44 @@ class OpenAIChatStreamDecoder:
             key = ("id", call_id) if call_id and ("id", call_id) not in self._tools else None
             if key is None:
                 key = self._last_tool
-        fn = call.get("function")
         field = "arguments"
+        fn = call.get("function")
         if fn is None and "custom" in call:  # a custom tool's call: its input is raw text
             fn, field = call["custom"], "input"
-        fn = fn if isinstance(fn, dict) else {}
         index = self._tools.get(key)
+        if fn is None:
+            fn = {}
+        elif not isinstance(fn, dict):
+            where, call_id = self._named(key, position, call_id, index)
+            raise MalformedToolCallError("its function is not an object", where, call_id)
         if index is None:
             self._close_runs(out)
             name = fn.get("name")
+            if not isinstance(name, str) or not name:
+                name = call_name(name, *self._named(key, position, call_id, index))  # raises
             part = ToolCallPart(
                 id=call_id if isinstance(call_id, str) and call_id else random_id("call_"),
-                name=name if isinstance(name, str) else "",
+                name=name,
                 kind="custom" if field == "input" else "function",
             )
             index = self._tools[key] = self._open_block(part, out)
+            self._tool_ids[index] = part.id
         self._last_tool = key
         args = fn.get(field)
-        if isinstance(args, str) and args:
+        if args is not None and not isinstance(args, str):
+            where, call_id = self._named(key, position, call_id, index)
+            args = call_arguments(args, where, call_id, field, text=field == "input")
+        if args:
             self._generated.append(args)
             out.append(ArgumentsDelta(index, args))
+
+    def _named(
+        self, key: _ToolKey, position: int, call_id: Any, index: int | None
+    ) -> tuple[str, Any]:
+        """How a faulty call is named: where the upstream wrote it, and its id (looked
+        up for a continuation delta, which carries none). Only a fault pays for it."""
+        where = f"tool_calls[{key if isinstance(key, int) else position}]"
+        return where, call_id or (self._tool_ids.get(index) if index is not None else None)
 
     def _end(self) -> list[StreamEvent]:
         self._done = True
