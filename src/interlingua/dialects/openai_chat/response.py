@@ -187,7 +187,7 @@ def _generated_texts(parts: Iterable[Part]) -> Iterable[str]:
             yield p.arguments
 
 
-def _reasoning_parts(message: dict[str, Any]) -> list[ReasoningPart]:
+def _reasoning_parts(message: dict[str, Any]) -> list[Part]:
     """``reasoning_content ?? reasoning``, else the text of OpenRouter's
     ``reasoning_details``, whose signature and encrypted entries become the part's
     signature and redacted parts (:mod:`._reasoning`); the details themselves in the
@@ -199,8 +199,10 @@ def _reasoning_parts(message: dict[str, Any]) -> list[ReasoningPart]:
     if not isinstance(text, str):
         text = message.get("reasoning")
     details = message.get("reasoning_details")
-    meta: dict[str, Any] = {"reasoning_details": details} if details else {}
-    return reasoning_parts(text if isinstance(text, str) else "", details, meta)
+    if not details:  # (most answers: no details to read)
+        return [ReasoningPart(text)] if isinstance(text, str) and text else []
+    meta = {"reasoning_details": details}
+    return [*reasoning_parts(text if isinstance(text, str) else "", details, meta)]
 
 
 def _tool_call(call: Any, where: str, position: int) -> ToolCallPart:
@@ -294,7 +296,7 @@ def _audio_part(audio: Any) -> AudioPart | None:
 
 
 def _message_parts(message: dict[str, Any], logprobs: Any = None) -> list[Part]:
-    parts: list[Part] = [*_reasoning_parts(message)]
+    parts = _reasoning_parts(message)
     content = message.get("content")
     tokens = parse_logprobs(logprobs)
     if isinstance(content, list):  # a few servers answer with a part list
