@@ -13,7 +13,8 @@ Anthropic), and handlers never choose status codes.
     ├── RequestTooLargeError              request_too_large    413
     ├── RateLimitError                    rate_limit           429
     ├── UpstreamError                     upstream_error       500/502 (any other upstream 5xx)
-    │   └── UpstreamConnectionError       upstream_error       502 (could not reach it)
+    │   ├── UpstreamConnectionError       upstream_error       502 (could not reach it)
+    │   └── MalformedToolCallError        upstream_error       502 (a call no client can use)
     ├── OverloadedError                   overloaded           529 (rendered 503 to OpenAI)
     └── UpstreamTimeoutError              timeout              504
 
@@ -23,7 +24,6 @@ status failures. This module imports nothing of ours, so every layer may use it.
 
 from __future__ import annotations
 
-import copy
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
@@ -86,10 +86,32 @@ class InterlinguaError(Exception):
         ``StreamError``, say, or by the code that raised it) and must not change under
         its holder. The copy has no traceback or cause; it is for rendering.
         """
-        clone = copy.copy(self)
+        # Built without __init__ (copy.copy would call it with ``args`` alone, which a
+        # subclass taking keyword-only arguments refuses), then given every attribute.
+        clone = type(self).__new__(type(self), message)
+        clone.__dict__.update(self.__dict__)
         clone.message = message
-        clone.args = (message,)
         return clone
+
+    def with_request_id(self, request_id: str) -> Self:
+        """A copy whose message ends with `` (request id: <request_id>)``: the id a user
+        can quote, in the one field every tool shows (Claude Code shows nothing else).
+
+        Once: this error itself when its message names that id already (an error
+        rendered a second time) or when there is no id.
+
+        >>> UpstreamError("upstream broke").with_request_id("req_1").message
+        'upstream broke (request id: req_1)'
+        """
+        note = request_id_note(request_id)
+        if not request_id or note in self.message:
+            return self
+        return self.with_message(self.message + note)
+
+
+def request_id_note(request_id: str) -> str:
+    """What is appended to an error message to name the request: `` (request id: …)``."""
+    return f" (request id: {request_id})"
 
 
 class InvalidRequestError(InterlinguaError):
@@ -133,6 +155,31 @@ class UpstreamError(InterlinguaError):
 
 class UpstreamConnectionError(UpstreamError):
     default_status = 502
+
+
+#: the ``code`` of a :class:`MalformedToolCallError`, kept when it crosses a wire
+MALFORMED_TOOL_CALL = "malformed_tool_call"
+
+
+class MalformedToolCallError(UpstreamError):
+    """A tool call in an upstream's answer that no client could use: no name, arguments
+    neither JSON text nor an object, a call that is not an object. The upstream broke
+    its protocol (502, like any answer that cannot be read); accepted with an empty name
+    or dropped it would look like a normal answer. ``where`` names the call as the
+    upstream wrote it (``tool_calls[1]``, ``content[2]``, ``output[0]``), with its id
+    when it has one.
+
+    >>> MalformedToolCallError("no name", "tool_calls[1]", "call_9").message
+    "upstream returned a malformed tool call (tool_calls[1], id 'call_9'): no name"
+    """
+
+    default_status = 502
+
+    def __init__(self, problem: str, where: str, call_id: object = None) -> None:
+        named = f"{where}, id {call_id!r}" if isinstance(call_id, str) and call_id else where
+        message = f"upstream returned a malformed tool call ({named}): {problem}"
+        super().__init__(message, code=MALFORMED_TOOL_CALL)
+        self.where = where
 
 
 class OverloadedError(InterlinguaError):

@@ -25,6 +25,8 @@ from interlingua.server.gateway import Gateway
 from interlingua.server.middleware import Front
 from interlingua.upstreams.fake import FakeUpstream
 
+from ..request_ids import without_request_id
+
 CONFIG = parse_config(
     {"upstreams": {"fake": {"kind": "fake"}}, "models": [{"name": "m", "upstream": "fake"}]}
 )
@@ -97,6 +99,10 @@ async def test_a_bug_is_the_same_dialect_shaped_500_on_every_route(
     body = resp.json()
     if "request_id" in body:  # Anthropic's body carries the request id
         assert body.pop("request_id") == resp.headers["x-request-id"]
+    # and every message names it
+    message = body["error"]["message"]
+    assert message.endswith(f" (request id: {resp.headers['x-request-id']})")
+    body["error"]["message"] = without_request_id(message)
     assert body == expected
     assert DETAIL not in resp.text
     [record] = [r for r in caplog.records if r.getMessage().startswith("unexpected failure")]

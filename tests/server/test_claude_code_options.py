@@ -56,8 +56,9 @@ def _chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: Any =
 USAGE = {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
 
 
-def answer(tool: bool) -> Any:
-    """The model's turn: an Agent call in the background (``tool``), or nothing at all."""
+def answer(tool: bool, as_text: bool = False) -> Any:
+    """The model's turn: an Agent call in the background (``tool``), or nothing at all;
+    with ``as_text`` the call is written in the text as a ``<tool_call>`` block."""
 
     async def behaviour(
         mock: MockOpenAI, request: web.Request, body: dict[str, Any]
@@ -67,6 +68,8 @@ def answer(tool: bool) -> Any:
             "type": "function",
             "function": {"name": "Agent", "arguments": ARGUMENTS},
         }
+        if as_text:
+            return await _written(request, body)
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": None if tool else ""}
             if tool:
@@ -105,6 +108,34 @@ def answer(tool: bool) -> Any:
     return behaviour
 
 
+WRITTEN = '<tool_call>\n{"name": "Agent", "arguments": ' + ARGUMENTS + "}\n</tool_call>"
+
+
+async def _written(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+    """The Agent call written in the text, as a model without native tools does."""
+    assert "tools" not in body  # described in the prompt instead
+    if not body.get("stream"):
+        message = {"role": "assistant", "content": WRITTEN}
+        payload = {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": USAGE,
+        }
+        return web.Response(body=orjson.dumps(payload), content_type="application/json")
+    chunks = [_chunk({"role": "assistant", "content": ""})]
+    chunks += [_chunk({"content": WRITTEN[i : i + 9]}) for i in range(0, len(WRITTEN), 9)]
+    chunks += [_chunk({}, "stop"), _chunk(None, usage=USAGE), b"data: [DONE]\n\n"]
+    resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+    await resp.prepare(request)
+    for chunk in chunks:
+        await resp.write(chunk)
+    await resp.write_eof()
+    return resp
+
+
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[str, MockOpenAI]]:
     with mock_openai() as mock:
@@ -119,6 +150,12 @@ def stack() -> Iterator[tuple[str, MockOpenAI]]:
                 "models": [
                     {"name": "claude-cc", "upstream": "up", "model": "m", "options": options},
                     {"name": "claude-raw", "upstream": "up", "model": "m"},
+                    {
+                        "name": "claude-cc-text",
+                        "upstream": "up",
+                        "model": "m",
+                        "options": {**options, "text_tool_calls": True},
+                    },
                 ],
             }
         )
@@ -158,6 +195,18 @@ def test_background_agent_turned_off(
     (use,) = [b for b in message.content if b.type == "tool_use"]
     assert use.name == "Agent"
     assert use.input == {"prompt": "explore the repo", "run_in_background": False}
+
+
+@STREAM
+def test_background_agent_turned_off_in_a_call_written_as_text(
+    claude: anthropic.Anthropic, stack: tuple[str, MockOpenAI], stream: bool
+) -> None:
+    turn = answer(tool=True, as_text=True)
+    message, _ = ask(claude, "claude-cc-text", stream, stack[1], turn)
+    (use,) = [b for b in message.content if b.type == "tool_use"]
+    assert use.name == "Agent"
+    assert use.input == {"prompt": "explore the repo", "run_in_background": False}
+    assert message.stop_reason == "tool_use"
 
 
 @STREAM

@@ -24,6 +24,7 @@ import pytest
 
 from interlingua.upstreams.local import LlamaEngine
 
+from ..request_ids import without_request_id
 from .local_gateway import (  # noqa: F401 (fixtures: found where they are imported)
     COUNT,
     COUNTED,
@@ -412,4 +413,4 @@ def test_prompt_too_long_anthropic_streaming(tight_url: str) -> None:
     error = info.value.body["error"]  # type: ignore[index]
     assert error["type"] == "invalid_request_error"
     assert error["message"].startswith("prompt is too long: ")
-    assert error["message"].endswith(" tokens > 255 maximum")
+    assert without_request_id(error["message"]).endswith(" tokens > 255 maximum")

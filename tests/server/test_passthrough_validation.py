@@ -24,6 +24,8 @@ from interlingua.server import create_app
 from interlingua.upstreams.base import RawResponse
 from interlingua.upstreams.fake import FakeUpstream
 
+from ..request_ids import without_request_id
+
 PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 OTHER = {"openai": "anthropic", "anthropic": "openai"}
 
@@ -69,10 +71,11 @@ def _ok(dialect: str) -> dict[str, Any]:
 def _error_of(resp: httpx.Response, dialect: str) -> tuple[str, str | None]:
     """(message, param) of an error answer in ``dialect``'s shape."""
     body = resp.json()
+    message = without_request_id(body["error"]["message"])
     if dialect == "openai":
-        return body["error"]["message"], body["error"]["param"]
+        return message, body["error"]["param"]
     assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
-    return body["error"]["message"], None
+    return message, None
 
 
 def _edit(dialect: str, **changes: Any) -> dict[str, Any]:

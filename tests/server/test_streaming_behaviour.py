@@ -40,6 +40,7 @@ from interlingua.upstreams import build_upstreams
 from interlingua.upstreams.base import Upstream
 
 from ..live_server import live_server
+from ..request_ids import without_request_id
 from .mock_upstream import MockOpenAI, drop_after, endless, mock_openai
 from .mock_upstream import stream_events as mock_events
 
@@ -247,12 +248,14 @@ async def test_error_event_after_first_byte_is_in_band(dialect: str) -> None:
     assert resp.status_code == 200
     events = _events(resp.content)
     payload = orjson.loads(events[-1].data)
-    assert payload["error"]["message"] == "Overloaded, try later"
+    message = payload["error"]["message"]
+    assert message.endswith(f" (request id: {resp.headers['x-request-id']})")
+    assert without_request_id(message) == "Overloaded, try later"
     if dialect == "anthropic":
         assert events[-1].event == "error"
         assert payload == {
             "type": "error",
-            "error": {"type": "overloaded_error", "message": "Overloaded, try later"},
+            "error": {"type": "overloaded_error", "message": message},
         }
         assert "message_stop" not in [e.event for e in events]
     else:

@@ -21,6 +21,7 @@ from interlingua.config import parse_config
 from interlingua.server import create_app
 
 from ..live_server import live_server
+from ..request_ids import without_request_id
 from .mock_upstream import MockOpenAI, drop_after, endless, free_port, mock_openai, status
 from .mock_upstream import completion as mock_completion
 from .mock_upstream import stream_events as mock_events
@@ -248,7 +249,12 @@ def test_bad_request_keeps_param_on_passthrough(gateway: tuple[httpx.Client, Moc
     mock.enqueue(status(400, body))
     resp = call(client, "openai")
     assert resp.status_code == 400
-    assert resp.json() == body  # the same dialect: relayed as is
+    relayed = resp.json()
+    # the same dialect: relayed as is, but for the gateway's request id after the message
+    message = relayed["error"]["message"]
+    assert message.endswith(f" (request id: {resp.headers['x-request-id']})")
+    relayed["error"]["message"] = without_request_id(message)
+    assert relayed == body
 
 
 def test_upstream_stream_closed_after_in_band_error(

@@ -1,5 +1,6 @@
-"""The upstream's request id reaches the client as ``upstream-request-id``, read with the
-official SDKs over real sockets.
+"""The upstream's request id reaches the client as ``upstream-request-id``, and the
+gateway's own ends every error message it writes; read with the official SDKs over real
+sockets.
 
     openai / anthropic SDK -> live gateway -> mock Chat upstream (answers x-request-id)
                                            -> mock Messages upstream (answers request-id)
@@ -24,10 +25,12 @@ from aiohttp import web
 from interlingua.config import parse_config
 from interlingua.core import Response, TextPart, Usage, unfold
 from interlingua.dialects import get_dialect
+from interlingua.errors import InvalidRequestError, UpstreamError
+from interlingua.limits.queue import QueueRefused
 from interlingua.server import create_app
 
 from ..live_server import live_server
-from .mock_upstream import Behaviour, MockOpenAI, mock_openai, status
+from .mock_upstream import Behaviour, MockOpenAI, drop_after, mock_openai, status, stream_events
 
 CHAT_ID, MESSAGES_ID = "req_chat_up_1", "req_msg_up_1"
 HELLO: Any = [{"role": "user", "content": "hello"}]
@@ -197,3 +200,146 @@ def test_an_in_band_error_first_carries_the_id(
     with pytest.raises(openai.APIStatusError) as translated:
         gpt.chat.completions.create(model="to-msg", messages=HELLO, stream=True)
     assert translated.value.response.headers["upstream-request-id"] == "req_msg_busy"
+
+
+# -- the gateway's own id, in every error message it writes ----------------------------
+#
+# Claude Code (and most tools) show a user only an error's message, so the id a user can
+# quote is appended to it: `` (request id: req_...)``, the same id as the gateway's
+# ``x-request-id`` / ``request-id`` header. Whole answers and in-band stream errors, the
+# gateway's own errors, an upstream's error relayed as it came (passthrough) or
+# translated, in every client dialect.
+
+
+def names_the_id(message: str, request_id: str, first: str) -> None:
+    """``message`` is ``first``'s text, then the request id, once."""
+    assert request_id.startswith("req_")
+    assert message.startswith(first)
+    assert message.endswith(f" (request id: {request_id})")
+    assert message.count("(request id:") == 1
+
+
+def _message(body: object) -> str:
+    """The message of an SDK error's body (openai: the inner object; anthropic: whole)."""
+    assert isinstance(body, dict)
+    inner = body.get("error", body)
+    assert isinstance(inner, dict)
+    message = inner["message"]
+    assert isinstance(message, str)
+    return message
+
+
+# -- whole answers ---------------------------------------------------------------------
+
+
+def test_the_gateways_own_error_in_each_dialect(
+    gpt: openai.OpenAI, claude: anthropic.Anthropic
+) -> None:
+    with pytest.raises(openai.NotFoundError) as chat:
+        gpt.chat.completions.create(model="nope", messages=HELLO)
+    names_the_id(_message(chat.value.body), chat.value.response.headers["x-request-id"], "")
+    assert "nope" in _message(chat.value.body).split(" (request id:")[0]
+    with pytest.raises(openai.NotFoundError) as responses:
+        gpt.responses.create(model="nope", input="hello")
+    rid = responses.value.response.headers["x-request-id"]
+    names_the_id(_message(responses.value.body), rid, "")
+    with pytest.raises(anthropic.NotFoundError) as messages:
+        claude.messages.create(model="nope", max_tokens=8, messages=HELLO)
+    rid = messages.value.response.headers["request-id"]
+    names_the_id(_message(messages.value.body), rid, "")
+    assert messages.value.body["request_id"] == rid  # type: ignore[index]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_an_upstream_error_relayed_as_it_came(
+    stack: Stack, gpt: openai.OpenAI, claude: anthropic.Anthropic, stream: bool
+) -> None:
+    """The passthrough path: the upstream's own body, its message first."""
+    stack[1].enqueue(status(400, CHAT_ERROR))
+    with pytest.raises(openai.BadRequestError) as chat:
+        gpt.chat.completions.create(model="to-chat", messages=HELLO, stream=stream)
+    names_the_id(_message(chat.value.body), chat.value.response.headers["x-request-id"], "bad")
+    stack[2].enqueue(status(400, MESSAGES_ERROR))
+    with pytest.raises(anthropic.BadRequestError) as messages:
+        claude.messages.create(model="to-msg", max_tokens=8, messages=HELLO, stream=stream)
+    rid = messages.value.response.headers["request-id"]
+    names_the_id(_message(messages.value.body), rid, "bad")
+
+
+def test_an_upstream_error_translated(
+    stack: Stack, gpt: openai.OpenAI, claude: anthropic.Anthropic
+) -> None:
+    stack[1].enqueue(status(400, CHAT_ERROR))
+    with pytest.raises(anthropic.BadRequestError) as messages:
+        claude.messages.create(model="to-chat", max_tokens=8, messages=HELLO)
+    rid = messages.value.response.headers["request-id"]
+    names_the_id(_message(messages.value.body), rid, "bad")
+    stack[2].enqueue(status(400, MESSAGES_ERROR))
+    with pytest.raises(openai.BadRequestError) as chat:
+        gpt.chat.completions.create(model="to-msg", messages=HELLO)
+    names_the_id(_message(chat.value.body), chat.value.response.headers["x-request-id"], "bad")
+
+
+# -- in-band, after the first byte -----------------------------------------------------
+
+BROKEN = drop_after(stream_events("up-chat")[:3])
+
+
+def test_a_broken_stream_in_each_dialect(
+    stack: Stack, gpt: openai.OpenAI, claude: anthropic.Anthropic
+) -> None:
+    # Chat client, passthrough: the gateway's in-band error after the relayed bytes
+    stack[1].enqueue(BROKEN)
+    with gpt.chat.completions.with_streaming_response.create(
+        model="to-chat", messages=HELLO, stream=True
+    ) as streamed:
+        rid = streamed.headers["x-request-id"]
+        with pytest.raises(openai.APIError) as chat:
+            list(streamed.parse())
+    names_the_id(chat.value.message, rid, "")
+    # Anthropic client, translated: its error event
+    stack[1].enqueue(BROKEN)
+    with claude.messages.with_streaming_response.create(
+        model="to-chat", max_tokens=8, messages=HELLO, stream=True
+    ) as streamed_messages:
+        rid = streamed_messages.headers["request-id"]
+        with pytest.raises(anthropic.APIStatusError) as messages:
+            list(streamed_messages.parse())
+    names_the_id(_message(messages.value.body), rid, "")
+    # Responses client, translated: response.failed
+    stack[1].enqueue(BROKEN)
+    with gpt.responses.with_streaming_response.create(
+        model="to-chat", input="hello", stream=True
+    ) as streamed_responses:
+        rid = streamed_responses.headers["x-request-id"]
+        events = list(streamed_responses.parse())
+    failed = [e for e in events if e.type == "response.failed"]
+    assert failed, [e.type for e in events]
+    error = failed[0].response.error  # type: ignore[attr-defined]
+    assert error is not None
+    names_the_id(error.message, rid, "")
+
+
+# -- once ------------------------------------------------------------------------------
+
+
+def test_an_error_rendered_twice_names_the_id_once() -> None:
+    error = UpstreamError("upstream broke", status=502)
+    shown = error.with_request_id("req_1")
+    assert shown.message == "upstream broke (request id: req_1)"
+    assert shown.with_request_id("req_1") is shown
+    assert error.message == "upstream broke"  # the original is left as it is
+    assert error.with_request_id("") is error
+    assert type(shown) is UpstreamError and shown.status == 502
+
+
+def test_the_note_keeps_the_errors_details() -> None:
+    error = InvalidRequestError("bad temperature", param="temperature", code="bad")
+    shown = error.with_request_id("req_2")
+    assert (shown.param, shown.code, shown.status) == ("temperature", "bad", 400)
+    assert shown.args == (shown.message,)
+    # a subclass whose constructor takes other arguments is copied too
+    refused = QueueRefused("queue full", reason="queue_full", retry_after=3)
+    copied = refused.with_request_id("req_3")
+    assert (type(copied), copied.reason, copied.retry_after) == (QueueRefused, "queue_full", 3)
+    assert copied.message == "queue full (request id: req_3)"

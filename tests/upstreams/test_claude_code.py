@@ -45,6 +45,7 @@ REQUEST = Request(model="m", messages=(Message("user", (TextPart("do it " * 50),
 BACKGROUND = ModelOptions(force_background_tasks_off=True)
 FILL = ModelOptions(fill_empty_answer=True)
 ESTIMATE = ModelOptions(estimate_input_tokens=True)
+BG = "run_in_background"
 
 
 def answer(*parts: Any, usage: Usage | None = None) -> Response:
@@ -104,6 +105,23 @@ async def test_background_agents_are_turned_off(wire: str | None) -> None:
     # an agent call's arguments go out whole, once, just before its block stops
     agent_deltas = [e for e in events if isinstance(e, ArgumentsDelta) and e.index in (1, 2)]
     assert len(agent_deltas) == 2
+
+
+@pytest.mark.parametrize("wire", [None, "openai", "anthropic"])
+async def test_background_agents_are_turned_off_in_calls_written_as_text(
+    wire: str | None,
+) -> None:
+    # With text_tool_calls the tools travel in the prompt, not in the request the upstream
+    # gets; the quirks must still see them as the client offered them.
+    options = ModelOptions(force_background_tasks_off=True, text_tool_calls=True)
+    written = orjson.dumps({"name": "Agent", "arguments": {"prompt": "look", BG: True}})
+    response = answer(TextPart(f"Starting.\n<tool_call>\n{written.decode()}\n</tool_call>"))
+    whole, events = await both(options, response, wire)
+    (use,) = [p for p in whole.parts if isinstance(p, ToolCallPart)]
+    assert use.name == "Agent"
+    assert arguments(use) == {"prompt": "look", BG: False}
+    folded = [p for p in fold(events).parts if isinstance(p, ToolCallPart)]
+    assert [arguments(p) for p in folded] == [{"prompt": "look", BG: False}]
 
 
 async def test_background_untouched_without_the_option() -> None:

@@ -13,7 +13,7 @@
     │       └── OverloadedError      503, 529
     ├── AnswerError                  a 2xx answer that is not an answer (status 200)
     │   ├── EmptyAnswerError         no text, no tool call, no refusal
-    │   └── UnreadableAnswerError    a body the dialect cannot read
+    │   └── UnreadableAnswerError    a body (or stream) the dialect cannot read
     └── APIConnectionError           no answer: cannot connect, connection dropped
         └── APITimeoutError          no answer in time
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..errors import InterlinguaError
+from ..errors import MALFORMED_TOOL_CALL, InterlinguaError
 
 __all__ = [
     "APIConnectionError",
@@ -179,8 +179,9 @@ class EmptyAnswerError(AnswerError):
 
 
 class UnreadableAnswerError(AnswerError):
-    """A 2xx body the dialect cannot read (not JSON, not a chat answer); retried once
-    when ``retry_on_empty`` is on."""
+    """A 2xx body the dialect cannot read (not JSON, not a chat answer, a tool call with
+    no name); retried once when ``retry_on_empty`` is on. Also a stream whose tool call
+    cannot be read (never retried: part of it was delivered)."""
 
 
 class APIConnectionError(APIError):
@@ -244,7 +245,19 @@ def error_for_status(
 
 
 def error_from_stream(parsed: InterlinguaError, *, url: str, request_id: str | None) -> APIError:
-    """The typed error for an error the server sent in-band, after the stream began."""
+    """The typed error for an error the server sent in-band, after the stream began.
+
+    A malformed tool call (found in the stream by the dialect's decoder, or by a gateway
+    between, which names it by its code) is what a whole answer's is: an
+    :class:`UnreadableAnswerError`, not a server failure to retry."""
+    if parsed.code == MALFORMED_TOOL_CALL:
+        return UnreadableAnswerError(
+            f"{url} streamed an answer that could not be read: {parsed.message}",
+            body=parsed.body,
+            request_id=request_id,
+            code=parsed.code,
+            kind="invalid_response",
+        )
     status = parsed.status
     cls: type[APIError] = error_class(status) if status >= 400 else APIStatusError
     text = f"error in the stream from {url}: {parsed.message}"

@@ -13,7 +13,7 @@ import orjson
 
 from ..core import AudioPart, TextPart
 from ..core.tokens import estimate_text as estimate_tokens  # noqa: F401 - re-exported for codecs
-from ..errors import InvalidRequestError
+from ..errors import InvalidRequestError, MalformedToolCallError
 
 _TOOL_ID_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
 _TOOL_ID_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
@@ -108,6 +108,42 @@ def _json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def call_name(value: Any, where: str, call_id: object = None) -> str:
+    """An upstream's tool call's name; :class:`MalformedToolCallError` when it has none
+    (nothing could answer a call to no tool)."""
+    if isinstance(value, str) and value:
+        return value
+    problem = "no name" if value is None or value == "" else f"a name that is {_json_type(value)}"
+    raise MalformedToolCallError(problem, where, call_id)
+
+
+def call_arguments(
+    value: Any, where: str, call_id: object = None, field: str = "arguments", text: bool = False
+) -> str:
+    """An upstream's tool call's ``field`` (its arguments, a custom call's ``input``) as
+    text: a string as it came, nothing (absent, null) as ``""``, an object as its JSON (a
+    few servers send one) unless ``text`` (a custom call's input is raw text); anything
+    else is a :class:`MalformedToolCallError`."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, dict) and not text:
+        return orjson.dumps(value).decode()
+    wanted = "a string" if text else "a string or an object"
+    raise MalformedToolCallError(f"{field} is {_json_type(value)}, not {wanted}", where, call_id)
+
+
+def call_input(value: Any, where: str, call_id: object = None) -> dict[str, Any]:
+    """An upstream's Anthropic ``tool_use`` input: an object (absent: ``{}``); anything
+    else is a :class:`MalformedToolCallError`."""
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        return {}
+    raise MalformedToolCallError(f"input is {_json_type(value)}, not an object", where, call_id)
 
 
 def ask_stream(body: dict[str, Any], stream: bool) -> bool:

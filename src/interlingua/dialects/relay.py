@@ -55,6 +55,7 @@ __all__ = [
     "OpenAIChatRelayCheck",
     "RelayCheck",
     "ResponsesRelayCheck",
+    "note_error_body",
     "relayed_headers",
     "upstream_request_id",
 ]
@@ -93,6 +94,29 @@ def relayed_headers(headers: Mapping[str, str]) -> dict[str, str]:
     if request_id:
         out[UPSTREAM_REQUEST_ID] = request_id
     return out
+
+
+def note_error_body(body: bytes, note: str) -> bytes:
+    """An upstream's error body with ``note`` appended to its message, ``error.message``
+    in every dialect's error shape (docs/protocols.md, "Chat Completions: errors",
+    "Messages: errors"); the body as it came when it has no such message or names the
+    note already. Only error answers pay for the parse.
+
+    >>> note_error_body(b'{"error":{"message":"bad"}}', " (request id: req_1)")
+    b'{"error":{"message":"bad (request id: req_1)"}}'
+    """
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(error, dict):
+        return body
+    message = error.get("message")
+    if not isinstance(message, str) or note in message:
+        return body
+    error["message"] = message + note
+    return orjson.dumps(payload)
 
 
 class RelayCheck:

@@ -36,8 +36,8 @@ from ..core import (
 )
 from ..core.tokens import estimate_request_tokens
 from ..dialects import DIALECT_NAMES, Dialect, StreamEncoder, encode_body, get_dialect
-from ..dialects.relay import RELAYED_HEADERS, UPSTREAM_REQUEST_ID
-from ..errors import InterlinguaError, InvalidRequestError, UpstreamError
+from ..dialects.relay import RELAYED_HEADERS, UPSTREAM_REQUEST_ID, note_error_body
+from ..errors import InterlinguaError, InvalidRequestError, UpstreamError, request_id_note
 from ..routing import Route, Router
 from ..upstreams.base import ANSWER_ID, RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
@@ -46,6 +46,7 @@ from .accounting import RECORD, count_usage, strip_usage
 from .asgi_io import JSON_CT, SSE_HEADERS, BytesResponse, CountedResponse, StreamResponse
 from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
 from .last_event import Keep, keep_last_response
+from .middleware import serving_id
 
 log = logging.getLogger("interlingua.server")
 T = TypeVar("T")
@@ -103,6 +104,15 @@ class Gateway:
         message = self.scrub(error.message)
         return error if message == error.message else error.with_message(message)
 
+    def shown(self, error: InterlinguaError, request_id: str | None = None) -> InterlinguaError:
+        """``error`` as its client is shown it: scrubbed (:meth:`scrubbed`), its message
+        naming the request it answers, ``request_id`` or else the one being served
+        (:data:`~.middleware.REQUEST_ID`), once however often it is rendered. A copy
+        when anything changed; the error passed in is never changed."""
+        if request_id is None:
+            request_id = serving_id()
+        return self.scrubbed(error).with_request_id(request_id)
+
     def scrub_bytes(self, body: bytes) -> bytes:
         """``body`` with every upstream secret replaced by ``***``."""
         for secret in self.secrets:
@@ -137,8 +147,8 @@ class Gateway:
     ) -> BytesResponse:
         """The error in the caller's dialect, with Retry-After relayed when known, and
         what else the upstream's answer said that is relayed (``x-should-retry``, its
-        request id)."""
-        error = self.scrubbed(error)
+        request id); its message names ``request_id`` (:meth:`shown`)."""
+        error = self.shown(error, request_id)
         status, body = dialect.render_error(error, request_id)
         headers = [JSON_CT]
         if error.retry_after is not None:
@@ -157,14 +167,18 @@ class Gateway:
         request: Request,
         exc: BaseException,
         encoder: StreamEncoder | None = None,
+        request_id: str | None = None,
     ) -> bytes:
-        """An exception after the first streamed byte, as the dialect's in-band error.
+        """An exception after the first streamed byte, as the dialect's in-band error,
+        its message naming ``request_id`` (default: the request being served).
 
         ``encoder`` is the one that wrote the stream so far, so the error continues it (a
         Responses ``response.failed`` must carry the stream's response id). Without one
         the stream was relayed: the dialect's error event for a stream it did not write.
         """
-        error = self.scrubbed(exc) if isinstance(exc, InterlinguaError) else internal_error(exc)
+        error = self.shown(
+            exc if isinstance(exc, InterlinguaError) else internal_error(exc), request_id
+        )
         if encoder is not None:
             return encoder.encode(StreamError(error))
         fresh = dialect.stream_encoder(request)
@@ -322,7 +336,7 @@ class Gateway:
             raise
         encoder = dialect.stream_encoder(request)
         record = RECORD.get()
-        encode = _batch_encoder(encoder, self.scrubbed, record)
+        encode = _batch_encoder(encoder, self.shown, record)
 
         async def chunks() -> AsyncIterator[bytes]:
             data, failed = encode(first)
@@ -383,6 +397,11 @@ class Gateway:
             status = dialect.client_status(answer.status)
             data = self.scrub_bytes(answer.body)
             if answer.status >= 400:
+                # the upstream's message first, then the id a user can quote (as in the
+                # errors the gateway renders itself: ``shown``)
+                request_id = serving_id()
+                if request_id:
+                    data = note_error_body(data, request_id_note(request_id))
                 # Judged by the attempt loop (server/attempts.py): retried, or relayed.
                 raise RelayedFailure(
                     BytesResponse(data, status, relayed), answer.status, answer.headers
@@ -514,19 +533,19 @@ def _secret_prefix_start(data: bytes, secrets: list[bytes]) -> int:
 
 def _batch_encoder(
     encoder: StreamEncoder,
-    scrubbed: Callable[[InterlinguaError], InterlinguaError],
+    shown: Callable[[InterlinguaError], InterlinguaError],
     record: Record | None,
 ) -> Callable[[list[StreamEvent]], tuple[bytes, bool]]:
     """The translated stream's encoding of one upstream read: its events' bytes in one
-    write, and True at an error (scrubbed, its kind noted in ``record``); a stream's end
-    puts its usage into ``record`` (the client's stream may not show it: Chat without
-    ``include_usage``)."""
+    write, and True at an error (as ``shown``: scrubbed, naming the request; its kind
+    noted in ``record``); a stream's end puts its usage into ``record`` (the client's
+    stream may not show it: Chat without ``include_usage``)."""
 
     def encode(batch: list[StreamEvent]) -> tuple[bytes, bool]:
         out = []
         for event in batch:
             if isinstance(event, StreamError):
-                error = scrubbed(event.error)
+                error = shown(event.error)
                 out.append(encoder.encode(event if error is event.error else StreamError(error)))
                 if record is not None and record.error is None:
                     record.error = error.kind.value

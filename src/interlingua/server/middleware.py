@@ -49,6 +49,12 @@ _PREFIX = "req_" + os.urandom(6).hex()
 _COUNTER = itertools.count(1)
 
 
+def serving_id() -> str:
+    """The id of the request being served ("" outside one): what its errors name."""
+    request_id = REQUEST_ID.get()
+    return "" if request_id == "-" else request_id
+
+
 def new_request_id() -> str:
     """``req_`` + 12 random hex characters (per process) + a 12-digit hex counter."""
     return f"{_PREFIX}{next(_COUNTER):012x}"

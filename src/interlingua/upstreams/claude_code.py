@@ -67,16 +67,25 @@ class ClaudeCodeQuirks:
     input_estimate: int | None = None
 
     @classmethod
-    def of(cls, options: ModelOptions, request: Request) -> ClaudeCodeQuirks | None:
+    def of(
+        cls, options: ModelOptions, request: Request, sent: Request | None = None
+    ) -> ClaudeCodeQuirks | None:
         """The quirks ``options`` turn on for ``request``, or None when there is nothing
-        to do (no option on, or only ``force_background_tasks_off`` without agent tools)."""
+        to do (no option on, or only ``force_background_tasks_off`` without agent tools).
+
+        ``request`` is the request as the client made it: its tools are the ones offered,
+        even when ``text_tool_calls`` describes them in the prompt of ``sent``, the request
+        the upstream gets (default ``request``), whose size the input estimate is of.
+        """
         agents: dict[str, bool] = {}
         if options.force_background_tasks_off:
             for tool in request.tools:
                 if tool.name in AGENT_TOOLS and tool.kind == "function":
                     props = (tool.parameters or {}).get("properties")
                     agents[tool.name] = isinstance(props, dict) and BACKGROUND in props
-        estimate = estimate_request_tokens(request) if options.estimate_input_tokens else None
+        estimate = (
+            estimate_request_tokens(sent or request) if options.estimate_input_tokens else None
+        )
         if not agents and not options.fill_empty_answer and estimate is None:
             return None
         return cls(agents, options.fill_empty_answer, estimate)

@@ -9,7 +9,8 @@ by stream, or whole for non-streaming requests, with the same result by construc
 
 The Claude Code options (``force_background_tasks_off``, ``fill_empty_answer``,
 ``estimate_input_tokens``: :mod:`.claude_code`) are applied here too, after the text
-processing (a tool call parsed from text is a call like any other).
+processing (a tool call parsed from text is a call like any other), reading the tools as
+the client offered them rather than the request whose tools were moved into the prompt.
 
 A wrapped upstream has no native dialect, so such routes never take the passthrough path
 (the bytes must be rewritten).
@@ -49,18 +50,23 @@ class TextOptionsUpstream(Upstream):
         processing = parsed_tool_calls(request, think_tags=self.options.think_tags)
         return apply_text_tools(request), processing or self._plain
 
+    def _claude_code(self, request: Request, sent: Request) -> ClaudeCodeQuirks | None:
+        """The Claude Code quirks for ``request``: its agent tools as the client offered
+        them (``sent`` may carry them in the prompt instead), the estimate of ``sent``."""
+        return ClaudeCodeQuirks.of(self.options, request, sent) if self._quirks else None
+
     async def complete(self, request: Request) -> Response:
         sent, processing = self._prepare(request)
         response = await self.inner.complete(sent)
         if processing.active:
             response = process_response(response, processing)
-        quirks = ClaudeCodeQuirks.of(self.options, sent) if self._quirks else None
+        quirks = self._claude_code(request, sent)
         return response if quirks is None else claude_code_response(response, quirks)
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         sent, processing = self._prepare(request)
         processor = TextProcessingStream(processing)
-        quirks = ClaudeCodeQuirks.of(self.options, sent) if self._quirks else None
+        quirks = self._claude_code(request, sent)
         fixer = None if quirks is None else ClaudeCodeStream(quirks)
         events = self.inner.stream(sent)
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from typing import Any
@@ -26,6 +27,7 @@ from interlingua.config import parse_config
 from interlingua.core import (
     Request,
     StopReason,
+    StreamError,
     StreamEvent,
     ToolCallPart,
     ToolResultPart,
@@ -247,6 +249,32 @@ async def test_upstream_errors_become_error_frames_with_status_and_headers(
         assert (await response_events(ws))[-1]["type"] == "response.completed"
 
 
+async def test_errors_name_the_request_id_of_their_turn(served: Served) -> None:
+    url, fakes = served
+    fake: FakeUpstream = fakes["via-anthropic"]
+    broken = [*list(unfold(reply("half")))[:3], StreamError(UpstreamError("cut short", status=502))]
+    async with connect(ws_url(url)) as ws:
+        conn_id = ws.response.headers["x-request-id"]
+        await ws.send(create("no-such-model", "x"))
+        (refused,) = await response_events(ws)
+        fake.enqueue(broken)
+        await ws.send(create("via-anthropic", "hi"))
+        failed = (await response_events(ws))[-1]
+        await ws.send(json.dumps({"type": "response.steer", "input": "stop"}))
+        steer = json.loads(await asyncio.wait_for(ws.recv(), 5))
+    assert failed["type"] == "response.failed"
+    messages = [
+        refused["error"]["message"],
+        failed["response"]["error"]["message"],
+        steer["error"]["message"],
+    ]
+    assert messages[1].startswith("cut short")
+    ids = [re.findall(r" \(request id: (req_[0-9a-f]+)\)$", m) for m in messages]
+    assert all(len(found) == 1 for found in ids), messages
+    turns = {found[0] for found in ids}
+    assert len(turns) == 3 and conn_id not in turns  # each turn is a request of its own
+
+
 async def test_requests_sent_mid_response_are_answered_in_order(served: Served) -> None:
     url, fakes = served
     fake: FakeUpstream = fakes["via-responses"]
@@ -347,6 +375,8 @@ async def test_auth_is_checked_on_the_upgrade() -> None:
             assert refused.value.response.status_code == 401
             body = json.loads(refused.value.response.body)
             assert body["error"]["code"] == "invalid_api_key"
+            rid = refused.value.response.headers["x-request-id"]
+            assert body["error"]["message"].endswith(f" (request id: {rid})")
         headers = {
             "Authorization": "Bearer sk-right",
             "OpenAI-Beta": "responses_websockets=2026-02-06",

@@ -27,8 +27,8 @@ from ...core import (
     UnknownPart,
     Usage,
 )
-from ...errors import InvalidRequestError, UpstreamError
-from .._common import random_id, sanitize_tool_id
+from ...errors import InvalidRequestError, MalformedToolCallError, UpstreamError
+from .._common import call_input, call_name, random_id, sanitize_tool_id
 from ._custom import custom_names, unwrap_call, wrap
 from .errors import error_from_type
 from .render import parse_arguments, render_text_block
@@ -128,14 +128,7 @@ def parse_response(body: Any, request: Request | None = None) -> Response:
         )
     if not isinstance(body, dict) or not isinstance(body.get("content"), list):
         raise UpstreamError("upstream returned a malformed Anthropic message", status=502)
-    try:
-        parts = tuple(
-            parse_block(block, f"content[{i}]") for i, block in enumerate(body.get("content") or ())
-        )
-    except InvalidRequestError as exc:
-        raise UpstreamError(
-            f"upstream returned a malformed Anthropic message: {exc}", status=502
-        ) from exc
+    parts = tuple(_content_part(block, f"content[{i}]") for i, block in enumerate(body["content"]))
     custom = custom_names(request)
     if custom:
         parts = tuple(
@@ -152,6 +145,25 @@ def parse_response(body: Any, request: Request | None = None) -> Response:
         usage=usage_from_wire(body.get("usage")),
         meta=meta,
     )
+
+
+def _content_part(block: Any, where: str) -> Part:
+    """One block of an upstream's message; a ``tool_use`` no client could use (no name,
+    an input that is not an object, no id) is a :class:`MalformedToolCallError`, any
+    other broken block a 502 too."""
+    call = isinstance(block, dict) and block.get("type") == "tool_use"
+    call_id = block.get("id") if call else None
+    if call:
+        call_name(block.get("name"), where, call_id)
+        call_input(block.get("input"), where, call_id)
+    try:
+        return parse_block(block, where)
+    except InvalidRequestError as exc:
+        if call:
+            raise MalformedToolCallError(exc.message, where, call_id) from exc
+        raise UpstreamError(
+            f"upstream returned a malformed Anthropic message: {exc}", status=502
+        ) from exc
 
 
 def tool_input_for_client(arguments: str) -> dict[str, Any]:

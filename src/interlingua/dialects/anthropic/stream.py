@@ -39,9 +39,9 @@ from ...core import (
     UnknownPart,
     Usage,
 )
-from ...errors import InterlinguaError, UpstreamError
+from ...errors import InterlinguaError, MalformedToolCallError, UpstreamError
 from ...sse import SSEEvent, encode_json_event
-from .._common import random_id, sanitize_tool_id
+from .._common import call_input, call_name, random_id, sanitize_tool_id
 from .._sequence import OneAtATime
 from ._custom import custom_names, unwrap, wrap
 from .errors import error_from_type, render_stream_error
@@ -75,12 +75,16 @@ class AnthropicStreamDecoder:
     string, :mod:`._custom`) opens a custom call, but its ``input_json_delta`` fragments
     of ``{"input": "..."}`` are held: the raw text is known only once the JSON is
     complete, so it comes as one ``ArgumentsDelta`` just before the ``BlockStop``.
+
+    A ``tool_use`` no client could use (no name, an ``input`` or ``partial_json`` of
+    the wrong type) ends the stream with a :class:`MalformedToolCallError`.
     """
 
     def __init__(self, request: Request) -> None:
         self._request = request
         self._custom = custom_names(request)
         self._custom_json: dict[int, list[str]] = {}  # open custom calls' JSON fragments
+        self._call_ids: dict[int, Any] = {}  # tool_use blocks' ids, to name a faulty one
         self._started = False
         self._ended = False
         self._next = 0
@@ -167,14 +171,21 @@ class AnthropicStreamDecoder:
         elif kind == "redacted_thinking":
             part = ReasoningPart(redacted=str(block.get("data") or ""))
         elif kind == "tool_use":
-            tool_input = block.get("input")  # always {} at start; the JSON follows in deltas
+            call_id = block.get("id")
+            where = f"content[{wire_index}]"
+            try:  # a call no client could use ends the stream (its class docstring)
+                name = call_name(block.get("name"), where, call_id)
+                # always {} at start; the JSON follows in deltas
+                tool_input = call_input(block.get("input"), where, call_id)
+            except MalformedToolCallError as exc:
+                return out + self._fail(exc)
+            self._call_ids[wire_index] = call_id
             arguments = orjson.dumps(tool_input).decode() if tool_input else ""
-            name = str(block.get("name") or "")
             if name in self._custom:
                 self._custom_json[wire_index] = [arguments]
-                part = ToolCallPart(str(block.get("id") or ""), name, kind="custom")
+                part = ToolCallPart(str(call_id or ""), name, kind="custom")
             else:
-                part = ToolCallPart(str(block.get("id") or ""), name, arguments)
+                part = ToolCallPart(str(call_id or ""), name, arguments)
         else:
             self._held[wire_index] = dict(block)
             self._held_json[wire_index] = []
@@ -202,7 +213,11 @@ class AnthropicStreamDecoder:
             fragment = delta.get("partial_json")
             # The first fragment is often "" (docs/protocols.md, "Messages: stream").
             if not isinstance(fragment, str) or not fragment:
-                return []
+                if fragment is None or fragment == "":
+                    return []
+                where, call_id = f"content[{wire_index}]", self._call_ids.get(wire_index)
+                error = MalformedToolCallError("partial_json is not a string", where, call_id)
+                return self._fail(error)
             if self._custom_json and wire_index in self._custom_json:
                 self._custom_json[wire_index].append(fragment)  # unwrapped at the stop
                 return []

@@ -13,8 +13,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
 from ...core import (
     AudioPart,
     Part,
@@ -28,9 +26,10 @@ from ...core import (
     Usage,
 )
 from ...core.tokens import estimate_text as estimate_tokens
-from ...errors import UpstreamError
-from .._common import random_id
+from ...errors import MalformedToolCallError, UpstreamError
+from .._common import call_arguments, call_name, random_id
 from ._messages import render_tool_call
+from ._reasoning import reasoning_parts
 from .errors import error_from_payload
 
 __all__ = [
@@ -188,8 +187,11 @@ def _generated_texts(parts: Iterable[Part]) -> Iterable[str]:
             yield p.arguments
 
 
-def _reasoning_part(message: dict[str, Any]) -> ReasoningPart | None:
-    """``reasoning_content ?? reasoning``; OpenRouter ``reasoning_details`` in meta.
+def _reasoning_parts(message: dict[str, Any]) -> list[Part]:
+    """``reasoning_content ?? reasoning``, else the text of OpenRouter's
+    ``reasoning_details``, whose signature and encrypted entries become the part's
+    signature and redacted parts (:mod:`._reasoning`); the details themselves in the
+    first part's meta.
 
     docs/protocols.md, "Chat Completions: server extensions".
     """
@@ -197,27 +199,29 @@ def _reasoning_part(message: dict[str, Any]) -> ReasoningPart | None:
     if not isinstance(text, str):
         text = message.get("reasoning")
     details = message.get("reasoning_details")
-    meta: dict[str, Any] = {"reasoning_details": details} if details else {}
-    if (isinstance(text, str) and text) or meta:
-        return ReasoningPart(text=text if isinstance(text, str) else "", meta=meta)
-    return None
+    if not details:  # (most answers: no details to read)
+        return [ReasoningPart(text)] if isinstance(text, str) and text else []
+    meta = {"reasoning_details": details}
+    return [*reasoning_parts(text if isinstance(text, str) else "", details, meta)]
 
 
-def _tool_call(call: Any, position: int) -> ToolCallPart | None:
+def _tool_call(call: Any, where: str, position: int) -> ToolCallPart:
+    """One ``tool_calls`` entry (or the legacy ``function_call``); a call no client could
+    use is a :class:`MalformedToolCallError` naming it by ``where``."""
     if not isinstance(call, dict):
-        return None
-    custom = call.get("type") == "custom"
-    fn = call.get("custom" if custom else "function")
-    if not isinstance(fn, dict):
-        return None
-    args = fn.get("input" if custom else "arguments")
-    if isinstance(args, dict) and not custom:  # a few servers send an object, not JSON text
-        args = orjson.dumps(args).decode()
+        raise MalformedToolCallError("not an object", where)
     call_id = call.get("id")
+    custom = call.get("type") == "custom"
+    key = "custom" if custom else "function"
+    fn = call.get(key)
+    if not isinstance(fn, dict):
+        raise MalformedToolCallError(f"its {key} is not an object", where, call_id)
+    name = call_name(fn.get("name"), where, call_id)
+    field = "input" if custom else "arguments"
     return ToolCallPart(
         id=call_id if isinstance(call_id, str) and call_id else f"call_{position}",
-        name=str(fn.get("name") or ""),
-        arguments=args if isinstance(args, str) else "",
+        name=name,
+        arguments=call_arguments(fn.get(field), where, call_id, field, text=custom),
         kind="custom" if custom else "function",
     )
 
@@ -292,10 +296,7 @@ def _audio_part(audio: Any) -> AudioPart | None:
 
 
 def _message_parts(message: dict[str, Any], logprobs: Any = None) -> list[Part]:
-    parts: list[Part] = []
-    reasoning = _reasoning_part(message)
-    if reasoning is not None:
-        parts.append(reasoning)
+    parts = _reasoning_parts(message)
     content = message.get("content")
     tokens = parse_logprobs(logprobs)
     if isinstance(content, list):  # a few servers answer with a part list
@@ -311,12 +312,10 @@ def _message_parts(message: dict[str, Any], logprobs: Any = None) -> list[Part]:
         parts.append(audio)
     calls = message.get("tool_calls")
     legacy = message.get("function_call")
-    if not calls and isinstance(legacy, dict):
-        calls = [{"id": "call_0", "function": legacy}]
+    if not calls and legacy is not None:
+        parts.append(_tool_call({"id": "call_0", "function": legacy}, "function_call", 0))
     for position, call in enumerate(calls if isinstance(calls, list) else ()):
-        part = _tool_call(call, position)
-        if part is not None:
-            parts.append(part)
+        parts.append(_tool_call(call, f"tool_calls[{position}]", position))
     return parts
 
 

@@ -29,6 +29,7 @@ from ...core import (
     ReasoningDelta,
     ReasoningPart,
     Request,
+    SignatureDelta,
     StreamEnd,
     StreamError,
     StreamEvent,
@@ -40,9 +41,10 @@ from ...core import (
     Usage,
 )
 from ...core.tokens import estimate_request_tokens
-from ...errors import UpstreamError
+from ...errors import MalformedToolCallError, UpstreamError
 from ...sse import DONE, SSEEvent
-from .._common import random_id
+from .._common import call_arguments, call_name, random_id
+from ._reasoning import detail_pieces
 from .errors import error_from_payload, render_stream_error
 from .response import (
     FINISH_REASONS,
@@ -75,10 +77,10 @@ class OpenAIChatStreamDecoder:
     Tolerates (docs/protocols.md, "Chat Completions: stream" and
     "Chat Completions: server extensions"): ``role`` repeated in every delta,
     ``finish_reason`` together with a non-empty delta, ``usage: null`` on every chunk, a
-    usage chunk with ``choices`` null or missing, reasoning as ``reasoning_content`` or
-    ``reasoning``, tool-call deltas without ``index``, and keep-alive comments (ignored). An
-    event whose data is not a JSON object is an error: the SDK reading the stream directly
-    would fail on it too.
+    usage chunk with ``choices`` null or missing, reasoning as ``reasoning_content``,
+    ``reasoning`` or OpenRouter's ``reasoning_details``, tool-call deltas without
+    ``index``, and keep-alive comments (ignored). An event whose data is not a JSON
+    object is an error: the SDK reading the stream directly would fail on it too.
     """
 
     __slots__ = (
@@ -90,12 +92,14 @@ class OpenAIChatStreamDecoder:
         "_matched_stop",
         "_next",
         "_open",
+        "_plain_reasoning",
         "_reasoning",
         "_refusal",
         "_request",
         "_started",
         "_stops",
         "_text",
+        "_tool_ids",
         "_tools",
         "_usage",
     )
@@ -110,8 +114,10 @@ class OpenAIChatStreamDecoder:
         self._text: int | None = None  # the open text block, if any
         self._refusal: int | None = None  # the open refusal (text) block, if any
         self._reasoning: int | None = None  # the open reasoning block, if any
+        self._plain_reasoning = False  # reasoning text came in reasoning(_content)
         self._audio: int | None = None  # the audio block, once audio arrived
         self._tools: dict[_ToolKey, int] = {}  # upstream tool-call key -> neutral index
+        self._tool_ids: dict[int, str] = {}  # neutral index -> call id (to name a fault)
         self._last_tool: _ToolKey = None
         self._finish: str | None = None
         self._matched_stop: str | None = None
@@ -158,10 +164,14 @@ class OpenAIChatStreamDecoder:
             self._usage = parse_usage(usage) or self._usage
         choices = chunk.get("choices")
         if isinstance(choices, list):
-            for choice in choices:
-                # n > 1 cannot be translated into one message: only choice 0 counts.
-                if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                    self._choice(choice, out)
+            try:
+                for choice in choices:
+                    # n > 1 cannot be translated into one message: only choice 0 counts.
+                    if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                        self._choice(choice, out)
+            except MalformedToolCallError as exc:  # what came before it still goes out
+                self._done = True
+                out.append(StreamError(exc))
         return out
 
     def flush(self) -> list[StreamEvent]:
@@ -196,7 +206,11 @@ class OpenAIChatStreamDecoder:
                 # (docs/protocols.md, "Chat Completions: server extensions")
                 reasoning = delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
+                self._plain_reasoning = True
                 self._reasoning_delta(reasoning, out)
+            details = delta.get("reasoning_details")
+            if details:
+                self._details(details, out)
             logprobs = choice.get("logprobs")
             if logprobs is not None:
                 logprobs = parse_logprobs(logprobs), parse_logprobs(logprobs, "refusal")
@@ -213,12 +227,13 @@ class OpenAIChatStreamDecoder:
                 self._audio_delta(audio, out)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
-                for call in calls:
-                    if isinstance(call, dict):
-                        self._tool_delta(call, out)
+                for position, call in enumerate(calls):
+                    if not isinstance(call, dict):
+                        raise MalformedToolCallError("not an object", f"tool_calls[{position}]")
+                    self._tool_delta(call, out, position)
             legacy = delta.get("function_call")
-            if isinstance(legacy, dict):
-                self._tool_delta({"index": 0, "function": legacy}, out)
+            if legacy is not None:
+                self._tool_delta({"index": 0, "function": legacy}, out, 0)
         finish = choice.get("finish_reason")
         if isinstance(finish, str) and finish:
             self._finish = finish  # held: the usage chunk and [DONE] still follow
@@ -254,6 +269,24 @@ class OpenAIChatStreamDecoder:
             index = self._reasoning = self._open_block(ReasoningPart(""), out)
         self._generated.append(text)
         out.append(ReasoningDelta(index, text))
+
+    def _details(self, details: Any, out: list[StreamEvent]) -> None:
+        """OpenRouter's ``reasoning_details`` pieces, mapped as a whole answer's are
+        (:mod:`._reasoning`). Their text is a copy of the plain field's when a server
+        sends both, so it counts only in a stream that has no plain reasoning text."""
+        for kind, value in detail_pieces(details):
+            if kind == "text":
+                if not self._plain_reasoning:
+                    self._reasoning_delta(value, out)
+            elif kind == "signature":
+                index = self._reasoning
+                if index is None:
+                    self._close_runs(out)
+                    index = self._reasoning = self._open_block(ReasoningPart(""), out)
+                out.append(SignatureDelta(index, value))
+            else:  # a redacted block of its own, closed at once (it comes whole)
+                self._close_runs(out)
+                self._close(self._open_block(ReasoningPart("", redacted=value), out), out)
 
     def _text_delta(
         self, text: str, out: list[StreamEvent], logprobs: tuple[TokenLogprob, ...] | None
@@ -292,7 +325,9 @@ class OpenAIChatStreamDecoder:
             )
         )
 
-    def _tool_delta(self, call: dict[str, Any], out: list[StreamEvent]) -> None:
+    def _tool_delta(self, call: dict[str, Any], out: list[StreamEvent], position: int) -> None:
+        """One ``tool_calls`` delta; a call no client could use (no name when it opens,
+        arguments that are not text) is a :class:`MalformedToolCallError`."""
         key = call.get("index")
         call_id = call.get("id")
         if not isinstance(key, int) or isinstance(key, bool):
@@ -300,26 +335,44 @@ class OpenAIChatStreamDecoder:
             key = ("id", call_id) if call_id and ("id", call_id) not in self._tools else None
             if key is None:
                 key = self._last_tool
-        fn = call.get("function")
         field = "arguments"
+        fn = call.get("function")
         if fn is None and "custom" in call:  # a custom tool's call: its input is raw text
             fn, field = call["custom"], "input"
-        fn = fn if isinstance(fn, dict) else {}
         index = self._tools.get(key)
+        if fn is None:
+            fn = {}
+        elif not isinstance(fn, dict):
+            where, call_id = self._named(key, position, call_id, index)
+            raise MalformedToolCallError("its function is not an object", where, call_id)
         if index is None:
             self._close_runs(out)
             name = fn.get("name")
+            if not isinstance(name, str) or not name:
+                name = call_name(name, *self._named(key, position, call_id, index))  # raises
             part = ToolCallPart(
                 id=call_id if isinstance(call_id, str) and call_id else random_id("call_"),
-                name=name if isinstance(name, str) else "",
+                name=name,
                 kind="custom" if field == "input" else "function",
             )
             index = self._tools[key] = self._open_block(part, out)
+            self._tool_ids[index] = part.id
         self._last_tool = key
         args = fn.get(field)
-        if isinstance(args, str) and args:
+        if args is not None and not isinstance(args, str):
+            where, call_id = self._named(key, position, call_id, index)
+            args = call_arguments(args, where, call_id, field, text=field == "input")
+        if args:
             self._generated.append(args)
             out.append(ArgumentsDelta(index, args))
+
+    def _named(
+        self, key: _ToolKey, position: int, call_id: Any, index: int | None
+    ) -> tuple[str, Any]:
+        """How a faulty call is named: where the upstream wrote it, and its id (looked
+        up for a continuation delta, which carries none). Only a fault pays for it."""
+        where = f"tool_calls[{key if isinstance(key, int) else position}]"
+        return where, call_id or (self._tool_ids.get(index) if index is not None else None)
 
     def _end(self) -> list[StreamEvent]:
         self._done = True

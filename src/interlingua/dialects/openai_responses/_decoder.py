@@ -35,7 +35,7 @@ from ...core import (
     ToolCallPart,
     UnknownPart,
 )
-from ...errors import InterlinguaError, UpstreamError
+from ...errors import InterlinguaError, MalformedToolCallError, UpstreamError
 from ...sse import SSEEvent
 from .._common import random_id
 from ..openai_chat.errors import error_from_payload
@@ -45,6 +45,7 @@ __all__ = ["ResponsesStreamDecoder"]
 
 _Key = tuple[int, int]  # (output_index, content index; 0 for reasoning and calls)
 _MODELLED = ("reasoning", "function_call", "custom_tool_call", "message")
+_ARGUMENTS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
 
 
 def _int(value: Any) -> int:
@@ -59,7 +60,17 @@ class ResponsesStreamDecoder:
     events fail it (StreamError). Unknown event types are ignored.
     """
 
-    __slots__ = ("_blocks", "_done", "_filled", "_items", "_next", "_open", "_started", "_tools")
+    __slots__ = (
+        "_blocks",
+        "_call_ids",
+        "_done",
+        "_filled",
+        "_items",
+        "_next",
+        "_open",
+        "_started",
+        "_tools",
+    )
 
     def __init__(self, request: Request) -> None:
         del request  # nothing in the request changes how a Responses stream reads
@@ -71,6 +82,7 @@ class ResponsesStreamDecoder:
         self._open: list[int] = []  # open neutral blocks, in opening order
         self._filled: set[int] = set()  # neutral blocks that received content
         self._tools = False  # a tool call was seen (TOOL_USE at the end)
+        self._call_ids: dict[int, Any] = {}  # output_index -> call id, to name a fault
 
     def feed(self, event: SSEEvent) -> list[StreamEvent]:
         """One SSE event -> zero or more neutral events."""
@@ -95,7 +107,10 @@ class ResponsesStreamDecoder:
         out: list[StreamEvent] = []
         if not self._started and kind != "error":
             self._start(data.get("response") if kind == "response.created" else None, out)
-        handler(self, data, out)
+        try:
+            handler(self, data, out)
+        except MalformedToolCallError as exc:  # a call no client could use ends the stream
+            out.extend(self._fail(exc))
         return out
 
     def flush(self) -> list[StreamEvent]:
@@ -149,7 +164,8 @@ class ResponsesStreamDecoder:
             self._open_block((position, 0), part[0], out)
         elif kind in ("function_call", "custom_tool_call"):
             self._tools = True
-            (call,) = parse_item(item)
+            self._call_ids[position] = item.get("call_id")
+            (call,) = parse_item(item, f"output[{position}]")
             assert isinstance(call, ToolCallPart)
             index = self._open_block((position, 0), call, out)
             if call.arguments:
@@ -181,6 +197,8 @@ class ResponsesStreamDecoder:
         if kind == "response.output_text.delta":
             logprobs = parse_logprobs(data.get("logprobs"))
         if not isinstance(delta, str) or not (delta or logprobs):
+            if delta is not None and not isinstance(delta, str) and kind in _ARGUMENTS:
+                raise self._bad_arguments(data)
             return
         text = kind in ("response.output_text.delta", "response.refusal.delta")
         sub = _int(data.get("content_index")) if text else 0  # one block per reasoning item
@@ -194,6 +212,12 @@ class ResponsesStreamDecoder:
             out.append(ReasoningDelta(index, delta))
         else:
             out.append(ArgumentsDelta(index, delta))
+
+    def _bad_arguments(self, data: dict[str, Any]) -> MalformedToolCallError:
+        """An arguments delta that is not text: the call cannot be read."""
+        position = _int(data.get("output_index"))
+        where, call_id = f"output[{position}]", self._call_ids.get(position)
+        return MalformedToolCallError("an arguments delta that is not a string", where, call_id)
 
     def _item_done(self, data: dict[str, Any], out: list[StreamEvent]) -> None:
         """Close the item's blocks, sending first what only the finished item holds."""
@@ -209,7 +233,7 @@ class ResponsesStreamDecoder:
             if item.get("type") == "message":
                 self._message_parts(position, item, out)
         self._items.pop(position, None)
-        parts = parse_item(item)
+        parts = parse_item(item, f"output[{position}]")
         subs = sorted(sub for (pos, sub) in self._blocks if pos == position)
         for sub, part in zip(subs, parts, strict=False):
             index = self._blocks[(position, sub)]

@@ -28,7 +28,7 @@ from ...core import (
     Usage,
 )
 from ...errors import UpstreamError
-from .._common import random_id
+from .._common import call_arguments, call_name, random_id
 from ..openai_chat.errors import error_from_payload
 from ._items import DIALECT_NAME
 from .request import INSTRUCTIONS
@@ -401,8 +401,10 @@ def _item_meta(item: dict[str, Any]) -> dict[str, Any]:
     return {"id": iid} if isinstance(iid, str) and iid else {}
 
 
-def parse_item(item: Any) -> list[Part]:
-    """One output item -> its neutral parts (a message may hold several contents)."""
+def parse_item(item: Any, where: str = "output item") -> list[Part]:
+    """One output item -> its neutral parts (a message may hold several contents). A
+    call no client could use (no name, arguments neither text nor an object) is a
+    :class:`MalformedToolCallError` naming it by ``where`` (``output[1]``)."""
     if not isinstance(item, dict):
         return []
     kind = item.get("type")
@@ -433,11 +435,13 @@ def parse_item(item: Any) -> list[Part]:
         return [ReasoningPart(text, signature=signature, meta=meta)]
     if kind in ("function_call", "custom_tool_call"):
         custom = kind == "custom_tool_call"
+        call_id = item.get("call_id")
+        field = "input" if custom else "arguments"
         return [
             ToolCallPart(
-                id=_str(item, "call_id") or random_id("call_"),
-                name=_str(item, "name"),
-                arguments=_str(item, "input" if custom else "arguments"),
+                id=call_id if isinstance(call_id, str) and call_id else random_id("call_"),
+                name=call_name(item.get("name"), where, call_id),
+                arguments=call_arguments(item.get(field), where, call_id, field, text=custom),
                 meta=_item_meta(item),
                 kind="custom" if custom else "function",
             )
@@ -464,7 +468,9 @@ def parse_response(body: Any) -> Response:
         raise UpstreamError("upstream returned no response object", status=502, body=body)
     if body.get("status") == "failed" or body.get("error"):
         raise error_from_payload(body.get("error") or "upstream response failed")
-    parts = [part for item in body["output"] for part in parse_item(item)]
+    parts = [
+        part for i, item in enumerate(body["output"]) for part in parse_item(item, f"output[{i}]")
+    ]
     has_calls = any(isinstance(p, ToolCallPart) for p in parts)
     created = body.get("created_at")
     return Response(

@@ -52,7 +52,7 @@ from starlette.types import Receive, Scope, Send
 from ...core import Request, StopReason, StreamEnd, StreamStart, Usage
 from ...dialects import get_dialect, random_id
 from ...dialects.relay import RELAYED_HEADERS
-from ...errors import InterlinguaError, InvalidRequestError
+from ...errors import InterlinguaError, InvalidRequestError, request_id_note
 from ...sse import SSEDecoder
 from ..asgi_io import BytesResponse, StreamOutcome, StreamResponse
 from ..drain import Drain, shutting_down_error
@@ -113,8 +113,7 @@ class ResponsesSocket:
         except InterlinguaError as err:
             await self._deny(scope, send, err, conn_id)
             return
-        ids = [(b"x-request-id", conn_id.encode()), (b"request-id", conn_id.encode())]
-        await send({"type": "websocket.accept", "headers": ids})
+        await send({"type": "websocket.accept", "headers": _id_headers(conn_id)})
         control = scope.get("state", {}).get(SOCKET_STATE)
         await _Session(self.host, headers, receive, send, conn_id, control).run()
 
@@ -126,7 +125,8 @@ class ResponsesSocket:
             await send({"type": "websocket.close", "code": 1008})  # the server makes it a 403
             return
         start = {"type": "websocket.http.response.start", "status": response.status}
-        await send({**start, "headers": response.headers})
+        headers = [*response.headers, *_id_headers(conn_id)]  # the id its message names
+        await send({**start, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": response.body})
 
 
@@ -156,6 +156,9 @@ class _Session:
         self.started = False  # the response in flight has sent its first event
         self.last_create: dict[str, Any] | None = None  # for response.append
         self.last_id = ""
+        #: the id of the turn being answered (each is a request of its own), which its
+        #: errors name; the connection's until the first turn
+        self.turn_id = conn_id
         self.task = asyncio.current_task()
 
     # -- the loop -----------------------------------------------------------------------
@@ -241,7 +244,10 @@ class _Session:
             try:
                 if self.started:
                     bare = Request(model="", messages=())  # the error needs only the dialect
-                    await self._send_sse(self.gateway.stream_error_bytes(RESPONSES, bare, error))
+                    failed = self.gateway.stream_error_bytes(
+                        RESPONSES, bare, error, request_id=self.turn_id
+                    )
+                    await self._send_sse(failed)
                 else:
                     await self._send_error(error)
             except _ClientGone:
@@ -256,7 +262,8 @@ class _Session:
         status = 200
         # each turn is a request of its own: its id for the attempts' log lines and its
         # usage record (the connection keeps its own id)
-        token = REQUEST_ID.set(new_request_id())
+        self.turn_id = new_request_id()
+        token = REQUEST_ID.set(self.turn_id)
         try:
             event = _parse_frame(frame)
             kind = str(event.get("type"))
@@ -438,7 +445,7 @@ class _Session:
         return None
 
     async def _send_error(self, error: InterlinguaError) -> int:
-        response = self.gateway.error_response(RESPONSES, error, self.conn_id)
+        response = self.gateway.error_response(RESPONSES, error, self.turn_id)
         return await self._send_error_response(response, None)
 
     async def _send_error_response(self, response: BytesResponse, stream_id: Any) -> int:
@@ -455,7 +462,7 @@ class _Session:
             "type": "invalid_request_error",
             "code": "steering_not_supported",
             "message": "This gateway does not support steering; send the input in the next "
-            "response.create instead.",
+            "response.create instead." + request_id_note(self.turn_id),
         }
         failed = {"type": "response.steer.failed", "sequence_number": 0, "error": error}
         await self._send_text(orjson.dumps({**failed, "steer": steer}).decode())
@@ -477,6 +484,11 @@ def _parse_frame(frame: str | bytes) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise InvalidRequestError("The frame must be a JSON object.", code="invalid_frame")
     return event
+
+
+def _id_headers(request_id: str) -> list[tuple[bytes, bytes]]:
+    """The request id under both its names, as the HTTP path sends it."""
+    return [(b"x-request-id", request_id.encode()), (b"request-id", request_id.encode())]
 
 
 def _json_field(name: str, value: Any) -> str:
