@@ -40,6 +40,7 @@ __all__ = [
     "CallOptions",
     "ChatResult",
     "JSONExtractionError",
+    "StreamedFold",
     "StructuredOutputError",
     "ToolArgumentsError",
     "ToolCall",
@@ -215,17 +216,97 @@ def extract_json(text: str) -> Any:
 
 
 def fold_reasoning(reasoning: str, text: str) -> str:
-    """``text`` with ``reasoning`` in front as a ``<think>`` block (datastudio BaseAPI's
-    exact format, which data pipelines parse); ``text`` alone when there is no reasoning.
+    """``text`` with ``reasoning`` in front as a ``<think>`` block, byte for byte as
+    datastudio BaseAPI writes it (data pipelines parse it):
+    ``"<think>\\n" + reasoning.strip() + "\\n</think>\\n\\n" + text.strip()``.
 
-    >>> fold_reasoning("2 + 2 is 4", "4")
+    Without reasoning (``""``) the formula does not apply and ``text`` is returned as it
+    is, unstripped: a pipeline whose model gave no reasoning sees the server's text.
+    Reasoning of whitespace alone is reasoning: an empty think block.
+
+    >>> fold_reasoning("\\n2 + 2 is 4\\n", "\\n\\n4")
     '<think>\\n2 + 2 is 4\\n</think>\\n\\n4'
-    >>> fold_reasoning("", "4")
-    '4'
+    >>> fold_reasoning("", " 4 ")
+    ' 4 '
     """
     if not reasoning:
         return text
-    return f"<think>\n{reasoning}\n</think>\n\n{text}"
+    return f"{_THINK_OPEN}{reasoning.strip()}{THINK_CLOSE}{text.strip()}"
+
+
+_THINK_OPEN = "<think>\n"
+#: what ends the think block, before the answer
+THINK_CLOSE = "\n</think>\n\n"
+
+
+class StreamedFold:
+    """:func:`fold_reasoning`, piece by piece: the pieces returned join to the fold of the
+    joined parts, byte for byte.
+
+    Stripping a part's ends means not knowing, while it streams, whether whitespace is
+    padding or lies between words: trailing whitespace is held until more text of the
+    part comes (then released in place) or the part ends (then dropped). Reasoning opens
+    the think block with its first non-empty piece; an answer that started before any
+    reasoning is an answer without reasoning and is passed through untouched, and
+    reasoning arriving after the answer began is left out (a stream cannot go back to put
+    it in front; ``result.text`` has it).
+
+    >>> f = StreamedFold()
+    >>> [f.reasoning("\\nhm \\n"), f.text("\\n\\nok "), f.text("then\\n"), f.end()]
+    ['<think>\\nhm', '\\n</think>\\n\\nok', ' then', '']
+    """
+
+    __slots__ = ("_held", "_lead", "_state")
+
+    def __init__(self) -> None:
+        self._state = _BEFORE
+        self._lead = True  # the current part has not shown a non-space character yet
+        self._held = ""  # whitespace at the current part's end, so far
+
+    def reasoning(self, piece: str) -> str:
+        """The text to show for a piece of reasoning."""
+        if not piece or self._state > _THINKING:
+            return ""
+        head = ""
+        if self._state == _BEFORE:
+            self._state, head = _THINKING, _THINK_OPEN
+        return head + self._stripped(piece)
+
+    def text(self, piece: str) -> str:
+        """The text to show for a piece of the answer."""
+        if not piece:
+            return ""
+        if self._state == _BEFORE:
+            self._state = _VERBATIM
+        if self._state == _VERBATIM:
+            return piece
+        head = ""
+        if self._state == _THINKING:
+            self._state, self._lead, self._held, head = _ANSWER, True, "", THINK_CLOSE
+        return head + self._stripped(piece)
+
+    def end(self) -> str:
+        """What is left to show once the stream ended (held whitespace is dropped)."""
+        self._held = ""
+        return THINK_CLOSE if self._state == _THINKING else ""
+
+    def _stripped(self, piece: str) -> str:
+        if self._lead:
+            piece = piece.lstrip()
+            if not piece:
+                return ""
+            self._lead = False
+        body = piece.rstrip()
+        if not body:
+            self._held += piece
+            return ""
+        out = self._held + body if self._held else body
+        self._held = piece[len(body) :]
+        return out
+
+
+# StreamedFold's states, in the order a stream goes through them.
+_BEFORE, _THINKING, _ANSWER, _VERBATIM = 0, 1, 2, 3
 
 
 def is_empty_answer(response: Response) -> bool:

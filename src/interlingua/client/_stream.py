@@ -47,7 +47,7 @@ from ..dialects import Dialect, EventDecoder
 from ..limits import Slot
 from ._audio import with_audio_format
 from ._errors import APIConnectionError, APIError, error_from_stream
-from ._outputs import CallOptions, ChatResult, validate_structured
+from ._outputs import CallOptions, ChatResult, StreamedFold, validate_structured
 from ._policy import Policy
 from ._transport import Answer, Transport, request_id
 
@@ -219,18 +219,16 @@ class ChatStream:
         )
 
     async def text_stream(self) -> AsyncIterator[str]:
-        """Just the answer text, piece by piece, refusals apart (with think_tags, the
-        reasoning first in the ``<think>\\n…\\n</think>\\n\\n`` of
-        :func:`~interlingua.client.fold_reasoning`, so the pieces join to ``result.text``)."""
-        think = self._options is not None and self._options.think_tags
-        thinking = False
+        """Just the answer text, piece by piece, refusals apart. With think_tags, the
+        reasoning first as :func:`~interlingua.client.fold_reasoning` writes it, padding
+        stripped as it streams (:class:`~interlingua.client.StreamedFold`), so the pieces
+        join to ``result.text``."""
+        fold = StreamedFold() if self._options is not None and self._options.think_tags else None
         refusals: set[int] = set()
         async for event in self:
-            if isinstance(event, ReasoningDelta) and think:
-                if not thinking:
-                    thinking = True
-                    yield "<think>\n"
-                yield event.text
+            if isinstance(event, ReasoningDelta):
+                if fold is not None and (piece := fold.reasoning(event.text)):
+                    yield piece
             elif (
                 isinstance(event, BlockStart)
                 and isinstance(event.part, TextPart)
@@ -238,12 +236,11 @@ class ChatStream:
             ):
                 refusals.add(event.index)
             elif isinstance(event, TextDelta) and event.index not in refusals:
-                if thinking:
-                    thinking = False
-                    yield _THINK_END
-                yield event.text
-        if thinking:
-            yield _THINK_END
+                piece = event.text if fold is None else fold.text(event.text)
+                if piece:
+                    yield piece
+        if fold is not None and (piece := fold.end()):
+            yield piece
 
     async def final(self) -> ChatResult:
         """Read whatever is left and return the folded answer."""
@@ -252,9 +249,6 @@ class ChatStream:
         if self.result is None:
             raise RuntimeError("the stream has already been closed before it ended")
         return self.result
-
-
-_THINK_END = "\n</think>\n\n"
 
 
 def _is_token(event: StreamEvent) -> bool:
