@@ -286,4 +286,4 @@ def batch_command(args: argparse.Namespace) -> int:
 
         settings = RaySettings(address=args.address, actors=args.actors, state_url=args.state_url)
         return run_ray_batch(options, settings)
-    return run_batch(options)
+    return run_batch(options, show_logs=True)

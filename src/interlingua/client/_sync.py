@@ -314,11 +314,15 @@ class Client:
         *,
         estimated_tokens: int = 0,
         retry_on_empty: bool = False,
+        log_failure: bool = True,
     ) -> RawReply:
         """POST a ready body with retries and rate limits; see :meth:`AsyncClient.send_raw`."""
         return self._runner.run(
             self._async.send_raw(
-                body, estimated_tokens=estimated_tokens, retry_on_empty=retry_on_empty
+                body,
+                estimated_tokens=estimated_tokens,
+                retry_on_empty=retry_on_empty,
+                log_failure=log_failure,
             )
         )
 
