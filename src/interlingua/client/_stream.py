@@ -43,7 +43,7 @@ from ..core import (
     ToolCallPart,
 )
 from ..core.fold import Folder
-from ..dialects import Dialect, EventDecoder
+from ..dialects import Dialect, RawEventDecoder
 from ..limits import Slot
 from ._audio import with_audio_format
 from ._errors import APIConnectionError, APIError, error_from_stream
@@ -159,7 +159,7 @@ class ChatStream:
         assert self._answer is not None and self._request is not None
         transport = self._transport
         read, errors = self._answer.readany, transport.errors
-        events = EventDecoder(self._codec, self._request)
+        events = RawEventDecoder(self._codec, self._request)
         chunk = self._first
         try:
             while chunk:
@@ -196,11 +196,13 @@ class ChatStream:
         return event
 
     def _finish_result(self) -> ChatResult:
-        assert self._options is not None
+        assert self._options is not None and self._request is not None
         options = self._options
-        assert self._request is not None
-        response = with_audio_format(self._folder.result(), self._request)
-        result = ChatResult(response, None, self.request_id, options.think_tags)
+        request = self._request
+        response = with_audio_format(self._folder.result(), request)
+        # raw: the folded answer as the dialect's body, as a plain call's raw is its body
+        raw = self._codec.render_response(response, request)
+        result = ChatResult(response, raw, self.request_id, options.think_tags)
         now = time.perf_counter()
         result.latency = now - self._started
         first = self._first_token

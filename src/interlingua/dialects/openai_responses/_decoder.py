@@ -59,10 +59,14 @@ class ResponsesStreamDecoder:
     events fail it (StreamError). Unknown event types are ignored.
     """
 
-    __slots__ = ("_blocks", "_done", "_filled", "_items", "_next", "_open", "_started", "_tools")
+    __slots__ = (
+        "_blocks", "_done", "_filled", "_items", "_next", "_open", "_started", "_tools", "last"
+    )  # fmt: skip
 
     def __init__(self, request: Request) -> None:
         del request  # nothing in the request changes how a Responses stream reads
+        #: the JSON of the event fed last (see StreamDecoder)
+        self.last: Any = None
         self._started = False
         self._done = False
         self._next = 0  # the next neutral block index
@@ -77,7 +81,7 @@ class ResponsesStreamDecoder:
         if self._done:
             return []
         try:
-            data = orjson.loads(event.data)
+            data = self.last = orjson.loads(event.data)
         except orjson.JSONDecodeError:
             data = None
         if not isinstance(data, dict):
