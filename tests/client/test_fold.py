@@ -5,9 +5,6 @@ plain result, in a stream's ``text_stream()`` piece by piece, and in the batch r
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +14,7 @@ from interlingua.core import ReasoningPart, Response, TextPart
 from interlingua.text.think import ThinkSplitter
 
 from .conftest import FakeServer, Stream
+from .test_answers import chunk
 
 
 def basapi(reasoning: str, answer: str) -> str:
@@ -82,14 +80,6 @@ def test_the_gateways_split_then_the_clients_fold_is_the_original(
     text = "".join(t for kind, t in segments if kind == "text")
     if thought:
         assert fold_reasoning(thought, text) == written
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    payload = {
-        "id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }  # fmt: skip
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
 async def test_a_streams_text_equals_the_results_with_padding(server: FakeServer) -> None:

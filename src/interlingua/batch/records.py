@@ -288,32 +288,22 @@ def error_record(
 
 
 def failed_line(
-    custom_id: str | None,
-    code: str,
-    message: str,
-    *,
-    status: int | None = None,
-    request_id: str | None = None,
-    body: Any = None,
-    line_no: int | None = None,
-    attempts: int | None = None,
+    custom_id: str | None, code: str, message: str, *, attempts: int | None = None, **record: Any
 ) -> bytes:
-    """:func:`error_record`, logged at WARNING once (``attempts``: the calls made, for
-    the log line only)."""
+    """:func:`error_record` (``record``: its keyword arguments), logged at WARNING once;
+    ``attempts``, the calls made, is for the log line only."""
     if log.isEnabledFor(logging.WARNING):
+        line_no, status = record.get("line_no"), record.get("status")
         who = f"line {line_no}" if line_no is not None else "an unreadable line"
         if custom_id is not None:
             who = f"custom_id {custom_id!r}"
         facts = [code]
         if status is not None:
-            facts.append(f"HTTP {status}, request id {request_id or 'none'}")
+            facts.append(f"HTTP {status}, request id {record.get('request_id') or 'none'}")
         if attempts is not None:
             facts.append(f"{attempts} attempt" + ("s" if attempts != 1 else ""))
         log.warning("batch: %s failed (%s): %s", who, ", ".join(facts), message)
-    return error_record(
-        custom_id, code, message, status=status, request_id=request_id, body=body,
-        line_no=line_no,
-    )  # fmt: skip
+    return error_record(custom_id, code, message, **record)
 
 
 @dataclass(frozen=True, slots=True)
