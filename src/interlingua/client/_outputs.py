@@ -11,8 +11,10 @@ decoded body), ``.parsed`` for structured output, and the call's timings ``.ttft
 :func:`normalize_usage` reads token counts from any backend's shape -- OpenAI
 (``prompt_tokens``…), Anthropic (``input_tokens`` + cache counts), Ollama
 (``prompt_eval_count``/``eval_count``), vLLM (OpenAI's, details often null), the Responses
-API (``input_tokens_details``) -- into one :class:`~interlingua.core.Usage`, where
-``input_tokens`` counts *all* input, cache included (the neutral convention).
+API (``input_tokens_details``), and the odd ones proxies write (counts as strings,
+reasoning at the top level, Anthropic's cache fields in an OpenAI usage) -- into one
+:class:`~interlingua.core.Usage`, where ``input_tokens`` counts *all* input, cache
+included (the neutral convention).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..core import (
     ToolCallPart,
     Usage,
 )
+from ..dialects.loose_usage import loose_usage
 from ._audio import Audio
 
 __all__ = [
@@ -86,52 +89,28 @@ class CallOptions:
 # --- usage -------------------------------------------------------------------------------
 
 
-def _n(obj: Any, *keys: str) -> int:
-    """The first of ``keys`` in ``obj`` holding a number, as an int >= 0 (else 0)."""
-    if not isinstance(obj, dict):
-        return 0
-    for key in keys:
-        value = obj.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return max(0, int(value))
-    return 0
-
-
 def normalize_usage(raw: Any) -> Usage:
     """Token counts from a response body or a ``usage`` object of any backend.
+
+    Read as every usage reader of the package reads an odd one
+    (:func:`~interlingua.dialects.loose_usage.loose_usage`): counts written as strings
+    or floats, reasoning tokens at the top level, Anthropic's cache fields in an OpenAI
+    usage (a proxy's: ``prompt_tokens`` stays the whole input) are all read.
 
     >>> normalize_usage({"prompt_eval_count": 12, "eval_count": 5}).total_tokens
     17
     >>> normalize_usage({"input_tokens": 10, "cache_read_input_tokens": 90,
     ...                  "output_tokens": 3}).input_tokens
     100
+    >>> normalize_usage({"usage": {"prompt_tokens": "12", "completion_tokens": "3"}}).total_tokens
+    15
     """
     if not isinstance(raw, dict):
         return Usage()
     usage = raw.get("usage")
     if isinstance(usage, dict) and not _has_counts(raw):
         raw = usage
-    if "cache_creation_input_tokens" in raw or "cache_read_input_tokens" in raw:
-        # Anthropic: input_tokens excludes the cache traffic
-        # (docs/protocols.md, "Usage and caching").
-        write = _n(raw, "cache_creation_input_tokens")
-        read = _n(raw, "cache_read_input_tokens")
-        return Usage(
-            input_tokens=_n(raw, "input_tokens") + write + read,
-            output_tokens=_n(raw, "output_tokens"),
-            cache_read_tokens=read,
-            cache_write_tokens=write,
-            reasoning_tokens=_n(raw.get("output_tokens_details"), "thinking_tokens"),
-        )
-    prompt_details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details")
-    completion_details = raw.get("completion_tokens_details") or raw.get("output_tokens_details")
-    return Usage(
-        input_tokens=_n(raw, "prompt_tokens", "input_tokens", "prompt_eval_count"),
-        output_tokens=_n(raw, "completion_tokens", "output_tokens", "eval_count"),
-        cache_read_tokens=_n(prompt_details, "cached_tokens") or _n(raw, "prompt_cache_hit_tokens"),
-        cache_write_tokens=_n(prompt_details, "cache_write_tokens"),
-        reasoning_tokens=_n(completion_details, "reasoning_tokens", "thinking_tokens"),
-    )
+    return loose_usage(raw)
 
 
 def _has_counts(obj: dict[str, Any]) -> bool:
