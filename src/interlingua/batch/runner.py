@@ -262,6 +262,8 @@ class BatchRunner:
             self.stats.finished = _now()
             self._writer.close()
             progress.close()
+            # A pipeline's long-lived client must not keep this run's images.
+            self.client.clear_cache()
             if self._owns_client:
                 await self.client.aclose()
         if self._fatal is not None:

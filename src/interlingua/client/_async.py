@@ -47,6 +47,7 @@ from ._build import (
     to_tools,
 )
 from ._generate import Batch, Failure, generate_iter, generate_list
+from ._images import release_memory
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
 from ._outputs import (
     CallOptions,
@@ -192,6 +193,12 @@ class AsyncClient:
         """Close the pooled connections (an injected session or transport is left open)."""
         if self._owns_transport:
             await self._transport.aclose()
+
+    def clear_cache(self) -> None:
+        """Drop the cached image encodings and hand the memory back (``generate`` and the
+        batch runner do it when a batch ends; see :func:`~._images.release_memory`)."""
+        self.inputs.cache.clear()
+        release_memory()
 
     # --- building ----------------------------------------------------------------------
 
@@ -489,7 +496,7 @@ class AsyncClient:
         both); ``retry_on_empty`` is on unless they say otherwise. ``concurrency``
         defaults to the client's (its ``rate_limit`` max_concurrency, else its
         connection pool); rate limits apply as to every call. ``progress=True`` shows a
-        tqdm bar. A failed item is a :class:`~interlingua.client.Failure` (the typed
+        tqdm bar. When the batch ends the image cache is dropped (:meth:`clear_cache`). A failed item is a :class:`~interlingua.client.Failure` (the typed
         error, attempts, request id) with ``on_error="return"``; ``on_error="raise"``
         cancels the rest and raises the first failure's error.
         """
@@ -533,6 +540,7 @@ class AsyncClient:
         return Batch(
             self.chat, items, settings, width, CHAT_KEYS, progress,
             raise_first=on_error == "raise", retries=lambda: self._policy.retries,
+            ended=self.clear_cache,
         )  # fmt: skip
 
     # --- answers -----------------------------------------------------------------------

@@ -308,6 +308,10 @@ class Client:
             self._async.run_tools(prompt, tools, max_turns=max_turns, specs=specs, **kwargs)
         )
 
+    def clear_cache(self) -> None:
+        """Drop the cached image encodings; see :meth:`AsyncClient.clear_cache`."""
+        self._async.clear_cache()
+
     def send_raw(
         self,
         body: Mapping[str, Any] | bytes,
