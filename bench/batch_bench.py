@@ -94,13 +94,18 @@ def say(message: str) -> None:
 
 
 def serve_mock(delay: float) -> None:
-    """Answer every POST after ``delay`` s; GET /stats reports and resets the counters."""
+    """Answer every POST after ``delay`` s (a stream when the body asks for one: the
+    bench's 20-chunk answer); GET /stats reports and resets the counters."""
     from aiohttp import web
+
+    from .mock import openai_stream
+
+    streamed = openai_stream()
 
     state = {"in_flight": 0, "peak": 0, "requests": 0}
 
     async def answer(request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.read()
         state["in_flight"] += 1
         state["requests"] += 1
         state["peak"] = max(state["peak"], state["in_flight"])
@@ -108,6 +113,11 @@ def serve_mock(delay: float) -> None:
             await asyncio.sleep(delay)
         finally:
             state["in_flight"] -= 1
+        if b'"stream":true' in body:
+            return web.Response(
+                body=streamed, content_type="text/event-stream",
+                headers={"x-request-id": "req_bench"},
+            )  # fmt: skip
         return web.Response(
             body=ANSWER, content_type="application/json", headers={"x-request-id": "req_bench"}
         )

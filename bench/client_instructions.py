@@ -17,7 +17,10 @@ start-up excluded. Paths:
 * ``generate``: ``AsyncClient.generate()`` over the items' messages (prepare, render,
   send, read the answer into a ``ChatResult``, keep it), as ``batch_bench`` runs it;
 * ``raw``: ``AsyncClient.send_raw(body, retry_on_empty=True)`` from as many workers,
-  the CLI runner's per-item call: the floor ``generate`` is measured against.
+  the CLI runner's per-item call: the floor ``generate`` is measured against;
+* ``stream``: ``AsyncClient.stream(messages)`` read to its end (every event, then
+  ``final()``) from as many workers, against the mock's 20-chunk streamed answer: the
+  client's streaming loop.
 
 Kernel work (the sockets) is not counted. Needs Debian's ``valgrind``.
 """
@@ -38,7 +41,7 @@ import orjson
 from .batch_bench import _run_loop, write_input
 from .instructions import callgrind_total
 
-PATHS = ("generate", "raw")
+PATHS = ("generate", "raw", "stream")
 
 
 def run_child(path: str, inp: Path, count: int, base_url: str, concurrency: int) -> None:
@@ -53,6 +56,18 @@ def run_child(path: str, inp: Path, count: int, base_url: str, concurrency: int)
                 items = [row["messages"] for row in rows]
                 results = await c.generate(items, concurrency=concurrency, max_tokens=64)
                 failed = [r for r in results if not isinstance(r, ChatResult)]
+            elif path == "stream":
+                prompts = iter([row["messages"] for row in rows])
+                failed = []
+
+                async def reader() -> None:
+                    for messages in prompts:
+                        async with c.stream(messages, max_tokens=64) as stream:
+                            async for _ in stream:
+                                pass
+                            await stream.final()
+
+                await asyncio.gather(*(reader() for _ in range(concurrency)))
             else:
                 bodies = iter([orjson.dumps({**row, "max_tokens": 64}) for row in rows])
                 failed = []

@@ -123,7 +123,7 @@ async def test_retry_after_honoured(
     assert len(server.seen) == 2
     (record,) = [r for r in caplog.records if r.name == "interlingua.client"]
     assert record.levelno == logging.DEBUG
-    assert "in 3.00s (retry 1 of 2): HTTP 429" in record.getMessage()
+    assert "in 3.00s (retry 1 of 2; HTTP 429, request id req_1): HTTP 429" in record.getMessage()
 
 
 async def test_retry_after_ms_preferred(client: AsyncClient, server: FakeServer) -> None:

@@ -26,17 +26,25 @@ from interlingua.dialects.relay_usage import body_counts, usage_counts
             (58, 17, 8, 5),
         ),
         ({"completion_tokens": 3}, (0, 3, 0, 0)),
-        # values that are no count: bools, negatives, text, floats, details not objects
+        # values that are no count: bools, negatives, text, details not objects
         (
             {
                 "prompt_tokens": True,
                 "completion_tokens": -4,
                 "prompt_tokens_details": [1],
-                "completion_tokens_details": {"reasoning_tokens": "7"},
+                "completion_tokens_details": {"reasoning_tokens": "seven"},
             },
             (0, 0, 0, 0),
         ),
-        ({"prompt_tokens": 2.5, "completion_tokens": None}, (0, 0, 0, 0)),
+        # counts written oddly are read: numbers as strings, floats
+        (
+            {
+                "prompt_tokens": 2.5,
+                "completion_tokens": None,
+                "completion_tokens_details": {"reasoning_tokens": "7"},
+            },
+            (2, 0, 0, 7),
+        ),
         # Messages: input excludes the cache; cached is the reads
         (
             {
@@ -67,7 +75,7 @@ def test_usage_counts(usage: dict[str, object], counts: tuple[int, int, int, int
 
 def _random_usage(pick: random.Random) -> object:
     """A usage object of any dialect's fields, each a count or something that is not."""
-    odd = [None, True, False, -1, 1.5, "7", [], {}, 2**63]
+    odd = [None, True, False, -1, 1.5, "7", " 12 ", "x", [], {}, 2**63]
     value = lambda: pick.randrange(0, 10**6) if pick.random() < 0.8 else pick.choice(odd)  # noqa: E731
     detail = lambda: (  # noqa: E731
         {k: value() for k in ("cached_tokens", "reasoning_tokens", "audio_tokens")
@@ -80,6 +88,7 @@ def _random_usage(pick: random.Random) -> object:
         "cache_creation_input_tokens": value, "prompt_tokens_details": detail,
         "completion_tokens_details": detail, "input_tokens_details": detail,
         "output_tokens_details": detail, "service_tier": lambda: "standard",
+        "reasoning_tokens": value, "prompt_cache_hit_tokens": value,
     }  # fmt: skip
     chosen = pick.sample(sorted(fields), pick.randrange(0, len(fields) + 1))
     return {name: fields[name]() for name in chosen} if pick.random() < 0.95 else pick.choice(odd)

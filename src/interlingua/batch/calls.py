@@ -23,7 +23,9 @@ text with its reasoning in front (:mod:`.fold`).
 
 The encoded request (images included) lives only in this call's frame: once the call
 returns it is garbage, so memory follows the number of calls in flight, not the file.
-Every failure becomes an error line; nothing here raises except cancellation.
+Every failure becomes an error line, logged once at WARNING by
+:func:`~.records.failed_line` (the client is asked not to log it a second time);
+nothing here raises except cancellation.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from ..core.tokens import estimate_request_tokens
 from ..dialects import Dialect, get_dialect
 from ..errors import InterlinguaError
 from .fold import fold_body
-from .records import BatchItem, LineError, error_record, success_record
+from .records import BatchItem, LineError, error_record, failed_line, success_record
 
 __all__ = ["Defaults", "Outcome", "call_item", "failure_kind"]
 
@@ -125,22 +127,23 @@ async def call_item(client: AsyncClient, item: BatchItem, defaults: Defaults) ->
         return await _call_simple_line(client, item, defaults)
     except APIError as exc:
         code, label = failure_kind(exc)
-        line = error_record(
+        line = failed_line(
             cid,
             code,
             exc.message,
             status=exc.status,
             request_id=exc.request_id,
             body=exc.body,
+            attempts=exc.attempts,
         )
         return Outcome(line, label)
     except (LineError, InterlinguaError, InputError, ValueError, TypeError) as exc:
         # The line itself is wrong (a codec rejected its body, an image cannot be read):
         # no request was made; the message names the field.
         message = getattr(exc, "message", None) or str(exc)
-        return Outcome(error_record(cid, "invalid_request", message), "invalid_request")
+        return Outcome(failed_line(cid, "invalid_request", message), "invalid_request")
     except Exception as exc:  # a bug must not end a million-line run: record it
-        log.exception("unexpected error on custom_id %r", cid)
+        log.exception("unexpected error on custom_id %r", cid)  # (its one log line)
         message = f"internal error: {type(exc).__name__}: {exc}"
         return Outcome(error_record(cid, "internal_error", message), "internal_error")
 
@@ -175,7 +178,10 @@ async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defau
         if client.limiter.limits.tokens_per_minute is not None:
             estimate = _estimate(client, codec.parse_request(body))
         reply = await client.send_raw(
-            body, estimated_tokens=estimate, retry_on_empty=defaults.retry_on_empty
+            body,
+            estimated_tokens=estimate,
+            retry_on_empty=defaults.retry_on_empty,
+            log_failure=False,
         )
         return reply_outcome(item.custom_id, reply, client.dialect, defaults.fold_reasoning)
     # Across dialects: through the neutral core and back into the line's dialect. Sent
@@ -186,6 +192,7 @@ async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defau
         _render(client, request),
         estimated_tokens=_estimate(client, request),
         retry_on_empty=defaults.retry_on_empty,
+        log_failure=False,  # call_item logs the failed line, naming it
     )
     try:
         raw = reply.json()
@@ -217,7 +224,7 @@ def _render(client: AsyncClient, request: Request) -> dict[str, Any]:
 
 
 def _unreadable(cid: str, status: int, request_id: str | None, raw: bytes, why: str) -> Outcome:
-    line = error_record(
+    line = failed_line(
         cid,
         "invalid_response",
         f"the server answered {status} with a body that could not be read: {why}",
@@ -238,6 +245,7 @@ async def _call_simple_line(client: AsyncClient, item: BatchItem, defaults: Defa
         _render(client, request),
         estimated_tokens=_estimate(client, request),
         retry_on_empty=defaults.retry_on_empty,
+        log_failure=False,  # call_item logs the failed line, naming it
     )
     return reply_outcome(item.custom_id, reply, client.dialect, defaults.fold_reasoning)
 

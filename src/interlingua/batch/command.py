@@ -47,8 +47,9 @@ answers that are not answers: a 2xx with no text, no tool call and no refusal is
 (within --retries), a body that cannot be read once; if that persists the line fails with
 "empty_response" or "invalid_response". The summary counts both kinds of retry.
 --fold-reasoning writes each answer's reasoning into its text, datastudio BaseAPI's way:
-  "<think>\\n{reasoning}\\n</think>\\n\\n{text}" (message.content, the first text block,
-  the first output_text); the reasoning fields stay as they came.
+  "<think>\\n{reasoning}\\n</think>\\n\\n{text}", both parts stripped of padding
+  (message.content, the first text block, the first output_text); the reasoning fields
+  stay as they came, and a body without reasoning is left as it is.
 
 resuming: run the exact same command again after a crash, Ctrl-C or kill -9: ids already
 in the output are skipped and a torn last line is repaired. First Ctrl-C: stop reading and
@@ -285,4 +286,4 @@ def batch_command(args: argparse.Namespace) -> int:
 
         settings = RaySettings(address=args.address, actors=args.actors, state_url=args.state_url)
         return run_ray_batch(options, settings)
-    return run_batch(options)
+    return run_batch(options, show_logs=True)

@@ -1,8 +1,8 @@
 """``--fold-reasoning``: an output body's reasoning written into its text.
 
 Data pipelines built on datastudio's BaseAPI read one string per answer, the reasoning in
-front of it as ``<think>\\n{reasoning}\\n</think>\\n\\n{text}``
-(:func:`~interlingua.client.fold_reasoning`). With ``--fold-reasoning`` the runner writes
+front of it as ``<think>\\n{reasoning}\\n</think>\\n\\n{text}``, both parts stripped
+(:func:`~interlingua.client.fold_reasoning`, the same as the client's ``think_tags``). With ``--fold-reasoning`` the runner writes
 each successful body so: the text of the answer, in the body's own dialect, becomes the
 folded text; everything else (the reasoning fields themselves, usage, ids) stays as the
 server sent it. A body without reasoning is left byte for byte. Where each dialect keeps

@@ -69,7 +69,7 @@ from .records import (
     DUPLICATE,
     INVALID_LINE,
     LineError,
-    error_record,
+    failed_line,
     in_shard,
     parse_line,
 )
@@ -262,7 +262,7 @@ class RequestActor:
             item = parse_line(obj, 0)
         except LineError as exc:
             message = exc.message.replace(f"line 0 ({cid}): ", f"{cid}: ", 1)
-            return _result(cid, Outcome(error_record(cid, exc.code, message), exc.code))
+            return _result(cid, Outcome(failed_line(cid, exc.code, message), exc.code))
         assert self._slots is not None
         async with self._slots:
             started = time.monotonic()
@@ -294,7 +294,7 @@ class RequestActor:
             message = "unreadable"
         excerpt = text or orjson.dumps(obj, default=repr).decode()
         message = f"unreadable row: {message}: {excerpt[:_EXCERPT]!r}"
-        return _result(None, Outcome(error_record(None, INVALID_LINE, message), INVALID_LINE))
+        return _result(None, Outcome(failed_line(None, INVALID_LINE, message), INVALID_LINE))
 
     async def aclose(self) -> None:
         """Close the client (and the Redis counters); on the loop that made them."""
@@ -547,7 +547,7 @@ class RayBatch:
         if count <= self.scan.duplicates.get(cid, 0):
             return None  # already reported by an earlier run
         message = f"custom_id {cid!r} was already used by another row"
-        return error_record(cid, DUPLICATE, message)
+        return failed_line(cid, DUPLICATE, message)
 
 
 @contextlib.contextmanager

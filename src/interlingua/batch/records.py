@@ -27,17 +27,23 @@ that cannot be read at all (not JSON, no ``custom_id``) get ``custom_id: null`` 
 The keys are written in a fixed order (``id``, ``custom_id``, ``response``, ``error``) and
 a successful body is spliced in as the server's bytes when they hold no newline, so a
 2xx answer reaches the file byte for byte without a decode/encode round trip.
+
+Every failed line of a run is made by :func:`failed_line`, which logs it at WARNING to
+``interlingua.batch``: whoever watches the log sees each failure once, by its id.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+log = logging.getLogger("interlingua.batch")
 
 __all__ = [
     "DUPLICATE",
@@ -48,6 +54,7 @@ __all__ = [
     "LineError",
     "OutputState",
     "error_record",
+    "failed_line",
     "in_shard",
     "parse_line",
     "parse_shard",
@@ -278,6 +285,25 @@ def error_record(
     return b"".join(
         (b'{"id":', _record_id(), b',"custom_id":', orjson.dumps(custom_id), b",", tail[1:], b"\n")
     )
+
+
+def failed_line(
+    custom_id: str | None, code: str, message: str, *, attempts: int | None = None, **record: Any
+) -> bytes:
+    """:func:`error_record` (``record``: its keyword arguments), logged at WARNING once;
+    ``attempts``, the calls made, is for the log line only."""
+    if log.isEnabledFor(logging.WARNING):
+        line_no, status = record.get("line_no"), record.get("status")
+        who = f"line {line_no}" if line_no is not None else "an unreadable line"
+        if custom_id is not None:
+            who = f"custom_id {custom_id!r}"
+        facts = [code]
+        if status is not None:
+            facts.append(f"HTTP {status}, request id {record.get('request_id') or 'none'}")
+        if attempts is not None:
+            facts.append(f"{attempts} attempt" + ("s" if attempts != 1 else ""))
+        log.warning("batch: %s failed (%s): %s", who, ", ".join(facts), message)
+    return error_record(custom_id, code, message, **record)
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,7 @@ from .records import (
     INVALID_LINE,
     BatchItem,
     LineError,
-    error_record,
+    failed_line,
     in_shard,
     parse_line,
 )
@@ -262,6 +262,8 @@ class BatchRunner:
             self.stats.finished = _now()
             self._writer.close()
             progress.close()
+            # A pipeline's long-lived client must not keep this run's images.
+            self.client.clear_cache()
             if self._owns_client:
                 await self.client.aclose()
         if self._fatal is not None:
@@ -352,7 +354,7 @@ class BatchRunner:
         try:
             return parse_line(obj, line_no)
         except LineError as exc:
-            return Outcome(error_record(cid, exc.code, exc.message), exc.code)
+            return Outcome(failed_line(cid, exc.code, exc.message), exc.code)
 
     def _unreadable(
         self, raw: bytes | dict[str, Any], line_no: int, scan: OutputScan
@@ -368,7 +370,7 @@ class BatchRunner:
             message = exc.message
         else:  # pragma: no cover - parse_line rejects what _classify could not read
             message = f"line {line_no}: unreadable"
-        return Outcome(error_record(None, INVALID_LINE, message, line_no=line_no), INVALID_LINE)
+        return Outcome(failed_line(None, INVALID_LINE, message, line_no=line_no), INVALID_LINE)
 
     def _duplicate(self, cid: str, line_no: int, scan: OutputScan) -> Outcome | None:
         count = self._dups.get(cid, 0) + 1
@@ -376,7 +378,7 @@ class BatchRunner:
         if count <= scan.duplicates.get(cid, 0):
             return None  # this duplicate was already reported by an earlier run
         message = f"line {line_no}: custom_id {cid!r} was already used by an earlier line"
-        return Outcome(error_record(cid, DUPLICATE, message), DUPLICATE)
+        return Outcome(failed_line(cid, DUPLICATE, message), DUPLICATE)
 
     async def _process(self, seq: int, item: BatchItem) -> None:
         started = _now()

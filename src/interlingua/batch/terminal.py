@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from .progress import format_summary
@@ -53,15 +54,52 @@ async def _main(runner: BatchRunner) -> BatchResult:
     return await runner.run()
 
 
-def run_batch(options: BatchOptions, *, stream: TextIO | None = None) -> int:
-    """Run a batch to the end and report; the exit status (0 done, 130 interrupted)."""
+class _Say(logging.Handler):
+    """Log records written the way the run writes its messages: above a progress bar."""
+
+    def __init__(self, runner: BatchRunner) -> None:
+        super().__init__(logging.WARNING)
+        self.runner = runner
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.runner.say(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _showing_logs(runner: BatchRunner, show: bool) -> Iterator[None]:
+    """WARNING lines of interlingua's loggers (a failed line, a retry after the first)
+    shown with the run's messages while it runs; Python's last-resort handler would write
+    them across the progress bar."""
+    if not show:
+        yield
+        return
+    package = logging.getLogger("interlingua")
+    handler = _Say(runner)
+    package.addHandler(handler)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+
+
+def run_batch(
+    options: BatchOptions, *, stream: TextIO | None = None, show_logs: bool = False
+) -> int:
+    """Run a batch to the end and report; the exit status (0 done, 130 interrupted).
+
+    ``show_logs=True`` (the command line's way) writes the WARNING lines of interlingua's
+    loggers with the progress display; a program with its own logging leaves it off."""
     out = stream if stream is not None else sys.stderr
     command = options.command or "the same command"
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as aio:
             runner = BatchRunner(options, stream=out)
-            result = aio.run(_main(runner))
+            with _showing_logs(runner, show_logs):
+                result = aio.run(_main(runner))
     except OSError as exc:  # the input cannot be read or the output written
         print(f"batch: error: {exc}", file=out)
         print(f"batch: fix it, then resume with the same command:\n  {command}", file=out)

@@ -47,6 +47,7 @@ from ._build import (
     to_tools,
 )
 from ._generate import Batch, Failure, generate_iter, generate_list
+from ._images import release_memory
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
 from ._outputs import (
     CallOptions,
@@ -54,7 +55,7 @@ from ._outputs import (
     is_empty_answer,
     validate_structured,
 )
-from ._policy import Policy, PolicyField, limiter_for
+from ._policy import CLIENT_LOG, AnyLogger, Policy, PolicyField, limiter_for
 from ._settings import RESULT_KEYS, check_keys, merge, request_defaults, with_defaults
 from ._stream import ChatStream
 from ._tools import DEFAULT_MAX_TURNS
@@ -102,6 +103,10 @@ class AsyncClient:
     ``defaults`` are settings merged into every call, the call's own winning
     (``defaults={"temperature": 0.2, "max_tokens": 512}``; see
     :mod:`interlingua.client._settings`).
+
+    ``logger`` (default: the ``interlingua.client`` logger) receives a WARNING for every
+    retry of a call after its first and for a call that fails for good, naming the
+    status, request id and attempts (:mod:`interlingua.client._policy`).
     """
 
     max_retries: PolicyField[int] = PolicyField("max_retries")
@@ -113,6 +118,8 @@ class AsyncClient:
     empty_retries: PolicyField[int] = PolicyField("empty_retries")
     unreadable_retries: PolicyField[int] = PolicyField("unreadable_retries")
     limiter: PolicyField[RateLimiter] = PolicyField("limiter")
+    #: where retries and failures are logged (the ``logger`` argument)
+    logger: PolicyField[AnyLogger] = PolicyField("log")
     _sleep: PolicyField[Callable[[float], Awaitable[Any]]] = PolicyField("sleep")
     _rand: PolicyField[Callable[[], float]] = PolicyField("rand")
 
@@ -136,6 +143,7 @@ class AsyncClient:
         max_tokens_field: str | None = None,
         drop_unsupported: bool = False,
         defaults: Mapping[str, Any] | None = None,
+        logger: AnyLogger | None = None,
     ) -> None:
         if max_tokens_field is not None and max_tokens_field not in MAX_TOKENS_FIELDS:
             raise ValueError(f"max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}")
@@ -165,7 +173,7 @@ class AsyncClient:
             )  # fmt: skip
         self._transport: Transport = transport
         self.base_url, self.url = transport.base_url, transport.url
-        self._policy = Policy(limiter, max_retries, self.url)
+        self._policy = Policy(limiter, max_retries, self.url, logger or CLIENT_LOG)
         self.inputs = Inputs(
             max_side=max_image_side,
             cache_bytes=image_cache_bytes,
@@ -185,6 +193,12 @@ class AsyncClient:
         """Close the pooled connections (an injected session or transport is left open)."""
         if self._owns_transport:
             await self._transport.aclose()
+
+    def clear_cache(self) -> None:
+        """Drop the cached image encodings and hand the memory back (``generate`` and the
+        batch runner do it when a batch ends; see :func:`~._images.release_memory`)."""
+        self.inputs.cache.clear()
+        release_memory()
 
     # --- building ----------------------------------------------------------------------
 
@@ -424,6 +438,7 @@ class AsyncClient:
         *,
         estimated_tokens: int = 0,
         retry_on_empty: bool = False,
+        log_failure: bool = True,
     ) -> RawReply:
         """POST a ready body (this dialect's JSON) with retries and rate limits; no parsing.
 
@@ -432,6 +447,8 @@ class AsyncClient:
         the answer to judge it as :meth:`chat` does (an empty answer and an unreadable
         body are retried); the reply then carries the decoded body (:meth:`RawReply.json`)
         and, when judging it took the codec's full reading, the neutral ``response``.
+        ``log_failure=False``: a caller that logs failures itself, with its own context
+        (the batch runner names the line), gets no WARNING from the client for them.
         """
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         policy, transport = self._policy, self._transport
@@ -444,7 +461,7 @@ class AsyncClient:
                 return RawReply(200, headers, raw, rid)
             return self._judge(raw, headers, rid)
 
-        return await policy.retrying(attempt, "request")
+        return await policy.retrying(attempt, "request", log_failure)
 
     def _judge(self, raw: bytes, headers: dict[str, str], rid: str | None) -> RawReply:
         """``send_raw``'s reply once judged an answer (else the retryable error)."""
@@ -479,7 +496,7 @@ class AsyncClient:
         both); ``retry_on_empty`` is on unless they say otherwise. ``concurrency``
         defaults to the client's (its ``rate_limit`` max_concurrency, else its
         connection pool); rate limits apply as to every call. ``progress=True`` shows a
-        tqdm bar. A failed item is a :class:`~interlingua.client.Failure` (the typed
+        tqdm bar. When the batch ends the image cache is dropped (:meth:`clear_cache`). A failed item is a :class:`~interlingua.client.Failure` (the typed
         error, attempts, request id) with ``on_error="return"``; ``on_error="raise"``
         cancels the rest and raises the first failure's error.
         """
@@ -523,6 +540,7 @@ class AsyncClient:
         return Batch(
             self.chat, items, settings, width, CHAT_KEYS, progress,
             raise_first=on_error == "raise", retries=lambda: self._policy.retries,
+            ended=self.clear_cache,
         )  # fmt: skip
 
     # --- answers -----------------------------------------------------------------------

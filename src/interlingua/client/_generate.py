@@ -30,7 +30,8 @@ prompts is never all in memory, nor are its answers when the consumer is slower 
 server), call ``chat`` -- retries, rate limits and the image cache are the client's own
 -- and hand ``(index, result)`` to the consumer in completion order. A failure is a
 :class:`Failure` value; with ``raise_first`` the first one cancels the calls in flight
-and its error is raised.
+and its error is raised. However the batch ends, ``ended`` is called: the client drops
+its image cache then (a long-lived process would otherwise keep every image it sent).
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ class Batch:
     progress: bool = False
     raise_first: bool = False
     retries: Callable[[], int] | None = None
+    #: called once the batch is over, however it ended (the client drops its image cache)
+    ended: Callable[[], None] | None = None
 
     @property
     def total(self) -> int | None:
@@ -196,7 +199,7 @@ async def generate_list(batch: Batch) -> list[ChatResult | Failure]:
             if not task.cancelled() and task.exception() is not None:
                 raise cast(BaseException, task.exception())
     finally:
-        await _stop(workers, bar)
+        await _stop(workers, bar, batch.ended)
     done.sort(key=_first)
     return [result for _, result in done]
 
@@ -205,14 +208,18 @@ def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
 
 
-async def _stop(workers: list[asyncio.Task[None]], bar: _Bar | None) -> None:
+async def _stop(
+    workers: list[asyncio.Task[None]], bar: _Bar | None, ended: Callable[[], None] | None
+) -> None:
     """Cancel the workers still running (a failure, or the caller went away), wait for
-    them, close the bar."""
+    them, close the bar, say the batch ended."""
     for task in workers:
         task.cancel()
     await asyncio.gather(*workers, return_exceptions=True)
     if bar is not None:
         bar.close()
+    if ended is not None:
+        ended()
 
 
 async def generate_iter(batch: Batch) -> AsyncGenerator[tuple[int, ChatResult | Failure], None]:
@@ -261,7 +268,7 @@ async def generate_iter(batch: Batch) -> AsyncGenerator[tuple[int, ChatResult | 
                 raise got[1].error
             yield got
     finally:
-        await _stop(workers, bar)
+        await _stop(workers, bar, batch.ended)
 
 
 class _Bar:

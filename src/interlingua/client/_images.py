@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import ctypes
 import hashlib
 import io
 from collections import OrderedDict
@@ -27,6 +28,7 @@ __all__ = [
     "image_digest",
     "is_pil_image",
     "read_file",
+    "release_memory",
 ]
 
 DEFAULT_IMAGE_CACHE_BYTES = 64 * 1024 * 1024
@@ -166,6 +168,20 @@ class ImageCache:
         self._size = 0
         self._pending: dict[Hashable, asyncio.Future[ImagePart]] = {}
 
+    def __len__(self) -> int:
+        """Finished encodings kept."""
+        return len(self._done)
+
+    @property
+    def size(self) -> int:
+        """Their base64 bytes."""
+        return self._size
+
+    def clear(self) -> None:
+        """Drop every finished encoding (one in progress still finishes, and is kept)."""
+        self._done.clear()
+        self._size = 0
+
     def get(self, key: Hashable) -> ImagePart | asyncio.Future[ImagePart] | None:
         part = self._done.get(key)
         if part is not None:
@@ -209,6 +225,33 @@ class ImageCache:
         future.set_result(part)
         self.put(key, part)
         return part
+
+
+def release_memory() -> None:
+    """Ask the C allocator to hand memory freed since back to the system.
+
+    Freed encodings leave glibc's heaps (the encoding threads' arenas among them) holding
+    pages the process no longer uses, and the resident size stays where the batch took it
+    (measured: bench/client_memory.py, a plateau ~10 MiB lower and steadier with this).
+    glibc's ``malloc_trim`` returns them; elsewhere (musl, macOS) this does nothing.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def _malloc_trim() -> Any:
+    global _TRIM
+    if _TRIM is _UNKNOWN:
+        try:
+            _TRIM = ctypes.CDLL(None).malloc_trim
+        except (AttributeError, OSError):  # not glibc
+            _TRIM = None
+    return _TRIM
+
+
+_UNKNOWN: Any = object()
+_TRIM: Any = _UNKNOWN
 
 
 # --- the converter ----------------------------------------------------------------------

@@ -11,8 +11,10 @@ decoded body), ``.parsed`` for structured output, and the call's timings ``.ttft
 :func:`normalize_usage` reads token counts from any backend's shape -- OpenAI
 (``prompt_tokens``…), Anthropic (``input_tokens`` + cache counts), Ollama
 (``prompt_eval_count``/``eval_count``), vLLM (OpenAI's, details often null), the Responses
-API (``input_tokens_details``) -- into one :class:`~interlingua.core.Usage`, where
-``input_tokens`` counts *all* input, cache included (the neutral convention).
+API (``input_tokens_details``), and the odd ones proxies write (counts as strings,
+reasoning at the top level, Anthropic's cache fields in an OpenAI usage) -- into one
+:class:`~interlingua.core.Usage`, where ``input_tokens`` counts *all* input, cache
+included (the neutral convention).
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ from ..core import (
     ToolCallPart,
     Usage,
 )
+from ..dialects.loose_usage import loose_usage
 from ._audio import Audio
 
 __all__ = [
     "CallOptions",
     "ChatResult",
     "JSONExtractionError",
+    "StreamedFold",
     "StructuredOutputError",
     "ToolArgumentsError",
     "ToolCall",
@@ -87,52 +91,28 @@ class CallOptions:
 # --- usage -------------------------------------------------------------------------------
 
 
-def _n(obj: Any, *keys: str) -> int:
-    """The first of ``keys`` in ``obj`` holding a number, as an int >= 0 (else 0)."""
-    if not isinstance(obj, dict):
-        return 0
-    for key in keys:
-        value = obj.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return max(0, int(value))
-    return 0
-
-
 def normalize_usage(raw: Any) -> Usage:
     """Token counts from a response body or a ``usage`` object of any backend.
+
+    Read as every usage reader of the package reads an odd one
+    (:func:`~interlingua.dialects.loose_usage.loose_usage`): counts written as strings
+    or floats, reasoning tokens at the top level, Anthropic's cache fields in an OpenAI
+    usage (a proxy's: ``prompt_tokens`` stays the whole input) are all read.
 
     >>> normalize_usage({"prompt_eval_count": 12, "eval_count": 5}).total_tokens
     17
     >>> normalize_usage({"input_tokens": 10, "cache_read_input_tokens": 90,
     ...                  "output_tokens": 3}).input_tokens
     100
+    >>> normalize_usage({"usage": {"prompt_tokens": "12", "completion_tokens": "3"}}).total_tokens
+    15
     """
     if not isinstance(raw, dict):
         return Usage()
     usage = raw.get("usage")
     if isinstance(usage, dict) and not _has_counts(raw):
         raw = usage
-    if "cache_creation_input_tokens" in raw or "cache_read_input_tokens" in raw:
-        # Anthropic: input_tokens excludes the cache traffic
-        # (docs/protocols.md, "Usage and caching").
-        write = _n(raw, "cache_creation_input_tokens")
-        read = _n(raw, "cache_read_input_tokens")
-        return Usage(
-            input_tokens=_n(raw, "input_tokens") + write + read,
-            output_tokens=_n(raw, "output_tokens"),
-            cache_read_tokens=read,
-            cache_write_tokens=write,
-            reasoning_tokens=_n(raw.get("output_tokens_details"), "thinking_tokens"),
-        )
-    prompt_details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details")
-    completion_details = raw.get("completion_tokens_details") or raw.get("output_tokens_details")
-    return Usage(
-        input_tokens=_n(raw, "prompt_tokens", "input_tokens", "prompt_eval_count"),
-        output_tokens=_n(raw, "completion_tokens", "output_tokens", "eval_count"),
-        cache_read_tokens=_n(prompt_details, "cached_tokens") or _n(raw, "prompt_cache_hit_tokens"),
-        cache_write_tokens=_n(prompt_details, "cache_write_tokens"),
-        reasoning_tokens=_n(completion_details, "reasoning_tokens", "thinking_tokens"),
-    )
+    return loose_usage(raw)
 
 
 def _has_counts(obj: dict[str, Any]) -> bool:
@@ -217,17 +197,97 @@ def extract_json(text: str) -> Any:
 
 
 def fold_reasoning(reasoning: str, text: str) -> str:
-    """``text`` with ``reasoning`` in front as a ``<think>`` block (datastudio BaseAPI's
-    exact format, which data pipelines parse); ``text`` alone when there is no reasoning.
+    """``text`` with ``reasoning`` in front as a ``<think>`` block, byte for byte as
+    datastudio BaseAPI writes it (data pipelines parse it):
+    ``"<think>\\n" + reasoning.strip() + "\\n</think>\\n\\n" + text.strip()``.
 
-    >>> fold_reasoning("2 + 2 is 4", "4")
+    Without reasoning (``""``) the formula does not apply and ``text`` is returned as it
+    is, unstripped: a pipeline whose model gave no reasoning sees the server's text.
+    Reasoning of whitespace alone is reasoning: an empty think block.
+
+    >>> fold_reasoning("\\n2 + 2 is 4\\n", "\\n\\n4")
     '<think>\\n2 + 2 is 4\\n</think>\\n\\n4'
-    >>> fold_reasoning("", "4")
-    '4'
+    >>> fold_reasoning("", " 4 ")
+    ' 4 '
     """
     if not reasoning:
         return text
-    return f"<think>\n{reasoning}\n</think>\n\n{text}"
+    return f"{_THINK_OPEN}{reasoning.strip()}{THINK_CLOSE}{text.strip()}"
+
+
+_THINK_OPEN = "<think>\n"
+#: what ends the think block, before the answer
+THINK_CLOSE = "\n</think>\n\n"
+
+
+class StreamedFold:
+    """:func:`fold_reasoning`, piece by piece: the pieces returned join to the fold of the
+    joined parts, byte for byte.
+
+    Stripping a part's ends means not knowing, while it streams, whether whitespace is
+    padding or lies between words: trailing whitespace is held until more text of the
+    part comes (then released in place) or the part ends (then dropped). Reasoning opens
+    the think block with its first non-empty piece; an answer that started before any
+    reasoning is an answer without reasoning and is passed through untouched, and
+    reasoning arriving after the answer began is left out (a stream cannot go back to put
+    it in front; ``result.text`` has it).
+
+    >>> f = StreamedFold()
+    >>> [f.reasoning("\\nhm \\n"), f.text("\\n\\nok "), f.text("then\\n"), f.end()]
+    ['<think>\\nhm', '\\n</think>\\n\\nok', ' then', '']
+    """
+
+    __slots__ = ("_held", "_lead", "_state")
+
+    def __init__(self) -> None:
+        self._state = _BEFORE
+        self._lead = True  # the current part has not shown a non-space character yet
+        self._held = ""  # whitespace at the current part's end, so far
+
+    def reasoning(self, piece: str) -> str:
+        """The text to show for a piece of reasoning."""
+        if not piece or self._state > _THINKING:
+            return ""
+        head = ""
+        if self._state == _BEFORE:
+            self._state, head = _THINKING, _THINK_OPEN
+        return head + self._stripped(piece)
+
+    def text(self, piece: str) -> str:
+        """The text to show for a piece of the answer."""
+        if not piece:
+            return ""
+        if self._state == _BEFORE:
+            self._state = _VERBATIM
+        if self._state == _VERBATIM:
+            return piece
+        head = ""
+        if self._state == _THINKING:
+            self._state, self._lead, self._held, head = _ANSWER, True, "", THINK_CLOSE
+        return head + self._stripped(piece)
+
+    def end(self) -> str:
+        """What is left to show once the stream ended (held whitespace is dropped)."""
+        self._held = ""
+        return THINK_CLOSE if self._state == _THINKING else ""
+
+    def _stripped(self, piece: str) -> str:
+        if self._lead:
+            piece = piece.lstrip()
+            if not piece:
+                return ""
+            self._lead = False
+        body = piece.rstrip()
+        if not body:
+            self._held += piece
+            return ""
+        out = self._held + body if self._held else body
+        self._held = piece[len(body) :]
+        return out
+
+
+# StreamedFold's states, in the order a stream goes through them.
+_BEFORE, _THINKING, _ANSWER, _VERBATIM = 0, 1, 2, 3
 
 
 def is_empty_answer(response: Response) -> bool:

@@ -10,6 +10,13 @@ waiting retry does not hold back other calls.
 The delay comes from :func:`interlingua.retry.retry_delay` (``retry-after`` first, then
 capped exponential backoff with full jitter). ``sleep`` and ``rand`` are seams for tests.
 
+Logging, to the client's ``logger`` (``interlingua.client`` by default): the first retry
+of a call at DEBUG (one retry is routine), every later one at WARNING, and a call that
+fails for good at WARNING, once -- each line naming the status, the request id and the
+attempts (also as the record's ``status``, ``request_id`` and ``attempts`` attributes,
+for structured handlers). A caller that reports failures itself with more context (the
+batch runner, per line) asks for no failure line.
+
 Answers that are not answers (:class:`~._errors.AnswerError`, raised by a call with
 ``retry_on_empty``) are judged here too: an empty answer is retried like a 5xx, within
 the same ``max_retries``; an unreadable body once per call (a server that answers
@@ -26,6 +33,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from logging import Logger, LoggerAdapter
 from typing import Any, Generic, TypeVar, cast
 
 from ..core import Request
@@ -34,11 +42,14 @@ from ..limits import RateLimit, RateLimiter, Slot
 from ..retry import INITIAL_DELAY, MAX_DELAY, retry_delay, should_retry
 from ._errors import AnswerError, APIError, UnreadableAnswerError
 
-__all__ = ["Policy", "PolicyField", "limiter_for"]
+__all__ = ["CLIENT_LOG", "AnyLogger", "Policy", "PolicyField", "facts", "limiter_for"]
 
-log = logging.getLogger("interlingua.client")
+#: where a client logs unless given a ``logger``
+CLIENT_LOG = logging.getLogger("interlingua.client")
 
 T = TypeVar("T")
+#: a logger, or an adapter adding context to one
+AnyLogger = Logger | LoggerAdapter[Any]
 
 
 class Policy:
@@ -48,6 +59,7 @@ class Policy:
         "_no_slot",
         "empty_retries",
         "limiter",
+        "log",
         "max_retries",
         "rand",
         "retries",
@@ -58,8 +70,11 @@ class Policy:
         "where",
     )
 
-    def __init__(self, limiter: RateLimiter, max_retries: int, where: str) -> None:
+    def __init__(
+        self, limiter: RateLimiter, max_retries: int, where: str, log: AnyLogger = CLIENT_LOG
+    ) -> None:
         self.limiter = limiter
+        self.log = log
         self.max_retries = max_retries
         self.retry_base, self.retry_cap = INITIAL_DELAY, MAX_DELAY
         self.where = where
@@ -85,8 +100,11 @@ class Policy:
             return self._no_slot  # entering it costs nothing, settling it is a no-op
         return self.limiter.slot(estimate)
 
-    async def retrying(self, attempt: Callable[[], Awaitable[T]], what: str) -> T:
-        """Run ``attempt`` until it succeeds or fails for good; log each retry at debug.
+    async def retrying(
+        self, attempt: Callable[[], Awaitable[T]], what: str, log_failure: bool = True
+    ) -> T:
+        """Run ``attempt`` until it succeeds or fails for good, logging as the module says
+        (``log_failure=False``: no line for the failure, the caller logs it).
 
         The error that ends the call carries ``attempts`` (how many were made)."""
         unreadable = 0
@@ -102,6 +120,8 @@ class Policy:
                 else:
                     again = should_retry(exc)
                 if n >= self.max_retries or not again:
+                    if log_failure:
+                        self._failed(exc, what)
                     raise
                 delay = retry_delay(n, exc.headers, self.retry_base, self.retry_cap, rand=self.rand)
                 self.retries += 1
@@ -110,16 +130,41 @@ class Policy:
                     self.unreadable_retries += 1
                 elif isinstance(exc, AnswerError):
                     self.empty_retries += 1
-                log.debug(
-                    "retrying %s to %s in %.2fs (retry %d of %d): %s",
-                    what, self.where, delay, n + 1, self.max_retries, exc.message,
-                )  # fmt: skip
+                self._retrying(exc, what, delay, n + 1)
                 await self.sleep(delay)
             except Exception as exc:  # not retried (an answer that fails validation...)
                 with contextlib.suppress(AttributeError):  # ...still says how many were sent
                     exc.attempts = n + 1  # type: ignore[attr-defined]
                 raise
         raise AssertionError("unreachable")
+
+    def _retrying(self, exc: APIError, what: str, delay: float, retry: int) -> None:
+        level = logging.DEBUG if retry == 1 else logging.WARNING
+        if not self.log.isEnabledFor(level):
+            return
+        self.log.log(
+            level, "retrying %s to %s in %.2fs (retry %d of %d; %s): %s",
+            what, self.where, delay, retry, self.max_retries, facts(exc), exc.message,
+            extra=_fields(exc),
+        )  # fmt: skip
+
+    def _failed(self, exc: APIError, what: str) -> None:
+        attempts = f"{exc.attempts} attempt" + ("s" if exc.attempts != 1 else "")
+        self.log.warning(
+            "%s to %s failed after %s (%s): %s",
+            what, self.where, attempts, facts(exc), exc.message, extra=_fields(exc),
+        )  # fmt: skip
+
+
+def facts(exc: APIError) -> str:
+    """``HTTP 503, request id req_1`` (what a person quotes to the server's operator)."""
+    status = "no answer" if exc.status is None else f"HTTP {exc.status}"
+    return f"{status}, request id {exc.request_id or 'none'}"
+
+
+def _fields(exc: APIError) -> dict[str, Any]:
+    """The record attributes a structured log handler reads."""
+    return {"status": exc.status, "request_id": exc.request_id, "attempts": exc.attempts}
 
 
 class _NoSlot(Slot):

@@ -43,11 +43,11 @@ from ..core import (
     ToolCallPart,
 )
 from ..core.fold import Folder
-from ..dialects import Dialect, EventDecoder
+from ..dialects import Dialect, RawEventDecoder
 from ..limits import Slot
 from ._audio import with_audio_format
 from ._errors import APIConnectionError, APIError, error_from_stream
-from ._outputs import CallOptions, ChatResult, validate_structured
+from ._outputs import CallOptions, ChatResult, StreamedFold, validate_structured
 from ._policy import Policy
 from ._transport import Answer, Transport, request_id
 
@@ -159,7 +159,7 @@ class ChatStream:
         assert self._answer is not None and self._request is not None
         transport = self._transport
         read, errors = self._answer.readany, transport.errors
-        events = EventDecoder(self._codec, self._request)
+        events = RawEventDecoder(self._codec, self._request)
         chunk = self._first
         try:
             while chunk:
@@ -196,11 +196,13 @@ class ChatStream:
         return event
 
     def _finish_result(self) -> ChatResult:
-        assert self._options is not None
+        assert self._options is not None and self._request is not None
         options = self._options
-        assert self._request is not None
-        response = with_audio_format(self._folder.result(), self._request)
-        result = ChatResult(response, None, self.request_id, options.think_tags)
+        request = self._request
+        response = with_audio_format(self._folder.result(), request)
+        # raw: the folded answer as the dialect's body, as a plain call's raw is its body
+        raw = self._codec.render_response(response, request)
+        result = ChatResult(response, raw, self.request_id, options.think_tags)
         now = time.perf_counter()
         result.latency = now - self._started
         first = self._first_token
@@ -219,18 +221,16 @@ class ChatStream:
         )
 
     async def text_stream(self) -> AsyncIterator[str]:
-        """Just the answer text, piece by piece, refusals apart (with think_tags, the
-        reasoning first in the ``<think>\\n…\\n</think>\\n\\n`` of
-        :func:`~interlingua.client.fold_reasoning`, so the pieces join to ``result.text``)."""
-        think = self._options is not None and self._options.think_tags
-        thinking = False
+        """Just the answer text, piece by piece, refusals apart. With think_tags, the
+        reasoning first as :func:`~interlingua.client.fold_reasoning` writes it, padding
+        stripped as it streams (:class:`~interlingua.client.StreamedFold`), so the pieces
+        join to ``result.text``."""
+        fold = StreamedFold() if self._options is not None and self._options.think_tags else None
         refusals: set[int] = set()
         async for event in self:
-            if isinstance(event, ReasoningDelta) and think:
-                if not thinking:
-                    thinking = True
-                    yield "<think>\n"
-                yield event.text
+            if isinstance(event, ReasoningDelta):
+                if fold is not None and (piece := fold.reasoning(event.text)):
+                    yield piece
             elif (
                 isinstance(event, BlockStart)
                 and isinstance(event.part, TextPart)
@@ -238,12 +238,11 @@ class ChatStream:
             ):
                 refusals.add(event.index)
             elif isinstance(event, TextDelta) and event.index not in refusals:
-                if thinking:
-                    thinking = False
-                    yield _THINK_END
-                yield event.text
-        if thinking:
-            yield _THINK_END
+                piece = event.text if fold is None else fold.text(event.text)
+                if piece:
+                    yield piece
+        if fold is not None and (piece := fold.end()):
+            yield piece
 
     async def final(self) -> ChatResult:
         """Read whatever is left and return the folded answer."""
@@ -252,9 +251,6 @@ class ChatStream:
         if self.result is None:
             raise RuntimeError("the stream has already been closed before it ended")
         return self.result
-
-
-_THINK_END = "\n</think>\n\n"
 
 
 def _is_token(event: StreamEvent) -> bool:

@@ -308,17 +308,25 @@ class Client:
             self._async.run_tools(prompt, tools, max_turns=max_turns, specs=specs, **kwargs)
         )
 
+    def clear_cache(self) -> None:
+        """Drop the cached image encodings; see :meth:`AsyncClient.clear_cache`."""
+        self._async.clear_cache()
+
     def send_raw(
         self,
         body: Mapping[str, Any] | bytes,
         *,
         estimated_tokens: int = 0,
         retry_on_empty: bool = False,
+        log_failure: bool = True,
     ) -> RawReply:
         """POST a ready body with retries and rate limits; see :meth:`AsyncClient.send_raw`."""
         return self._runner.run(
             self._async.send_raw(
-                body, estimated_tokens=estimated_tokens, retry_on_empty=retry_on_empty
+                body,
+                estimated_tokens=estimated_tokens,
+                retry_on_empty=retry_on_empty,
+                log_failure=log_failure,
             )
         )
 

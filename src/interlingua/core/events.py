@@ -7,12 +7,16 @@ call), receives deltas, and is closed with :class:`BlockStop`. ``index`` is the 
 position in the final response's ``parts``; blocks are opened in index order. Several
 blocks may be open at once (OpenAI upstreams can interleave parallel tool calls); an
 encoder for a dialect that allows one open block at a time buffers.
+
+Every event also has :attr:`~EventBase.raw`: the wire data it was decoded from, kept
+only when the reader asks for it (the client's streams do, the gateway does not).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from ..errors import InterlinguaError
 from .frozen import quick_init
@@ -20,9 +24,33 @@ from .parts import AudioPart, ReasoningPart, TextPart, TokenLogprob, ToolCallPar
 from .response import StopReason, Usage
 
 
+class EventBase:
+    """What every stream event has besides its fields: :attr:`raw`.
+
+    A slot, not a field: events compare, print and copy by their fields alone, and an
+    event made without it (every event the gateway makes) costs nothing more to build.
+    """
+
+    __slots__ = ("_raw",)
+    _raw: Any
+
+    @property
+    def raw(self) -> Any:
+        """The decoded wire data this event came from -- the JSON of its SSE event -- when
+        the reader kept it (:func:`set_raw`), else None."""
+        try:
+            return self._raw
+        except AttributeError:
+            return None
+
+
+#: ``set_raw(event, data)``: attach the wire data to an event (frozen: the slot's own setter)
+set_raw: Callable[[EventBase, Any], None] = EventBase.__dict__["_raw"].__set__
+
+
 @quick_init
 @dataclass(frozen=True, slots=True)
-class StreamStart:
+class StreamStart(EventBase):
     """The message begins. ``usage`` holds what is known so far (often input tokens only)."""
 
     id: str
@@ -33,7 +61,7 @@ class StreamStart:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class BlockStart:
+class BlockStart(EventBase):
     """Open block ``index``; ``part`` is its initial (usually empty) value."""
 
     index: int
@@ -42,7 +70,7 @@ class BlockStart:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(EventBase):
     """Text appended to block ``index``; ``logprobs``: its tokens' log probabilities, when
     the request asked for them (a delta may carry tokens and no text: a token can end
     inside a UTF-8 character)."""
@@ -54,14 +82,14 @@ class TextDelta:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class ReasoningDelta:
+class ReasoningDelta(EventBase):
     index: int
     text: str
 
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class SignatureDelta:
+class SignatureDelta(EventBase):
     """Anthropic's thinking signature, sent once just before the thinking block stops."""
 
     index: int
@@ -70,7 +98,7 @@ class SignatureDelta:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class ArgumentsDelta:
+class ArgumentsDelta(EventBase):
     """A fragment of a tool call's JSON arguments text."""
 
     index: int
@@ -79,7 +107,7 @@ class ArgumentsDelta:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class AudioDelta:
+class AudioDelta(EventBase):
     """A piece of an audio answer (Chat's ``delta.audio``): base64 ``data`` (each piece
     encoded on its own: pieces are joined as bytes, not as text), ``transcript`` text,
     and the ``id`` / ``expires_at`` when this piece says them."""
@@ -93,13 +121,13 @@ class AudioDelta:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class BlockStop:
+class BlockStop(EventBase):
     index: int
 
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class StreamEnd:
+class StreamEnd(EventBase):
     """The message ends. ``usage`` is the final, cumulative count."""
 
     stop_reason: StopReason
@@ -109,7 +137,7 @@ class StreamEnd:
 
 @quick_init
 @dataclass(frozen=True, slots=True)
-class StreamError:
+class StreamError(EventBase):
     """An error after the stream started; encoders emit it in-band."""
 
     error: InterlinguaError

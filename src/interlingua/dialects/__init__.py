@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from ._common import encode_body, parse_data_uri, random_id
-from .base import Dialect, EventDecoder, StreamDecoder, StreamEncoder
+from .base import Dialect, EventDecoder, RawEventDecoder, StreamDecoder, StreamEncoder
 
 _MODULES = {"openai": "openai_chat", "anthropic": "anthropic", "responses": "openai_responses"}
 #: every dialect's name
@@ -30,6 +30,7 @@ __all__ = [
     "DIALECT_NAMES",
     "Dialect",
     "EventDecoder",
+    "RawEventDecoder",
     "StreamDecoder",
     "StreamEncoder",
     "encode_body",

@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..core import Request, Response, StreamEnd, StreamError, StreamEvent
+from ..core.events import set_raw
 from ..errors import InterlinguaError
 from ..sse import SSEDecoder, SSEEvent
 from .relay import RelayCheck
 
-__all__ = ["Dialect", "EventDecoder", "StreamDecoder", "StreamEncoder"]
+__all__ = ["Dialect", "EventDecoder", "RawEventDecoder", "StreamDecoder", "StreamEncoder"]
 
 # The events after which a stream has nothing more to say (EventDecoder._passed).
 _LAST = (StreamEnd, StreamError)
@@ -44,7 +45,13 @@ class StreamDecoder(Protocol):
     unknown event types; it ignores them. A ``StreamEnd`` or ``StreamError`` is the last
     event of the list it comes in, and every call after it returns ``[]``
     (:class:`EventDecoder` relies on both: it looks only at the end of each list).
+
+    ``last`` is the JSON value the event fed last decoded to (left as it was when that
+    event held none): the raw data :class:`EventDecoder` attaches to the events it made,
+    when asked, without decoding it a second time.
     """
+
+    last: Any
 
     def feed(self, event: SSEEvent) -> list[StreamEvent]: ...
 
@@ -233,4 +240,33 @@ class EventDecoder:
             self.started = True
             if type(events[-1]) is StreamEnd:
                 self.ended = True
+        return events
+
+
+class RawEventDecoder(EventDecoder):
+    """:class:`EventDecoder` whose events carry the JSON of the SSE event they came from
+    as :attr:`~interlingua.core.events.EventBase.raw` (the client's streams).
+
+    The value is the one the dialect decoder decoded (its ``last``), not decoded a second
+    time; None for events made by an SSE event that held no JSON (OpenAI's ``[DONE]``)
+    or by the dialect decoder's end of input. The gateway reads through the plain
+    :class:`EventDecoder` and pays nothing for this.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, dialect: Dialect, request: Request) -> None:
+        super().__init__(dialect, request)
+        # Measured: swapping the per-event feed costs ~0.2 µs per SSE event; a decode()
+        # of its own, inlining this, cost more.
+        self._feed = self._stamped
+
+    def _stamped(self, event: SSEEvent) -> list[StreamEvent]:
+        """One SSE event's events, each given its JSON as ``raw``."""
+        decoder = self._decoder
+        decoder.last = None
+        events = decoder.feed(event)
+        raw = decoder.last
+        for made in events:
+            set_raw(made, raw)
         return events

@@ -21,7 +21,10 @@ asked a Chat stream for (and cuts from it). Every dialect's shape is understood:
   ``output_tokens_details.reasoning_tokens`` (and ``total_tokens``).
 
 Counts are totals, cache reads and writes included (the core's ``Usage.total_tokens``
-meaning). Cost, per relayed response: one substring (else regular-expression) scan per
+meaning). Usage written otherwise -- counts as strings or floats, a top-level
+``reasoning_tokens``, Anthropic's cache fields in a Chat usage (some proxies), DeepSeek's
+``prompt_cache_hit_tokens`` -- is read as :mod:`.loose_usage` reads it, only once the
+fast reading of the usual shape has found something else in it. Cost, per relayed response: one substring (else regular-expression) scan per
 relayed read (``"usage": null``, which OpenAI writes into every chunk, does not match),
 a msgspec decode of the few events that match, and for a whole body a typed msgspec
 decode of its ``usage`` alone.
@@ -40,6 +43,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..core.tokens import CHARS_PER_TOKEN
+from .loose_usage import loose_count, loose_usage
 
 __all__ = [
     "OUTPUT_LIMIT_FIELDS",
@@ -72,7 +76,7 @@ USAGE_MARK = _USAGE
 def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
     """(input, output, cached, reasoning) tokens of one ``usage`` object of any dialect
     (the module docstring says where each dialect keeps them; a value that is no count,
-    a null, a negative or a bool, counts 0).
+    a null, a negative or a bool, counts 0; one written oddly is read by :mod:`.loose_usage`).
 
     >>> usage_counts({"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5})
     (100, 5, 90, 0)
@@ -85,24 +89,53 @@ def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
     if "prompt_tokens" in usage or "completion_tokens" in usage:
         prompt, completion = get("prompt_tokens"), get("completion_tokens")
         details = get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if type(details) is dict else 0
+        cached = details.get("cached_tokens") if type(details) is dict else None
         details = get("completion_tokens_details")
-        reasoning = details.get("reasoning_tokens") if type(details) is dict else 0
+        reasoning = details.get("reasoning_tokens") if type(details) is dict else None
+        if (
+            type(prompt) is int
+            and type(completion) is int
+            and (cached is None or type(cached) is int)
+            and (reasoning is None or type(reasoning) is int)
+            and "reasoning_tokens" not in usage
+            and "cache_read_input_tokens" not in usage
+            and "prompt_cache_hit_tokens" not in usage
+        ):
+            return (
+                prompt if prompt > 0 else 0,
+                completion if completion > 0 else 0,
+                cached if cached and cached > 0 else 0,
+                reasoning if reasoning and reasoning > 0 else 0,
+            )
+        return _loose_counts(usage)
+    tokens_in, tokens_out = get("input_tokens"), get("output_tokens")
+    read, write = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
+    cached = _detail(usage, "input_tokens_details", "cached_tokens")
+    reasoning = _detail(usage, "output_tokens_details", "reasoning_tokens")
+    if (
+        (tokens_in is None or type(tokens_in) is int)
+        and (tokens_out is None or type(tokens_out) is int)
+        and (read is None or type(read) is int)
+        and (write is None or type(write) is int)
+        and (cached is None or type(cached) is int)
+        and (reasoning is None or type(reasoning) is int)
+        and "reasoning_tokens" not in usage
+    ):
+        read = read if read and read > 0 else 0
+        write = write if write and write > 0 else 0
         return (
-            prompt if type(prompt) is int and prompt > 0 else 0,
-            completion if type(completion) is int and completion > 0 else 0,
-            cached if type(cached) is int and cached > 0 else 0,
-            reasoning if type(reasoning) is int and reasoning > 0 else 0,
+            (tokens_in if tokens_in and tokens_in > 0 else 0) + read + write,
+            tokens_out if tokens_out and tokens_out > 0 else 0,
+            read or (cached if cached and cached > 0 else 0),
+            reasoning if reasoning and reasoning > 0 else 0,
         )
-    cache_read = _int(get("cache_read_input_tokens"))
-    cache_write = _int(get("cache_creation_input_tokens"))
-    cached = cache_read or _int(_detail(usage, "input_tokens_details", "cached_tokens"))
-    return (
-        _int(get("input_tokens")) + cache_read + cache_write,
-        _int(get("output_tokens")),
-        cached,
-        _int(_detail(usage, "output_tokens_details", "reasoning_tokens")),
-    )
+    return _loose_counts(usage)
+
+
+def _loose_counts(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+    """:func:`usage_counts` of a usage object the fast reading found odd."""
+    read = loose_usage(usage)
+    return read.input_tokens, read.output_tokens, read.cache_read_tokens, read.reasoning_tokens
 
 
 def usage_tokens(usage: dict[str, Any]) -> int:
@@ -115,13 +148,9 @@ def usage_tokens(usage: dict[str, Any]) -> int:
     return tokens_in + tokens_out
 
 
-def _detail(usage: dict[str, object], holder: str, key: str) -> object:
+def _detail(usage: dict[str, object], holder: str, key: str) -> Any:
     inner = usage.get(holder)
     return inner.get(key) if isinstance(inner, dict) else None
-
-
-def _int(value: object) -> int:
-    return value if type(value) is int and value > 0 else 0  # (a bool is no count)
 
 
 # --- the usage of a whole answer, read without building it -------------------------------
@@ -148,6 +177,8 @@ class _Counts(msgspec.Struct):
     cache_creation_input_tokens: _Count = 0
     input_tokens_details: _Details | None = None
     output_tokens_details: _Details | None = None
+    reasoning_tokens: _Count = 0  # (a proxy's, beside completion_tokens)
+    prompt_cache_hit_tokens: _Count = 0  # (DeepSeek's)
 
 
 class _CountsBody(msgspec.Struct):
@@ -202,10 +233,12 @@ def _counts(usage: _Counts | None) -> tuple[int, int, int, int] | None:
         details = usage.prompt_tokens_details
         reasoning = usage.completion_tokens_details
         return (
-            usage.prompt_tokens or 0,
-            usage.completion_tokens or 0,
-            details.cached_tokens if details is not None else 0,
-            reasoning.reasoning_tokens if reasoning is not None else 0,
+            usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens,
+            usage.output_tokens if usage.completion_tokens is UNSET else usage.completion_tokens,
+            (details.cached_tokens if details is not None else 0)
+            or usage.prompt_cache_hit_tokens
+            or usage.cache_read_input_tokens,
+            (reasoning.reasoning_tokens if reasoning is not None else 0) or usage.reasoning_tokens,
         )
     read = usage.cache_read_input_tokens
     details = usage.input_tokens_details
@@ -214,7 +247,7 @@ def _counts(usage: _Counts | None) -> tuple[int, int, int, int] | None:
         usage.input_tokens + read + usage.cache_creation_input_tokens,
         usage.output_tokens,
         read or (details.cached_tokens if details is not None else 0),
-        reasoning.reasoning_tokens if reasoning is not None else 0,
+        (reasoning.reasoning_tokens if reasoning is not None else 0) or usage.reasoning_tokens,
     )
 
 
@@ -427,6 +460,8 @@ def _merge(counts: dict[str, Any], usage: dict[str, Any]) -> None:
     ``counts`` holds only what this put there: ints and dicts (a bool is neither)."""
     for key, value in usage.items():
         kind = type(value)
+        if kind is str or kind is float:  # a count written oddly: kept as the int it says
+            value, kind = loose_count(value), int
         if kind is int:
             old = counts.get(key, 0)
             if type(old) is int and value > old:

@@ -29,6 +29,7 @@ from ...core import (
 )
 from ...errors import InvalidRequestError, MalformedToolCallError, UpstreamError
 from .._common import call_input, call_name, random_id, sanitize_tool_id
+from ..loose_usage import loose_usage
 from ._custom import custom_names, unwrap_call, wrap
 from .errors import error_from_type
 from .render import parse_arguments, render_text_block
@@ -55,30 +56,38 @@ _COUNT_KEYS = (
 )
 
 
-def _int(value: Any) -> int:
-    """A count from the wire: a non-negative int, anything else 0."""
-    return max(0, value) if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage_from_wire(usage: Any) -> Usage:
     """Anthropic ``usage`` -> neutral: input = input + cache writes + cache reads.
 
     No usage at all (absent, not an object, or no count in it -- some compatible servers
     omit it) gives zeros flagged ``estimated``: the gateway does not know the counts.
+    The usual shape (ints, or nulls, where the API puts them) is read here; counts
+    written otherwise (strings, floats, a top-level ``reasoning_tokens``...) by
+    :func:`~interlingua.dialects.loose_usage.loose_usage`.
     """
     if not isinstance(usage, dict) or not any(k in usage for k in _COUNT_KEYS):
         return Usage(estimated=True)
-    cache_write = _int(usage.get("cache_creation_input_tokens"))
-    cache_read = _int(usage.get("cache_read_input_tokens"))
-    details = usage.get("output_tokens_details")
-    reasoning = _int(details.get("thinking_tokens")) if isinstance(details, dict) else 0
-    return Usage(
-        input_tokens=_int(usage.get("input_tokens")) + cache_write + cache_read,
-        output_tokens=_int(usage.get("output_tokens")),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
-        reasoning_tokens=reasoning,
-    )
+    get = usage.get
+    tokens_in, tokens_out = get("input_tokens"), get("output_tokens")
+    write, read = get("cache_creation_input_tokens"), get("cache_read_input_tokens")
+    details = get("output_tokens_details")
+    if (
+        (tokens_in is None or type(tokens_in) is int)
+        and (tokens_out is None or type(tokens_out) is int)
+        and (write is None or type(write) is int)
+        and (read is None or type(read) is int)
+        and details is None
+        and "reasoning_tokens" not in usage
+    ):
+        write = write if write and write > 0 else 0
+        read = read if read and read > 0 else 0
+        return Usage(
+            input_tokens=(tokens_in if tokens_in and tokens_in > 0 else 0) + write + read,
+            output_tokens=tokens_out if tokens_out and tokens_out > 0 else 0,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+        )
+    return loose_usage(usage)
 
 
 def usage_to_wire(usage: Usage) -> dict[str, Any]:

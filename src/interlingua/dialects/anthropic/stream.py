@@ -81,6 +81,8 @@ class AnthropicStreamDecoder:
     """
 
     def __init__(self, request: Request) -> None:
+        #: the JSON of the event fed last (see StreamDecoder)
+        self.last: Any = None
         self._request = request
         self._custom = custom_names(request)
         self._custom_json: dict[int, list[str]] = {}  # open custom calls' JSON fragments
@@ -104,7 +106,7 @@ class AnthropicStreamDecoder:
         if not event.data.strip():
             return []  # an empty data line (dispatched per WHATWG): a keep-alive at most
         try:
-            data = orjson.loads(event.data)
+            data = self.last = orjson.loads(event.data)
         except orjson.JSONDecodeError:
             data = None
         if not isinstance(data, dict):  # the SDK would fail on it too: never skip it

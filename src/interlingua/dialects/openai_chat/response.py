@@ -28,6 +28,7 @@ from ...core import (
 from ...core.tokens import estimate_text as estimate_tokens
 from ...errors import MalformedToolCallError, UpstreamError
 from .._common import call_arguments, call_name, random_id
+from ..loose_usage import loose_usage
 from ._messages import render_tool_call
 from ._reasoning import reasoning_parts
 from .errors import error_from_payload
@@ -85,27 +86,16 @@ def stop_reason_for(
     return reason, None
 
 
-_NUMBER = (int, float)
-
-
-def _count(obj: dict[str, Any], *keys: str) -> int:
-    """The first of ``keys`` holding a number, as a non-negative int (null -> 0)."""
-    for key in keys:
-        value = obj.get(key)
-        if type(value) is int:  # the usual case, first: no bool, no float
-            return value if value > 0 else 0
-        if isinstance(value, _NUMBER) and not isinstance(value, bool):
-            return max(0, int(value))
-    return 0
-
-
 def parse_usage(raw: Any) -> Usage | None:
     """A Chat ``usage`` object -> Usage, or None when it is absent/null.
 
     ``prompt_tokens`` already includes cache reads/writes
-    (docs/protocols.md, "Usage and caching"). Fallbacks: DeepSeek's
+    (docs/protocols.md, "Usage and caching"). The usual shape (ints where the API puts
+    them) is read here; anything else -- counts as strings or floats, DeepSeek's
     ``prompt_cache_hit_tokens``, Ollama's ``prompt_eval_count``/``eval_count``
-    (docs/protocols.md, "Chat Completions: server extensions").
+    (docs/protocols.md, "Chat Completions: server extensions"), a top-level
+    ``reasoning_tokens``, Anthropic's cache fields added by a proxy -- by
+    :func:`~interlingua.dialects.loose_usage.loose_usage`.
     """
     if not isinstance(raw, dict):
         return None
@@ -121,6 +111,9 @@ def parse_usage(raw: Any) -> Usage | None:
             and (written is None or type(written) is int)
             and (reasoning is None or type(reasoning) is int)
             and "prompt_cache_hit_tokens" not in raw
+            and "reasoning_tokens" not in raw
+            and "cache_read_input_tokens" not in raw
+            and "cache_creation_input_tokens" not in raw
         ):
             return Usage(
                 input_tokens=max(prompt_tokens, 0),
@@ -129,17 +122,7 @@ def parse_usage(raw: Any) -> Usage | None:
                 cache_write_tokens=max(written or 0, 0),
                 reasoning_tokens=max(reasoning or 0, 0),
             )
-    prompt = raw.get("prompt_tokens_details")
-    prompt = prompt if isinstance(prompt, dict) else {}
-    completion = raw.get("completion_tokens_details")
-    completion = completion if isinstance(completion, dict) else {}
-    return Usage(
-        input_tokens=_count(raw, "prompt_tokens", "prompt_eval_count", "input_tokens"),
-        output_tokens=_count(raw, "completion_tokens", "eval_count", "output_tokens"),
-        cache_read_tokens=_count(prompt, "cached_tokens") or _count(raw, "prompt_cache_hit_tokens"),
-        cache_write_tokens=_count(prompt, "cache_write_tokens"),
-        reasoning_tokens=_count(completion, "reasoning_tokens"),
-    )
+    return loose_usage(raw)
 
 
 def render_usage(usage: Usage) -> dict[str, Any]:

@@ -102,9 +102,12 @@ class OpenAIChatStreamDecoder:
         "_tool_ids",
         "_tools",
         "_usage",
+        "last",
     )
 
     def __init__(self, request: Request) -> None:
+        #: the JSON of the event fed last (see StreamDecoder)
+        self.last: Any = None
         self._request = request  # for the input estimate when no usage arrives
         self._stops = request.stop
         self._started = False
@@ -139,7 +142,7 @@ class OpenAIChatStreamDecoder:
             if not stripped:
                 return []  # an empty data line some servers send as a keep-alive
         try:
-            chunk = orjson.loads(data)
+            chunk = self.last = orjson.loads(data)
         except orjson.JSONDecodeError:
             chunk = None
         if not isinstance(chunk, dict):

@@ -70,10 +70,13 @@ class ResponsesStreamDecoder:
         "_open",
         "_started",
         "_tools",
+        "last",
     )
 
     def __init__(self, request: Request) -> None:
         del request  # nothing in the request changes how a Responses stream reads
+        #: the JSON of the event fed last (see StreamDecoder)
+        self.last: Any = None
         self._started = False
         self._done = False
         self._next = 0  # the next neutral block index
@@ -89,7 +92,7 @@ class ResponsesStreamDecoder:
         if self._done:
             return []
         try:
-            data = orjson.loads(event.data)
+            data = self.last = orjson.loads(event.data)
         except orjson.JSONDecodeError:
             data = None
         if not isinstance(data, dict):

@@ -29,6 +29,7 @@ from ...core import (
 )
 from ...errors import UpstreamError
 from .._common import call_arguments, call_name, random_id
+from ..loose_usage import loose_usage
 from ..openai_chat.errors import error_from_payload
 from ._items import DIALECT_NAME
 from .request import INSTRUCTIONS
@@ -370,25 +371,36 @@ def render_response(
     return finish(body, response.stop_reason, response.usage)
 
 
-def _count(obj: Any, key: str) -> int:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return max(0, int(value))
-    return 0
-
-
 def parse_usage(raw: Any) -> Usage | None:
-    """A Responses ``usage`` object -> Usage, or None when it is absent/null."""
+    """A Responses ``usage`` object -> Usage, or None when it is absent/null.
+
+    The usual shape (int counts, and details objects of ints) is read here; counts
+    written otherwise (strings, floats, a top-level ``reasoning_tokens``...) by
+    :func:`~interlingua.dialects.loose_usage.loose_usage`.
+    """
     if not isinstance(raw, dict):
         return None
-    inputs = raw.get("input_tokens_details")
-    return Usage(
-        input_tokens=_count(raw, "input_tokens"),
-        output_tokens=_count(raw, "output_tokens"),
-        cache_read_tokens=_count(inputs, "cached_tokens"),
-        cache_write_tokens=_count(inputs, "cache_write_tokens"),
-        reasoning_tokens=_count(raw.get("output_tokens_details"), "reasoning_tokens"),
-    )
+    tokens_in, tokens_out = raw.get("input_tokens"), raw.get("output_tokens")
+    inputs, outputs = raw.get("input_tokens_details"), raw.get("output_tokens_details")
+    cached = inputs.get("cached_tokens", 0) if type(inputs) is dict else 0
+    written = inputs.get("cache_write_tokens", 0) if type(inputs) is dict else 0
+    reasoning = outputs.get("reasoning_tokens", 0) if type(outputs) is dict else 0
+    if (
+        type(tokens_in) is int
+        and type(tokens_out) is int
+        and type(cached) is int
+        and type(written) is int
+        and type(reasoning) is int
+        and "reasoning_tokens" not in raw
+    ):
+        return Usage(
+            input_tokens=max(tokens_in, 0),
+            output_tokens=max(tokens_out, 0),
+            cache_read_tokens=max(cached, 0),
+            cache_write_tokens=max(written, 0),
+            reasoning_tokens=max(reasoning, 0),
+        )
+    return loose_usage(raw)
 
 
 def _str(item: dict[str, Any], key: str) -> str:
