@@ -117,3 +117,25 @@ def test_a_relayed_stream_merges_string_counts() -> None:
         stream.feed(b"data: " + orjson.dumps(event) + b"\n\n")
     assert usage_counts(stream.counts) == (40, 25, 0, 0)
     assert stream.tokens == 65
+
+
+@pytest.mark.parametrize("huge", [1e30, "1e30", 1e300, "123456789012345678901234567890"])
+def test_a_count_too_large_to_be_one_is_none(huge: Any) -> None:
+    """A float (or a string) far beyond any real count must not become an int no JSON
+    encoder of the gateway can write: rendering the answer would fail (orjson refuses
+    integers beyond 64 bits), turning one odd field into a failed request."""
+    assert loose_count(huge) == 0
+    body = {
+        "id": "c",
+        "model": "m",
+        "object": "chat.completion",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": huge, "completion_tokens": 3},
+    }
+    request = Request(model="m", messages=())
+    response = get_dialect("openai").parse_response(body, request)
+    assert response.usage.input_tokens == 0 and response.usage.output_tokens == 3
+    for name in ("openai", "anthropic", "responses"):
+        orjson.dumps(get_dialect(name).render_response(response, request))

@@ -42,7 +42,7 @@ CHAT_COUNT_KEYS = ("prompt_tokens", "completion_tokens", "prompt_eval_count", "e
 def loose_count(value: object) -> int:
     """A token count however it was written: an int, a float (truncated), a string of a
     number (``"12"``, ``" 12 "``, ``"12.0"``); never negative; anything else (a null,
-    a bool, text, a NaN or infinity) 0.
+    a bool, text, a NaN or infinity, a number beyond any real count) 0.
 
     >>> [loose_count(v) for v in (12, "12", 12.7, "x", True, -1)]
     [12, 12, 12, 0, 0, 0]
@@ -52,17 +52,25 @@ def loose_count(value: object) -> int:
     return _number(value) or 0
 
 
+#: No real count comes near it (the largest integer JavaScript's JSON keeps exactly). A
+#: float or string beyond it would become an int no JSON encoder here writes (orjson
+#: refuses integers beyond 64 bits): one odd field would fail the whole answer.
+_MAX_COUNT = 2**53
+
+
 def _number(value: object) -> int | None:
     """``value`` as a count if it is a number at all (an int, a finite float, a string
-    of one; 0 when negative), else None."""
+    of one; 0 when negative), else None (also for one beyond :data:`_MAX_COUNT`)."""
     number: float
     if type(value) is int:
         return value if value > 0 else 0
     if isinstance(value, str):
         try:
-            return max(0, int(value))
+            count = int(value)
         except ValueError:
             pass
+        else:
+            return None if count > _MAX_COUNT else max(0, count)
         try:
             number = float(value)
         except ValueError:
@@ -71,7 +79,7 @@ def _number(value: object) -> int | None:
         number = value
     else:
         return None
-    if math.isfinite(number):
+    if math.isfinite(number) and number <= _MAX_COUNT:
         return int(number) if number > 0 else 0
     return None
 
