@@ -363,3 +363,41 @@ def test_text_of_an_answer_is_never_lost(text: str) -> None:
         found = rest.find(piece)
         assert found != -1, (piece, text)
         rest = rest[found + len(piece) :]
+
+
+class _CountingBlanks:
+    """Stands in for xml_calls' blank-run pattern, adding up the characters it scans."""
+
+    def __init__(self) -> None:
+        import re
+
+        self.pattern = re.compile(r"\s*")
+        self.scanned = 0
+
+    def match(self, text: str, pos: int) -> Any:
+        found = self.pattern.match(text, pos)
+        assert found is not None
+        self.scanned += found.end() - pos
+        return found
+
+
+@pytest.mark.parametrize("close", ["", "</function>"])
+def test_runaway_blanks_after_a_parameter_are_scanned_once(
+    close: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that loops on newlines after a call's parameter (up to its token limit),
+    streamed a chunk at a time, must not have the blanks read again at every chunk: that
+    is quadratic time on the gateway's event loop (seconds for a few 10,000 newlines)."""
+    from interlingua.text import xml_calls
+
+    counter = _CountingBlanks()
+    monkeypatch.setattr(xml_calls, "_BLANKS", counter)
+    blanks = 4000
+    text = "<function=Bash><parameter=command>ls</parameter>" + close + "\n" * blanks
+    parser = ToolCallTextParser(NAMES, schemas=SCHEMAS)
+    segments: list[Segment] = []
+    for i in range(0, len(text), 2):
+        segments += parser.feed(text[i : i + 2])
+    segments += parser.flush()
+    assert segments == [("tool_call", "Bash", '{"command":"ls"}')]
+    assert counter.scanned <= 2 * blanks

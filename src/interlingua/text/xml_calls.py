@@ -96,7 +96,9 @@ class XmlCall:
         self._name = ""
         self._key = ""  # the parameter being read
         self._value = 0  # where its value starts
-        self._search = 0  # where to look for the value's end next time
+        # where to look for the value's end next time; after a parameter or
+        # </function>, where the blanks seen so far end
+        self._search = 0
         self._params: dict[str, str] = {}
 
     def advance(self, buf: str, eof: bool) -> tuple[int, Call | None] | None:
@@ -159,7 +161,7 @@ class XmlCall:
 
     def _after_parameter(self, buf: str, eof: bool) -> tuple[int, Call | None] | None:
         """After the name or a parameter: another parameter, a closing tag, or the end."""
-        at = _BLANKS.match(buf, self._pos).end()  # type: ignore[union-attr]
+        at = _BLANKS.match(buf, max(self._pos, self._search)).end()  # type: ignore[union-attr]
         if buf.startswith(PARAMETER_TAG, at):
             self._pos, self._state = at + len(PARAMETER_TAG), _KEY
             return None
@@ -171,6 +173,9 @@ class XmlCall:
         rest = buf[at : at + _LONGEST_END]
         cut = any(tag.startswith(rest) for tag in _AFTER_PARAMETER)  # blanks or a tag's start
         if cut and not eof:
+            # Blanks up to here are not scanned again: a model's runaway newlines, read
+            # a chunk at a time from the call's start, would cost quadratic time.
+            self._search = at
             return _WAIT
         if not self._params:
             return self._pos, None  # "<function=X>" and then prose: a mention, not a call
@@ -180,11 +185,14 @@ class XmlCall:
 
     def _after_function(self, buf: str, eof: bool) -> tuple[int, Call | None] | None:
         """After ``</function>``: the envelope's ``</tool_call>``, if any, is the call's."""
-        at = _BLANKS.match(buf, self._pos).end()  # type: ignore[union-attr]
+        at = _BLANKS.match(buf, max(self._pos, self._search)).end()  # type: ignore[union-attr]
         if buf.startswith(END_CALL, at):
             return at + len(END_CALL), (self._name, self._params)
         if END_CALL.startswith(buf[at : at + len(END_CALL)]):
-            return (len(buf), (self._name, self._params)) if eof else _WAIT
+            if eof:
+                return len(buf), (self._name, self._params)
+            self._search = at  # as in _after_parameter
+            return _WAIT
         return self._pos, (self._name, self._params)
 
 
