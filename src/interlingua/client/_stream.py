@@ -224,7 +224,8 @@ class ChatStream:
         """Just the answer text, piece by piece, refusals apart. With think_tags, the
         reasoning first as :func:`~interlingua.client.fold_reasoning` writes it, padding
         stripped as it streams (:class:`~interlingua.client.StreamedFold`), so the pieces
-        join to ``result.text``."""
+        join to ``result.text`` -- unless reasoning arrives after the answer began (no
+        dialect sends it so), which ``result.text`` folds in front and this leaves out."""
         fold = StreamedFold() if self._options is not None and self._options.think_tags else None
         refusals: set[int] = set()
         async for event in self:
