@@ -401,3 +401,35 @@ def test_runaway_blanks_after_a_parameter_are_scanned_once(
     segments += parser.flush()
     assert segments == [("tool_call", "Bash", '{"command":"ls"}')]
     assert counter.scanned <= 2 * blanks
+
+
+def test_runaway_blanks_after_a_bullet_are_not_held_without_end() -> None:
+    """A bullet holds back the blanks after it (a bare call may follow), but only up to
+    MAX_BULLET_GAP of them: a model looping on newlines after a bullet must not grow the
+    held text (rescanned at every chunk: quadratic time) to the end of its answer."""
+    from interlingua.text.tool_calls import MAX_BULLET_GAP
+
+    text = "Done. \u25cf" + "\n" * 20_000
+    parser = ToolCallTextParser(NAMES, schemas=SCHEMAS)
+    segments: list[Segment] = []
+    for i in range(0, len(text), 2):
+        segments += parser.feed(text[i : i + 2])
+        assert len(parser._buf) <= MAX_BULLET_GAP + 2
+    segments += parser.flush()
+    assert merge(segments) == [("text", text)]
+
+
+@pytest.mark.parametrize("gap", [1, 63, 64, 65, 200])
+def test_a_bullet_is_the_call_s_only_within_the_gap_in_any_chunking(gap: int) -> None:
+    """Within MAX_BULLET_GAP blanks the bullet belongs to the bare call after it; past
+    it, the bullet and blanks are text. Either way every chunking agrees."""
+    from interlingua.text.tool_calls import MAX_BULLET_GAP
+
+    call = "<function=Bash><parameter=command>ls</parameter></function>"
+    text = "Next: \u25cf" + " " * gap + call
+    whole = merge(parse([text], NAMES, schemas=SCHEMAS))
+    kept = "Next: " if gap <= MAX_BULLET_GAP else "Next: \u25cf" + " " * gap
+    assert whole == [("text", kept), ("tool_call", "Bash", '{"command":"ls"}')]
+    for size in (1, 2, 7):
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        assert merge(parse(pieces, NAMES, schemas=SCHEMAS)) == whole

@@ -73,6 +73,10 @@ CLOSE_TAG = "</tool_call>"
 _OPEN_TAGS = (OPEN_TAG,)
 _CLOSE_TAGS = (CLOSE_TAG,)
 _BULLET_A, _BULLET_B = BULLETS[0], BULLETS[1]  # two `in` tests are cheaper than a loop
+#: the most blanks between a bullet and a bare call that still make the bullet part of
+#: the call: a stream holds a bullet back while blanks follow it, and a model looping on
+#: blanks after one must not be held (and rescanned at every chunk) without end
+MAX_BULLET_GAP = 64
 
 # Prefixes that announce a bare JSON call: Llama 3.1 ``<|python_tag|>`` (when the
 # detokenizer keeps special tokens), Mistral ``[TOOL_CALLS]``, and a Markdown fence.
@@ -361,7 +365,9 @@ class ToolCallTextParser:
         if self._xml and (_BULLET_A in buf or _BULLET_B in buf):
             # a bullet, blanks, and maybe the start of "<function="
             k = max(buf.rfind(_BULLET_A), buf.rfind(_BULLET_B))
-            if FUNCTION_TAG.startswith(buf[k + 1 :].lstrip()):
+            after = buf[k + 1 :]
+            rest = after.lstrip()
+            if len(after) - len(rest) <= MAX_BULLET_GAP and FUNCTION_TAG.startswith(rest):
                 held = max(held, len(buf) - k)
         return held
 
@@ -448,8 +454,9 @@ def _may_start_call(text: str) -> bool:
 
 
 def _bullet_start(buf: str, call: int) -> int:
-    """Where a bare call at ``call`` begins: at a bullet before it (blanks between)."""
+    """Where a bare call at ``call`` begins: at a bullet before it (at most
+    :data:`MAX_BULLET_GAP` blanks between)."""
     i = call
-    while i and buf[i - 1].isspace():
+    while i and call - i < MAX_BULLET_GAP and buf[i - 1].isspace():
         i -= 1
     return i - 1 if i and buf[i - 1] in BULLETS else call
