@@ -236,6 +236,38 @@ def test_lowest_latency_measures_the_unmeasured_first() -> None:
     assert _keys(router.plan("m")) == ["c/m", "a/m", "b/m"]
 
 
+def test_a_broken_stream_does_not_look_fast() -> None:
+    router = _router(
+        [{"name": "m", "upstream": u} for u in ("a", "b")], {"strategy": "lowest-latency"}
+    )
+    a, b = router._groups["m"].deployments
+    router.attempt_succeeded(a, 0.1, whole=False)  # a stream's first events, fast
+    router.attempt_succeeded(b, 0.5)
+    assert _keys(router.plan("m")) == ["a/m", "b/m"]
+    a.broke()  # ... and then it broke: a failure, and a slow sample
+    assert a.latency == pytest.approx(0.1 + 0.3 * (routing.BROKEN_LATENCY - 0.1))
+    assert _keys(router.plan("m")) == ["b/m", "a/m"]
+    # Its first events were no success for the cooldown: the break is its first failure.
+    assert router.cooldowns.record_failure(a.key) is None
+    assert router.cooldowns.record_failure(a.key) is not None  # the third (default 3)
+
+
+def test_only_a_completed_stream_clears_the_failures() -> None:
+    router = _router([{"name": "m", "upstream": u} for u in ("a", "b")], {})
+    a, _b = router._groups["m"].deployments
+    for _ in range(2):
+        router.attempt_failed(a)
+        router.attempt_succeeded(a, 0.1, whole=False)  # the first byte does not clear
+    a.broke()
+    assert router.cooldowns.cooling_until(a.key) is not None
+    router.cooldowns = Cooldowns(CooldownConfig(failures=3, window=60, duration=30))
+    router.attempt_failed(a)
+    router.attempt_failed(a)
+    a.completed()  # the stream's end does
+    router.attempt_failed(a)
+    assert router.cooldowns.cooling_until(a.key) is None
+
+
 def test_cooldown_counts_failures_within_the_window() -> None:
     clock = Clock()
     cool = Cooldowns(CooldownConfig(failures=3, window=60, duration=30), clock)
@@ -249,8 +281,20 @@ def test_cooldown_counts_failures_within_the_window() -> None:
     assert cool.cooling_until("k") == pytest.approx(clock.now + 0.1)
     clock.now += 0.2
     assert cool.cooling_until("k") is None
-    # After a cooldown the count starts again from zero.
-    assert cool.record_failure("k") is None
+
+
+def test_after_a_cooldown_one_probe_decides() -> None:
+    clock = Clock()
+    cool = Cooldowns(CooldownConfig(failures=3, window=60, duration=30), clock)
+    for _ in range(3):
+        cool.record_failure("k")
+    clock.now += 30.1  # the cooldown is over: back in plans, on probation
+    assert cool.cooling_until("k") is None
+    # The probe failed: cooling again at once, not after three more failures.
+    assert cool.record_failure("k") == clock.now + 30
+    clock.now += 30.1
+    cool.record_success("k")  # the next probe answered: all forgotten
+    assert [cool.record_failure("k") for _ in range(3)] == [None, None, clock.now + 30]
 
 
 def test_cooldown_honours_retry_after_and_ends_on_success() -> None:

@@ -14,8 +14,10 @@ request, the candidates to try in order (server/gateway.py runs the attempts):
    * ``least-busy`` -- fewest attempts in flight first (the gateway reports starts and
      ends), ties broken by the weighted draw;
    * ``lowest-latency`` -- lowest moving average of the latency of successful attempts
-     (time to the first streamed events, or to the whole answer) first; deployments not
-     yet measured come before all others so that each gets measured;
+     (time to the first streamed events, or to the whole answer) first; a stream that
+     broke after its first byte adds a sample of :data:`BROKEN_LATENCY` instead, so a
+     deployment that answers fast and then cuts does not look fast; deployments not yet
+     measured come before all others so that each gets measured;
 
    deployments cooling down (:class:`Cooldowns`) are left out; when *every* deployment of
    the name is cooling, the one whose cooldown ends first is kept, at the end of the plan
@@ -59,6 +61,11 @@ __all__ = ["Cooldowns", "Deployment", "Route", "Router"]
 
 #: weight of the newest sample in the latency moving average (exponential, per attempt)
 LATENCY_ALPHA = 0.3
+#: the latency sample, in seconds, that a stream broken after its first byte counts as:
+#: its client waited and got no whole answer, which is worse than any slow answer a
+#: healthy stream's time to its first events measures (one such sample lifts an average
+#: of 0.5 s to about 18 s, behind every healthy sibling, until it answers well again)
+BROKEN_LATENCY = 60.0
 #: wildcard names remembered (their deployments and statistics); past this the memory is
 #: cleared, so a client cycling through model names cannot grow it without bound
 WILDCARD_CACHE = 4096
@@ -96,6 +103,7 @@ class Deployment:
     __slots__ = (
         "alone",
         "broke",
+        "completed",
         "in_flight",
         "inverse_weight",
         "key",
@@ -113,9 +121,12 @@ class Deployment:
         self.key = f"{route.entry.upstream if route.entry else route.upstream.name}/" + (
             route.upstream_model
         )
-        #: tells the router this deployment's answer broke after its first byte (a
-        #: stream's end: it counts toward the cooldown); set by the router, built once
+        #: tells the router this deployment's stream broke after its first byte (it
+        #: counts toward the cooldown and as a slow sample); set by the router, built once
         self.broke: Callable[[], None] = _nobody
+        #: tells the router this deployment's stream reached its end: only then is it a
+        #: success for the cooldown (a first byte is not); set by the router, built once
+        self.completed: Callable[[], None] = _nobody
         self.in_flight = 0
         #: its name's only deployment, no fallbacks, no retries: a plan of its own is this
         #: deployment alone, always (the gateway's hot path; set by the router)
@@ -156,6 +167,12 @@ class Cooldowns:
     for that long at least. A success forgets the key's failures and ends its cooldown.
     Times are on ``clock``'s scale (monotonic by default).
 
+    When a cooldown ends the key is back in plans at once, on probation: the first
+    attempts it gets are its probe. Their first success ends the probation (and forgets
+    everything); a failure before any success cools it again at once, for ``duration``,
+    without waiting for ``failures`` more: a deployment that is still down costs one
+    failed attempt per cooldown, not ``failures`` of them.
+
     The interface is all the router uses, so a shared implementation (several gateway
     replicas, Redis) can replace this one: :meth:`record_failure`,
     :meth:`record_success`, :meth:`cooling_until`.
@@ -165,6 +182,12 @@ class Cooldowns:
     (None, 130.0, 130.0)
     >>> cool.record_success("a"); cool.cooling_until("a") is None
     True
+    >>> cool.record_failure("b", retry_after=5)  # a 429 that asked for 5 s
+    105.0
+    >>> cool.clock = lambda: 106.0; cool.cooling_until("b") is None  # on probation
+    True
+    >>> cool.record_failure("b")  # the probe failed: cooling again at once
+    136.0
     """
 
     #: keys tracked before entries with nothing recent are swept out
@@ -184,13 +207,17 @@ class Cooldowns:
                 self._sweep(now)
             state = self._keys[key] = _Failures()
         times = state.times
-        times.append(now)
-        horizon = now - self.config.window
-        while times and times[0] < horizon:
-            times.popleft()
-        if len(times) >= self.config.failures:
+        if state.until and state.until <= now:  # on probation: the probe failed
             times.clear()
-            state.until = max(state.until, now + self.config.duration)
+            state.until = now + self.config.duration
+        else:
+            times.append(now)
+            horizon = now - self.config.window
+            while times and times[0] < horizon:
+                times.popleft()
+            if len(times) >= self.config.failures:
+                times.clear()
+                state.until = max(state.until, now + self.config.duration)
         if retry_after is not None and retry_after > 0:
             state.until = max(state.until, now + retry_after)
         return state.until if state.until > now else None
@@ -206,6 +233,11 @@ class Cooldowns:
         if state is None or not state.until:
             return None
         return state.until if state.until > self.clock() else None
+
+    def probing(self, key: str) -> bool:
+        """Whether ``key``'s cooldown has ended with no success since (on probation)."""
+        state = self._keys.get(key)
+        return state is not None and 0 < state.until <= self.clock()
 
     def _sweep(self, now: float) -> None:
         horizon = now - self.config.window
@@ -296,7 +328,8 @@ class Router:
         entry = route.entry
         retries = self._retries.get(entry.upstream) if entry is not None else None
         deployment = Deployment(route, entry.weight if entry else 1.0, retries or RetriesConfig())
-        deployment.broke = partial(self.attempt_failed, deployment)
+        deployment.broke = partial(self.stream_broke, deployment)
+        deployment.completed = partial(self.stream_completed, deployment)
         return deployment
 
     # -- lookups ------------------------------------------------------------------------
@@ -423,19 +456,38 @@ class Router:
         """An attempt on ``deployment`` ended (a stream: when its last byte went out)."""
         deployment.in_flight -= 1
 
-    def attempt_succeeded(self, deployment: Deployment, latency: float) -> None:
+    def attempt_succeeded(self, deployment: Deployment, latency: float, whole: bool = True) -> None:
         """``deployment`` answered after ``latency`` seconds (to its first events, for a
-        stream): its failures are forgotten and the sample joins its moving average."""
-        self.cooldowns.record_success(deployment.key)
-        average = deployment.latency
-        deployment.latency = (
-            latency if average is None else average + LATENCY_ALPHA * (latency - average)
-        )
+        stream): the sample joins its moving average. A ``whole`` answer is a success for
+        its cooldown (its failures are forgotten); a stream is not yet (``whole=False``):
+        it is one when it completes (:meth:`stream_completed`), a failure if it breaks."""
+        if whole:
+            self.cooldowns.record_success(deployment.key)
+        self._sample(deployment, latency)
 
     def attempt_failed(self, deployment: Deployment, retry_after: float | None = None) -> None:
         """``deployment`` failed in a way worth retrying elsewhere; it counts toward its
         cooldown (and ``retry_after``, the wait the upstream asked for, cools it that long)."""
         self.cooldowns.record_failure(deployment.key, retry_after)
+
+    def stream_completed(self, deployment: Deployment) -> None:
+        """A stream of ``deployment`` reached its end: a success for its cooldown."""
+        self.cooldowns.record_success(deployment.key)
+
+    def stream_broke(self, deployment: Deployment) -> None:
+        """A stream of ``deployment`` broke after its first byte: a failure toward its
+        cooldown, and a :data:`BROKEN_LATENCY` sample (once measured: a deployment no
+        strategy orders keeps no latency)."""
+        self.cooldowns.record_failure(deployment.key)
+        if deployment.latency is not None:
+            self._sample(deployment, BROKEN_LATENCY)
+
+    @staticmethod
+    def _sample(deployment: Deployment, latency: float) -> None:
+        average = deployment.latency
+        deployment.latency = (
+            latency if average is None else average + LATENCY_ALPHA * (latency - average)
+        )
 
 
 def _unmeasured_first(latency: float | None) -> float:

@@ -150,6 +150,21 @@ async def test_a_success_anywhere_ends_the_cooldown_everywhere(
     assert b.cooldowns.cooling_until(KEY) is None
 
 
+async def test_a_cooldown_a_replica_ended_leaves_it_on_probation(
+    replicas: list[Replica], redis_clock: Clock
+) -> None:
+    a, _ = replicas
+    for _ in range(3):
+        a.cooldowns.record_failure(KEY)
+    await a.sent()
+    a.clock.now += 31
+    redis_clock.now += 31
+    await a.cooldowns.refresh()  # Redis shows nothing for it any more
+    assert a.cooldowns.cooling_until(KEY) is None
+    # The probe fails: cooling again at once, not after three more failures.
+    assert a.cooldowns.record_failure(KEY) == pytest.approx(a.clock.now + 30)
+
+
 async def test_a_plain_success_costs_no_round_trip(replicas: list[Replica]) -> None:
     a, _ = replicas
     a.cooldowns.record_success(KEY)

@@ -17,7 +17,11 @@ in Redis across replicas:
   for (as of the last read): the common success costs nothing;
 * the process's own :class:`routing.Cooldowns` (``local``) counts too, and answers
   alone while Redis is away: a replica never waits for Redis to stop using a deployment
-  that fails under its own eyes.
+  that fails under its own eyes;
+* a deployment this replica cooled itself stays on probation here when its cooldown
+  ends (``local.probing``: its next failure cools it again at once), although Redis then
+  shows nothing for it, as it does after another replica's success; one it only learnt
+  of from the others counts its next failures as usual.
 
 Times are on ``local.clock``'s scale (monotonic): Redis's times become "that many
 seconds from now" on arrival, so replica clocks do not matter. This module cannot
@@ -72,6 +76,8 @@ class LocalCooldowns(Protocol):
     def record_success(self, key: str) -> None: ...
 
     def cooling_until(self, key: str) -> float | None: ...
+
+    def probing(self, key: str) -> bool: ...
 
 
 class SharedCooldowns:
@@ -166,7 +172,8 @@ class SharedCooldowns:
         for key in list(self._shared_keys):
             if key not in late and key not in remote and key not in failing_keys:
                 self._shared_keys.discard(key)
-                self.local.record_success(key)
+                if not self.local.probing(key):  # (an ended cooldown, not a success)
+                    self.local.record_success(key)
         self._remote = remote
         self._failing_keys = (failing_keys - late) | (self._failing_keys & late)
         self._touched = {k: n for k, n in self._touched.items() if n > since}

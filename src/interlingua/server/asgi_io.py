@@ -169,11 +169,11 @@ class StreamResponse:
     (:class:`~.pings.Ticker`); ``chunks`` must then be whole events.
 
     When it is over it knows its :class:`StreamOutcome` (``outcome``) before it says so to
-    ``finished`` and ``on_broken``. A client that hangs up is told apart from one that
-    hangs up right after the last byte (the openai SDK closes as soon as it has read
-    ``[DONE]``, often before the upstream's own end has reached the gateway) by the last
-    chunk sent: ``ends`` (the client dialect's ``RelayCheck.ends``) says whether it held
-    the stream's last event. Only a hang-up pays for that look.
+    ``finished``, ``on_complete`` and ``on_broken``. A client that hangs up is told apart
+    from one that hangs up right after the last byte (the openai SDK closes as soon as it
+    has read ``[DONE]``, often before the upstream's own end has reached the gateway) by
+    the last chunk sent: ``ends`` (the client dialect's ``RelayCheck.ends``) says whether
+    it held the stream's last event. Only a hang-up pays for that look.
     """
 
     __slots__ = (
@@ -188,6 +188,7 @@ class StreamResponse:
         "finished",
         "headers",
         "on_broken",
+        "on_complete",
         "on_error",
         "outcome",
         "ping",
@@ -240,6 +241,8 @@ class StreamResponse:
         self.finished: Callable[[str], None] | None = None
         #: told once more when the outcome is BROKEN (the router: the deployment failed)
         self.on_broken: Callable[[], None] | None = None
+        #: told once more when the outcome is COMPLETE (the router: the deployment served)
+        self.on_complete: Callable[[], None] | None = None
 
     def ended(self) -> str:
         """The outcome of a stream whose last event went out: BROKEN when the upstream
@@ -273,7 +276,10 @@ class StreamResponse:
                 outcome = self.outcome = StreamOutcome.CANCELLED
             if self.finished is not None:
                 self.finished(outcome)
-            if outcome == StreamOutcome.BROKEN and self.on_broken is not None:
+            if outcome == StreamOutcome.COMPLETE:
+                if self.on_complete is not None:
+                    self.on_complete()
+            elif outcome == StreamOutcome.BROKEN and self.on_broken is not None:
                 self.on_broken()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -116,15 +116,18 @@ def _answered(
     """``answer``, once the router knows the attempt succeeded (and, for a stream, will
     know when it ends)."""
     latency = time.perf_counter() - started
-    router.attempt_succeeded(deployment, latency)
-    if router.observe is not None:
-        router.observe(deployment.route.upstream.name, "ok")
     if type(answer) is StreamResponse:
-        # A stream is in flight until its last byte went out, and may still break.
+        # A stream is in flight until its last byte went out, and may still break: its
+        # end, not its first byte, says whether the deployment served the client.
+        router.attempt_succeeded(deployment, latency, whole=False)
         answer.aclose = _ending(answer, router, deployment)
         answer.on_broken = deployment.broke
+        answer.on_complete = deployment.completed
     else:
+        router.attempt_succeeded(deployment, latency)
         router.attempt_ended(deployment)
+    if router.observe is not None:
+        router.observe(deployment.route.upstream.name, "ok")
     if log.isEnabledFor(logging.DEBUG):
         _log(model, number, deployment, f"{answer.status} ok", latency, None, 0.0)
     return answer
@@ -134,14 +137,17 @@ def alone_answered(
     router: Router, deployment: Deployment, answer: Answer, started: float, model: str
 ) -> Answer:
     """:func:`_answered` for a name's only deployment with nothing to retry (the hot path):
-    its cooldown is cleared, but no in-flight count or latency is kept, since no
-    strategy ever orders a deployment that has no sibling."""
-    router.cooldowns.record_success(deployment.key)
+    its cooldown is cleared (a stream's when it completes), but no in-flight count or
+    latency is kept, since no strategy ever orders a deployment that has no sibling."""
+    if type(answer) is StreamResponse:
+        # Its end decides: a break after the first byte is the deployment's failure (not
+        # a client leaving), only a completed stream its success.
+        answer.on_broken = deployment.broke
+        answer.on_complete = deployment.completed
+    else:
+        router.cooldowns.record_success(deployment.key)
     if router.observe is not None:
         router.observe(deployment.route.upstream.name, "ok")
-    if type(answer) is StreamResponse:
-        # A break after the first byte is the deployment's failure (not a client leaving).
-        answer.on_broken = deployment.broke
     if log.isEnabledFor(logging.DEBUG):
         latency = time.perf_counter() - started
         _log(model, 1, deployment, f"{answer.status} ok", latency, None, 0.0)

@@ -290,8 +290,15 @@ class FakeUpstream(Upstream):
             return RawResponse(200, {"content-type": "application/json"}, body=rendered)
         events = list(unfold(item, self.chunk_size)) if isinstance(item, Response) else item
         data = b"".join(self._encode(events, view))
+        # Checked as an HTTP upstream checks a relayed stream, so that an in-band error
+        # event is the upstream's failure here too (``check.failed``).
+        check = self._codec.relay_check()
+        check.feed(data + b"\n\n")
         return RawResponse(
-            200, {"content-type": "text/event-stream"}, chunks=_pieces(data, _PASSTHROUGH_PIECES)
+            200,
+            {"content-type": "text/event-stream"},
+            chunks=_pieces(data, _PASSTHROUGH_PIECES),
+            check=check,
         )
 
 
