@@ -430,3 +430,25 @@ def test_alone_marks_the_gateways_hot_path() -> None:
         "with-fallback": [False],
         "pair": [False, False],
     }
+
+
+def test_only_keeps_the_deployments_that_serve_else_the_coolest_of_them() -> None:
+    router = _router(
+        [
+            {"name": "m", "upstream": "a", "fallbacks": ["n"]},
+            {"name": "m", "upstream": "b"},
+            {"name": "n", "upstream": "c"},
+        ],
+        {"cooldown": {"failures": 1, "window": 60, "duration": 30}},
+    )
+    a, _b = router._groups["m"].deployments
+    (c,) = router._groups["n"].deployments
+    not_b = lambda route: route.upstream.name != "b"  # noqa: E731
+    assert _keys(router.only("m", router.plan("m"), not_b)) in (["a/m", "c/n"], ["c/n", "a/m"])
+    router.attempt_failed(a, retry_after=50)
+    router.attempt_failed(c, retry_after=40)
+    assert _keys(router.plan("m")) == ["b/m", "c/n"]  # (c: its name's last resort)
+    assert _keys(router.only("m", router.plan("m"), not_b)) == ["c/n"]
+    only_a = lambda route: route.upstream.name == "a"  # noqa: E731
+    assert router.only("m", router.plan("m"), only_a) == [a]  # cooling, but the only one
+    assert router.only("m", router.plan("m"), lambda route: False) == []

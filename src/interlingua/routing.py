@@ -356,6 +356,29 @@ class Router:
             plan += last_resort
         return plan
 
+    def only(
+        self, name: str, plan: Sequence[Deployment], serves: Callable[[Route], bool]
+    ) -> list[Deployment]:
+        """The deployments of ``plan`` (``name``'s) whose route ``serves`` the request,
+        for a request only some can serve; when the plan has none because all of those
+        are cooling down, the one whose cooldown ends first, rather than refusing the
+        request untried (as for a name whose deployments all cool). Empty: none serves.
+        """
+        kept = [d for d in plan if serves(d.route)]
+        if kept:
+            return kept
+        group = self._groups.get(name) or self._group_of(name)
+        groups = [group, *(self._groups.get(f) or self._wildcard_group(f) for f in group.fallbacks)]
+        until = self.cooldowns.cooling_until
+        cooling = [
+            (ends, d)
+            for each in groups
+            if each is not None
+            for d in each.deployments
+            if serves(d.route) and (ends := until(d.key)) is not None
+        ]
+        return [min(cooling, key=lambda pair: pair[0])[1]] if cooling else []
+
     def resolve(self, name: str) -> Route:
         """The route of ``name``'s first deployment in config order (else the wildcard's).
 

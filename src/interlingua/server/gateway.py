@@ -20,6 +20,7 @@ import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -209,13 +210,15 @@ class Gateway:
         ``relay_only``: the body means something only to an upstream of its own dialect
         (a Responses ``previous_response_id`` the gateway does not hold), so only the
         deployments that relay it unchanged are tried, and :class:`NotRelayable` is
-        raised when the plan has none. The plan itself decides, not the config's first
+        raised when the model has none. The plan itself decides, not the config's first
         deployment: a translating one would get the new input without its conversation.
+        When all that relay are cooling, the one whose cooldown ends first is tried
+        (:meth:`Router.only`): a request is not refused untried.
         """
         name = _model_of(body)
         plan = self.router.plan(name)
         if relay_only:
-            plan = [d for d in plan if self.passes_through(dialect, d.route)]
+            plan = self.router.only(name, plan, partial(self.passes_through, dialect))
             if not plan:
                 raise NotRelayable(name)
         if len(plan) > 1 or not plan[0].alone:
