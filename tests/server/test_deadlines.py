@@ -11,6 +11,9 @@ behaviours, chosen by the upstream model name:
   reached the client and the fallback answers, without a retry on the silent one.
 * ``stall``: sends some text, then only keep-alives until the gateway lets go. With
   ``idle`` set the stream ends with the typed in-band timeout error: a broken stream.
+* ``mute``: sends nothing at all, not even its status line, until the gateway lets go.
+  With ``read`` set (and no phase limit) the gateway gives up on it after ``read``, and
+  does not ask it again either.
 * ``whole``: the whole answer.
 
 The keep-alives come every 20 ms, far inside the limits: they would reset a read
@@ -53,6 +56,13 @@ def scripted(dialect: str) -> Any:
 
     async def behaviour(mock: MockOpenAI, request: web.Request, body: dict[str, Any]) -> Any:
         how = str(body.get("model", "")).split("-", 1)[0]
+        transport = request.transport
+        assert transport is not None
+        if how == "mute":
+            deadline = time.monotonic() + 10
+            while not transport.is_closing() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            return web.Response(status=500)
         resp = await _start_sse(request)
         events = {"whole": EVENTS, "slow": EVENTS[:1], "stall": EVENTS[:HALF]}[how]
         for data in wire(dialect, events):
@@ -60,8 +70,6 @@ def scripted(dialect: str) -> Any:
         if how == "whole":
             await resp.write_eof()
             return resp
-        transport = request.transport
-        assert transport is not None
         deadline = time.monotonic() + 10
         with contextlib.suppress(ConnectionError):
             while not transport.is_closing() and time.monotonic() < deadline:
@@ -90,6 +98,8 @@ def _models() -> list[dict[str, Any]]:
                 {"name": f"whole-{tail}", "upstream": up, "model": f"whole-{tail}"},
                 {"name": f"stall-{tail}", "upstream": f"{up}-timed", "model": f"stall-{tail}"},
                 {"name": f"alone-{tail}", "upstream": f"{up}-timed", "model": f"slow-a-{tail}"},
+                {"name": f"mute-{tail}", "upstream": f"{up}-read", "model": f"mute-{tail}",
+                 "fallbacks": [f"whole-{tail}"]},
             ]  # fmt: skip
     return models
 
@@ -103,13 +113,12 @@ def stack() -> Iterator[Stack]:
         }
         timed = {"first_byte": LIMIT, "idle": LIMIT, "read": 30}
         upstreams: dict[str, Any] = {}
+        retries = {"max": 2, "max_wait": 0.01}
         for name, mock in mocks.items():
             upstreams[name] = {"kind": name, "base_url": mock.base_url}
-            upstreams[f"{name}-timed"] = {
-                **upstreams[name],
-                "timeout": timed,
-                "retries": {"max": 2, "max_wait": 0.01},
-            }
+            upstreams[f"{name}-timed"] = {**upstreams[name], "timeout": timed, "retries": retries}
+            read = {"timeout": {"read": LIMIT}, "retries": retries}
+            upstreams[f"{name}-read"] = {**upstreams[name], **read}
         config = parse_config(
             {
                 "upstreams": upstreams,
@@ -143,20 +152,24 @@ def _cooling(stack: Stack, name: str) -> bool:
     return model["deployments"][0]["cooling_for"] is not None
 
 
+@pytest.mark.parametrize("how", ["slow", "mute"])
 @pytest.mark.parametrize("path", ["pass", "trans"])
 @pytest.mark.parametrize("client", list(DIALECTS))
-def test_a_silent_start_goes_to_the_fallback_at_once(stack: Stack, client: str, path: str) -> None:
+def test_a_silent_start_goes_to_the_fallback_at_once(
+    stack: Stack, client: str, path: str, how: str
+) -> None:
     tail = f"{client}-{path}"
     mock = stack.mocks[client if path == "pass" else TRANSLATED_TO[client]]
+    answered = asked(mock, f"whole-{tail}")  # (the two cases share the fallback)
     started = time.monotonic()
-    status, text, _ = ask(stack, client, f"slow-{tail}")
+    status, text, _ = ask(stack, client, f"{how}-{tail}")
     elapsed = time.monotonic() - started
     assert status == 200
     assert "Hel" in text and "lo" in text  # the fallback's whole answer
-    assert "first_byte" not in text  # (no in-band error on the way)
+    assert "first_byte" not in text and "timed out" not in text  # (no in-band error)
     # One attempt on the silent one, though it has retries left: not two more waits.
-    assert asked(mock, f"slow-{tail}") == 1
-    assert asked(mock, f"whole-{tail}") == 1
+    assert asked(mock, f"{how}-{tail}") == 1
+    assert asked(mock, f"whole-{tail}") == answered + 1
     assert LIMIT <= elapsed < 3 * LIMIT + 1.5
 
 
