@@ -355,7 +355,7 @@ class HttpUpstream(Upstream):
                 if data and pace is not None:
                     if not pace.started:
                         held += data
-                        if not has_content(self.dialect, data, True):
+                        if check.error is None and not has_content(self.dialect, data, True):
                             continue
                         data, held = held, b""
                         pace.heard()
