@@ -68,7 +68,7 @@ from ..http_pool import (
 from ..http_pool.engines import EngineAnswer, Transports
 from ..sse import SSEEvent
 from .base import RawResponse, Upstream, note_answer_id
-from .deadlines import Pace, PhaseTimeout, SilentTimeoutError, has_content, pace_of, paced
+from .deadlines import Pace, PhaseTimeout, SilentTimeoutError, has_content, paced
 from .shaping import drop_params, drop_refused, merge_params, take_shaping
 
 __all__ = ["HttpUpstream", "merge_headers"]
@@ -165,7 +165,8 @@ class HttpUpstream(Upstream):
     async def stream_batches(self, request: Request) -> AsyncGenerator[list[StreamEvent], None]:
         """:meth:`stream` grouped by network read, so the gateway writes each group once."""
         body = orjson.dumps(self.render(request, stream=True))
-        pace = pace_of(self.timeout)
+        timeout = self.timeout  # (no call when no phase has a limit: the common case)
+        pace = None if timeout.first_byte is None and timeout.idle is None else Pace(timeout)
         resp = await (self._post(self.url, body) if pace is None else self._post_paced(body, pace))
         try:
             if not 200 <= resp.status < 300:
@@ -256,7 +257,9 @@ class HttpUpstream(Upstream):
         extra = self._forwarding(headers)
         # (first_byte and idle bound streams only: a whole answer's status line comes
         # when it is done, so it is bounded by read and total alone)
-        pace = pace_of(self.timeout) if stream else None
+        timeout = self.timeout  # (no call when no phase has a limit: the common case)
+        timed = stream and not (timeout.first_byte is None and timeout.idle is None)
+        pace = Pace(timeout) if timed else None
         if pace is None:
             resp = await self._post(self.url, body, extra)
         else:
