@@ -116,6 +116,9 @@ class HttpUpstream(Upstream):
         self._headers = dict(headers)
         # (a stream may legitimately run for many minutes: the default total is generous)
         self.timeout = timeout or TimeoutConfig()
+        #: a stream's phases have limits (upstreams/deadlines.py): decided once, so a
+        #: stream without them pays one attribute test
+        self._phases = self.timeout.first_byte is not None or self.timeout.idle is not None
         self._owns_transports = transports is None
         self._transports = Transports() if transports is None else transports
         self._transport = self._transports.for_url(url)
@@ -165,8 +168,7 @@ class HttpUpstream(Upstream):
     async def stream_batches(self, request: Request) -> AsyncGenerator[list[StreamEvent], None]:
         """:meth:`stream` grouped by network read, so the gateway writes each group once."""
         body = orjson.dumps(self.render(request, stream=True))
-        timeout = self.timeout  # (no call when no phase has a limit: the common case)
-        pace = None if timeout.first_byte is None and timeout.idle is None else Pace(timeout)
+        pace = Pace(self.timeout) if self._phases else None
         resp = await (self._post(self.url, body) if pace is None else self._post_paced(body, pace))
         try:
             if not 200 <= resp.status < 300:
@@ -257,9 +259,7 @@ class HttpUpstream(Upstream):
         extra = self._forwarding(headers)
         # (first_byte and idle bound streams only: a whole answer's status line comes
         # when it is done, so it is bounded by read and total alone)
-        timeout = self.timeout  # (no call when no phase has a limit: the common case)
-        timed = stream and not (timeout.first_byte is None and timeout.idle is None)
-        pace = Pace(timeout) if timed else None
+        pace = Pace(self.timeout) if stream and self._phases else None
         if pace is None:
             resp = await self._post(self.url, body, extra)
         else:
@@ -355,7 +355,7 @@ class HttpUpstream(Upstream):
                     # Nothing sent yet: the error gets a real status, as translated.
                     error = self._first_error(*check.first_error)
                     break
-                if data and pace is not None:
+                if pace is not None and data:
                     if not pace.started:
                         held += data
                         if check.error is None and not has_content(self.dialect, data, True):
