@@ -139,6 +139,10 @@ def test_unknown_upstream_names_the_path_and_the_known_ones() -> None:
             "upstreams.u.timeout.read: expected a positive number, got -1",
         ),
         (
+            "{upstreams: {u: {kind: anthropic, timeout: {first_byte: 0}}}, models: []}",
+            "upstreams.u.timeout.first_byte: expected a positive number, got 0",
+        ),
+        (
             "{upstreams: {u: {kind: anthropic, timeout: {write: 1}}}, models: []}",
             "upstreams.u.timeout: unknown key 'write'",
         ),
@@ -302,7 +306,7 @@ def test_fake_config_has_fake_default_and_a_wildcard() -> None:
                 kind: anthropic
                 api_key_env: ANTHROPIC_API_KEY
                 headers: {anthropic-beta: "a,b"}
-                timeout: {connect: 2.5, read: 30, total: 90}
+                timeout: {connect: 2.5, read: 30, total: 90, first_byte: 5, idle: 7.5}
               smol: {kind: local, path: /m.gguf, n_ctx: 2048}
             models:
               - {name: c, upstream: claude, model: claude-sonnet-4-5, options: {text_tool_calls: true}}

@@ -14,7 +14,7 @@ The YAML shape is a contract users, tests and docs rely on (docs/architecture.md
         base_url: http://127.0.0.1:8000/v1
         api_key_env: VLLM_API_KEY
         headers: {X-Team: research}
-        timeout: {connect: 10, read: 600, total: 3600}
+        timeout: {connect: 10, read: 600, total: 3600}   # + first_byte, idle (streams)
       smol:
         kind: local
         bundled: smollm2         # or: path: /models/some.gguf
@@ -457,12 +457,18 @@ def _parse_timeout(data: Any, where: str) -> TimeoutConfig:
     if data is None:
         return TimeoutConfig()
     raw = mapping(data, where)
-    reject_unknown(raw, ("connect", "read", "total"), where)
+    reject_unknown(raw, ("connect", "read", "total", "first_byte", "idle"), where)
     defaults = TimeoutConfig()
+    phases = {
+        key: positive(raw[key], f"{where}.{key}")
+        for key in ("first_byte", "idle")
+        if raw.get(key) is not None
+    }
     return TimeoutConfig(
         connect=positive(raw.get("connect", defaults.connect), f"{where}.connect"),
         read=positive(raw.get("read", defaults.read), f"{where}.read"),
         total=positive(raw.get("total", defaults.total), f"{where}.total"),
+        **phases,
     )
 
 

@@ -71,6 +71,9 @@ def _upstream_doc(cfg: UpstreamConfig) -> dict[str, Any]:
     if cfg.timeout != TimeoutConfig() or cfg.base_url or cfg.api_key_env:
         timeout = cfg.timeout
         doc["timeout"] = {"connect": timeout.connect, "read": timeout.read, "total": timeout.total}
+        for phase in ("first_byte", "idle"):
+            if getattr(timeout, phase) is not None:
+                doc["timeout"][phase] = getattr(timeout, phase)
     if cfg.limits != LimitsConfig():
         limits = dataclasses.asdict(cfg.limits)
         doc["limits"] = {k: v for k, v in limits.items() if v is not None}

@@ -84,6 +84,12 @@ class TimeoutConfig:
     connect: float = 10.0
     read: float = 600.0
     total: float = 3600.0
+    #: a stream's time to its first event with content (None: no limit but ``read``);
+    #: past it the next candidate gets the request (upstreams/deadlines.py)
+    first_byte: float | None = None
+    #: the longest silence between a stream's events once content came, keep-alives
+    #: not counting (None: no limit but ``read``); past it the stream is broken
+    idle: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,11 @@ it counts toward the deployment's cooldown, and:
   an asked-for wait over ``max_wait`` is not waited for: the next candidate is tried;
 * then the next candidate (each once, plus its own retries), at once.
 
+An attempt that timed out silently (:class:`~..upstreams.deadlines.SilentTimeoutError`:
+no answer within ``timeout.read`` or ``total``, or no content within a stream's
+``timeout.first_byte``) is not retried on its deployment, even when it is the last
+candidate: the next candidate is tried at once, or the client gets the 504.
+
 When every candidate failed, the client gets the last failure: the last upstream's error
 in its own dialect with its Retry-After (a passthrough error body relayed as it came).
 Each attempt is logged at DEBUG on ``interlingua.routing``, with the request id::
@@ -38,6 +43,7 @@ from ..config import RetriesConfig
 from ..errors import InterlinguaError, error_class_for_status, parse_retry_after
 from ..retry import retry_delay, should_retry
 from ..routing import Deployment, Route, Router
+from ..upstreams.deadlines import SilentTimeoutError
 from .asgi_io import BytesResponse, StreamResponse
 from .middleware import REQUEST_ID
 
@@ -218,7 +224,10 @@ async def run_attempts(
                 finally:
                     failure = None  # (see _give_up)
             router.attempt_failed(deployment, asked)
-            wait = _retry_wait(deployment.retries, tries, asked)
+            # A silent upstream may still be working on the request: asking it again
+            # doubles its load and the client's wait, so the next candidate gets it now.
+            silent = isinstance(failure, SilentTimeoutError)
+            wait = None if silent else _retry_wait(deployment.retries, tries, asked)
             if wait is None:
                 if debug:
                     after = "none" if index == last else plan[index + 1].key

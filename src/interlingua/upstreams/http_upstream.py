@@ -30,6 +30,7 @@ even a key it echoes back: the gateway scrubs every upstream key at its exits
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -37,7 +38,15 @@ from typing import Any
 import orjson
 
 from ..config import TimeoutConfig
-from ..core import Request, Response, StreamError, StreamEvent, replace_request
+from ..core import (
+    BlockStart,
+    Request,
+    Response,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    replace_request,
+)
 from ..dialects import Dialect, EventDecoder, get_dialect
 from ..dialects.relay import RelayCheck, relayed_headers
 from ..errors import (
@@ -59,6 +68,7 @@ from ..http_pool import (
 from ..http_pool.engines import EngineAnswer, Transports
 from ..sse import SSEEvent
 from .base import RawResponse, Upstream, note_answer_id
+from .deadlines import Pace, PhaseTimeout, SilentTimeoutError, has_content, paced
 from .shaping import drop_params, drop_refused, merge_params, take_shaping
 
 __all__ = ["HttpUpstream", "merge_headers"]
@@ -106,6 +116,9 @@ class HttpUpstream(Upstream):
         self._headers = dict(headers)
         # (a stream may legitimately run for many minutes: the default total is generous)
         self.timeout = timeout or TimeoutConfig()
+        #: a stream's phases have limits (upstreams/deadlines.py): decided once, so a
+        #: stream without them pays one attribute test
+        self._phases = self.timeout.first_byte is not None or self.timeout.idle is not None
         self._owns_transports = transports is None
         self._transports = Transports() if transports is None else transports
         self._transport = self._transports.for_url(url)
@@ -155,7 +168,8 @@ class HttpUpstream(Upstream):
     async def stream_batches(self, request: Request) -> AsyncGenerator[list[StreamEvent], None]:
         """:meth:`stream` grouped by network read, so the gateway writes each group once."""
         body = orjson.dumps(self.render(request, stream=True))
-        resp = await self._post(self.url, body)
+        pace = Pace(self.timeout) if self._phases else None
+        resp = await (self._post(self.url, body) if pace is None else self._post_paced(body, pace))
         try:
             if not 200 <= resp.status < 300:
                 raise await self._status_error(resp)
@@ -163,21 +177,32 @@ class HttpUpstream(Upstream):
             events = EventDecoder(self.codec, replace_request(request, stream=True))
             # aclosing: if our consumer stops early, the inner generator is closed now,
             # not whenever the event loop gets round to finalizing it.
-            async with aclosing(self._decode_batches(resp, events)) as batches:
+            async with aclosing(self._decode_batches(resp, events, pace)) as batches:
                 async for batch in batches:
                     yield batch
         finally:
             resp.release()
 
     async def _decode_batches(
-        self, resp: EngineAnswer, events: EventDecoder
+        self, resp: EngineAnswer, events: EventDecoder, pace: Pace | None = None
     ) -> AsyncGenerator[list[StreamEvent], None]:
         """One list of events per upstream read; a StreamError ends its list and the
-        stream; a stream that stops before its end event ends with an error."""
+        stream; a stream that stops before its end event ends with an error. With a
+        ``pace`` (upstreams/deadlines.py) the events before the first content are held
+        back and go out with it."""
+        held: list[StreamEvent] = []
         try:
-            async for chunk in resp.iter_any():
+            chunks = resp.iter_any() if pace is None else paced(resp.iter_any(), pace)
+            async for chunk in chunks:
                 batch = events.decode(chunk)
                 if batch:
+                    if pace is not None:
+                        if not pace.started:
+                            held.extend(batch)
+                            if not any(map(_is_content, batch)):
+                                continue
+                            batch, held = held, []
+                        pace.heard()
                     yield batch
                     if isinstance(batch[-1], StreamError):
                         return
@@ -186,6 +211,10 @@ class HttpUpstream(Upstream):
             tail = [StreamError(self.transport_error(exc))]
         except _DECODE_ERRORS as exc:
             tail = [StreamError(self._unreadable(exc))]
+        if held and tail and not isinstance(tail[-1], StreamError):
+            tail = held + tail  # (content came with the last read)
+        # Else what was held goes: no content came, so the client is better served by
+        # the failure alone, before the status line (the next candidate, or a real status).
         if tail:
             yield tail
             if isinstance(tail[-1], StreamError):
@@ -227,7 +256,14 @@ class HttpUpstream(Upstream):
         client's ``headers`` only :attr:`forward_headers` are sent on; never its
         credentials.
         """
-        resp = await self._post(self.url, body, self._forwarding(headers))
+        extra = self._forwarding(headers)
+        # (first_byte and idle bound streams only: a whole answer's status line comes
+        # when it is done, so it is bounded by read and total alone)
+        pace = Pace(self.timeout) if stream and self._phases else None
+        if pace is None:
+            resp = await self._post(self.url, body, extra)
+        else:
+            resp = await self._post_paced(body, pace, extra)
         out_headers = relayed_headers(resp.headers)  # (what the client gets, and)
         kind = resp.headers.get("content-type")  # (what the upstream said it sent)
         if kind is not None:
@@ -235,7 +271,7 @@ class HttpUpstream(Upstream):
         ok = 200 <= resp.status < 300
         if stream and ok and _is_event_stream(resp.headers):
             check = self.codec.relay_check()
-            chunks = self._relay(resp, check)
+            chunks = self._relay(resp, check, pace)
             return RawResponse(
                 resp.status, out_headers, chunks=chunks, closer=resp.release, check=check
             )
@@ -302,25 +338,38 @@ class HttpUpstream(Upstream):
         }
         return extra or None
 
-    async def _relay(self, resp: EngineAnswer, check: RelayCheck) -> AsyncIterator[bytes]:
+    async def _relay(
+        self, resp: EngineAnswer, check: RelayCheck, pace: Pace | None = None
+    ) -> AsyncIterator[bytes]:
         """The upstream's whole, well-formed events, as ``check`` passes them; a fault or
         a cut raises (502/504) after the events before it, so the gateway's error event
-        follows a whole one."""
-        chunk = data = b""
+        follows a whole one. With a ``pace`` (upstreams/deadlines.py) the events before
+        the first content are held back and go out with it."""
+        chunk = data = held = b""
         error: InterlinguaError | None = None
         try:
-            async for chunk in resp.iter_any():
+            chunks = resp.iter_any() if pace is None else paced(resp.iter_any(), pace)
+            async for chunk in chunks:
                 data = check.feed(chunk)
                 if check.first_error is not None:
                     # Nothing sent yet: the error gets a real status, as translated.
                     error = self._first_error(*check.first_error)
                     break
+                if pace is not None and data:
+                    if not pace.started:
+                        held += data
+                        if check.error is None and not has_content(self.dialect, data, True):
+                            continue
+                        data, held = held, b""
+                        pace.heard()
+                    elif has_content(self.dialect, data, False):
+                        pace.heard()
                 if data:
                     yield data
                 if check.error is not None:
                     break
             else:
-                data = check.flush()
+                data = held + check.flush()
                 if data:
                     yield data
             error = error or check.finish()
@@ -375,6 +424,20 @@ class HttpUpstream(Upstream):
         except TransportError as exc:
             raise self.transport_error(exc) from exc
 
+    async def _post_paced(
+        self, body: bytes, pace: Pace, extra: Mapping[str, str] | None = None
+    ) -> EngineAnswer:
+        """:meth:`_post` of a stream, its status line bounded by ``first_byte`` too."""
+        if pace.deadline is None:
+            return await self._post(self.url, body, extra)
+        try:
+            async with asyncio.timeout_at(pace.deadline) as limit:
+                return await self._post(self.url, body, extra)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise self.transport_error(pace.expired()) from None
+
     async def _status_error(self, resp: EngineAnswer) -> InterlinguaError:
         if resp.status < 400:
             return self._unexpected_status(resp.status, resp.headers)
@@ -392,12 +455,21 @@ class HttpUpstream(Upstream):
             return UpstreamTimeoutError(
                 f"{where} timed out connecting (after {self.timeout.connect}s)"
             )
+        # Silent: the attempt loop moves on at once when nothing reached the client yet.
         if isinstance(exc, DeadlineExceeded):
-            return UpstreamTimeoutError(
+            return SilentTimeoutError(
                 f"{where} did not finish its answer within {self.timeout.total}s"
             )
+        if isinstance(exc, PhaseTimeout):
+            if exc.phase == "idle":
+                return UpstreamTimeoutError(
+                    f"{where} stalled: no event for {exc.seconds}s (timeout.idle)"
+                )
+            return SilentTimeoutError(
+                f"{where} sent no content within {exc.seconds}s (timeout.first_byte)"
+            )
         if isinstance(exc, ReadTimeout):
-            return UpstreamTimeoutError(f"{where} timed out: no data for {self.timeout.read}s")
+            return SilentTimeoutError(f"{where} timed out: no data for {self.timeout.read}s")
         if isinstance(exc, ConnectFailed):
             return UpstreamConnectionError(
                 f"cannot reach {where}: {describe_os_error(exc.os_error)}"
@@ -411,6 +483,12 @@ class HttpUpstream(Upstream):
         """Close the transports if this upstream made them (shared ones are not ours)."""
         if self._owns_transports:
             await self._transports.aclose()
+
+
+def _is_content(event: StreamEvent) -> bool:
+    """Whether a neutral event says something: not the stream's start nor a block's
+    (upstreams/deadlines.py: a decoder makes no event of a comment or a ping)."""
+    return not isinstance(event, StreamStart | BlockStart)
 
 
 def _is_event_stream(headers: Mapping[str, str]) -> bool:
