@@ -18,6 +18,14 @@ it counts toward the deployment's cooldown, and:
   an asked-for wait over ``max_wait`` is not waited for: the next candidate is tried;
 * then the next candidate (each once, plus its own retries), at once.
 
+A refusal that says the prompt does not fit the model's context window
+(:func:`interlingua.errors.refusal`: ``context_length_exceeded``, "prompt is too long",
+...) is not retryable either, and the rest of the plan would refuse it the same way, so
+it goes to the model's ``context_fallbacks`` instead
+(:meth:`~interlingua.routing.Router.context_plan`), tried as above; without any, it is
+the client's answer like any 400. A content-filter refusal is a plain 400: answered at
+once, its code and message kept.
+
 When every candidate failed, the client gets the last failure: the last upstream's error
 in its own dialect with its Retry-After (a passthrough error body relayed as it came).
 Each attempt is logged at DEBUG on ``interlingua.routing``, with the request id::
@@ -32,10 +40,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+import orjson
 from starlette.types import Receive
 
 from ..config import RetriesConfig
-from ..errors import InterlinguaError, error_class_for_status, parse_retry_after
+from ..errors import (
+    CONTEXT_WINDOW,
+    InterlinguaError,
+    body_refusal,
+    error_class_for_status,
+    error_refusal,
+    parse_retry_after,
+)
 from ..retry import retry_delay, should_retry
 from ..routing import Deployment, Route, Router
 from .asgi_io import BytesResponse, StreamResponse
@@ -78,9 +94,27 @@ def _judged(failure: InterlinguaError | RelayedFailure) -> tuple[bool, float | N
     if isinstance(failure, RelayedFailure):
         status, headers = failure.status, failure.headers
         kind = error_class_for_status(status).kind.value
-        return should_retry(status, headers), parse_retry_after(headers), f"{status} {kind}"
-    outcome = f"{failure.status} {failure.kind.value}"
-    return should_retry(failure), failure.retry_after, outcome
+        retryable, asked = should_retry(status, headers), parse_retry_after(headers)
+        outcome = f"{status} {kind}"
+    else:
+        status, retryable, asked = failure.status, should_retry(failure), failure.retry_after
+        outcome = f"{status} {failure.kind.value}"
+    if retryable and status < 500 and _refusal(failure) is not None:
+        # A 4xx the upstream said to retry (x-should-retry: true) that refuses the prompt
+        # itself: the same prompt would be refused again.
+        retryable = False
+    return retryable, asked, outcome
+
+
+def _refusal(failure: InterlinguaError | RelayedFailure) -> str | None:
+    """What refusal of the request ``failure`` is (:func:`interlingua.errors.refusal`)."""
+    if isinstance(failure, RelayedFailure):
+        try:
+            payload = orjson.loads(failure.response.body)
+        except orjson.JSONDecodeError:
+            return None
+        return body_refusal(failure.status, payload)
+    return error_refusal(failure)
 
 
 def _retry_wait(retries: RetriesConfig, tries: int, asked: float | None) -> float | None:
@@ -180,54 +214,93 @@ async def run_attempts(
     receive: Receive | None,
     pause: Pause,
 ) -> Answer:
-    """The first answer of ``attempt`` over ``plan`` (module docstring); raises the last
-    failure (or returns a relayed one) when none answers."""
-    number = 0
-    failure: InterlinguaError | RelayedFailure | None = None
-    last = len(plan) - 1
-    for index, deployment in enumerate(plan):
-        tries = 0
-        while True:
-            number += 1
-            started = _begin(router, deployment)
-            try:
-                answer = await attempt(deployment.route)
-            except (InterlinguaError, RelayedFailure) as exc:
-                router.attempt_ended(deployment)
-                failure = exc
-            except BaseException:
-                router.attempt_ended(deployment)
-                raise
-            else:
-                return _answered(router, deployment, answer, started, model, number)
-            latency = time.perf_counter() - started
-            retryable, asked, outcome = _judged(failure)
-            _observe_failure(router, deployment, failure)
-            debug = log.isEnabledFor(logging.DEBUG)
-            if not retryable:
-                if debug:
-                    _log(model, number, deployment, outcome, latency, "none (not retryable)", 0.0)
-                try:
-                    return _give_up(failure)
-                finally:
-                    failure = None  # (see _give_up)
-            router.attempt_failed(deployment, asked)
-            wait = _retry_wait(deployment.retries, tries, asked)
-            if wait is None:
-                if debug:
-                    after = "none" if index == last else plan[index + 1].key
-                    _log(model, number, deployment, outcome, latency, after, 0.0)
-                break
-            if debug:
-                _log(model, number, deployment, outcome, latency, "same", wait)
-            if wait > 0:
-                await pause(wait, receive)
-            tries += 1
+    """The first answer of ``attempt`` over ``plan`` (module docstring), or over the
+    model's context fallbacks once a candidate refused the prompt as too long; raises the
+    last failure (or returns a relayed one) when none answers."""
+    answer, failure, number = await _over(router, plan, attempt, model, receive, pause, 0)
+    if answer is None and _too_long(failure):
+        context = router.context_plan(model)
+        if context:
+            failure = None  # (see _give_up)
+            if log.isEnabledFor(logging.DEBUG):
+                keys = ",".join(d.key for d in context)
+                log.debug("%s context window refused: context_fallbacks=%s", REQUEST_ID.get(), keys)
+            answer, failure, number = await _over(
+                router, context, attempt, model, receive, pause, number
+            )
+    if answer is not None:
+        return answer
     assert failure is not None  # (a plan is never empty)
     try:
         return _give_up(failure)
     finally:
         failure = None  # (see _give_up)
+
+
+def _too_long(failure: InterlinguaError | RelayedFailure | None) -> bool:
+    """Whether ``failure`` is an upstream's refusal of a prompt too long for its window."""
+    return failure is not None and _refusal(failure) == CONTEXT_WINDOW
+
+
+async def _over(
+    router: Router,
+    plan: Sequence[Deployment],
+    attempt: Attempt,
+    model: str,
+    receive: Receive | None,
+    pause: Pause,
+    number: int,
+) -> tuple[Answer | None, InterlinguaError | RelayedFailure | None, int]:
+    """(the answer, None) of the first candidate of ``plan`` that answers, else (None,
+    the failure that ended the plan: one not retryable, or the last); with the number of
+    the last attempt (``number`` counts those made before)."""
+    failure: InterlinguaError | RelayedFailure | None = None
+    last = len(plan) - 1
+    try:
+        for index, deployment in enumerate(plan):
+            tries = 0
+            while True:
+                number += 1
+                started = _begin(router, deployment)
+                try:
+                    answer = await attempt(deployment.route)
+                except (InterlinguaError, RelayedFailure) as exc:
+                    router.attempt_ended(deployment)
+                    failure = exc
+                except BaseException:
+                    router.attempt_ended(deployment)
+                    raise
+                else:
+                    return (
+                        _answered(router, deployment, answer, started, model, number),
+                        None,
+                        number,
+                    )
+                latency = time.perf_counter() - started
+                retryable, asked, outcome = _judged(failure)
+                _observe_failure(router, deployment, failure)
+                debug = log.isEnabledFor(logging.DEBUG)
+                if not retryable:
+                    if debug:
+                        _log(
+                            model, number, deployment, outcome, latency, "none (not retryable)", 0.0
+                        )
+                    return None, failure, number
+                router.attempt_failed(deployment, asked)
+                wait = _retry_wait(deployment.retries, tries, asked)
+                if wait is None:
+                    if debug:
+                        after = "none" if index == last else plan[index + 1].key
+                        _log(model, number, deployment, outcome, latency, after, 0.0)
+                    break
+                if debug:
+                    _log(model, number, deployment, outcome, latency, "same", wait)
+                if wait > 0:
+                    await pause(wait, receive)
+                tries += 1
+        return None, failure, number
+    finally:
+        failure = None  # (see _give_up: the returned value is held by the caller alone)
 
 
 def _give_up(failure: InterlinguaError | RelayedFailure) -> BytesResponse:
