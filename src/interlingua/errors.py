@@ -19,7 +19,9 @@ Anthropic), and handlers never choose status codes.
     └── UpstreamTimeoutError              timeout              504
 
 Transport failures (``UpstreamConnectionError``, ``UpstreamTimeoutError``) are apart from
-status failures. This module imports nothing of ours, so every layer may use it.
+status failures. :func:`refusal` names the upstream errors that refuse the prompt itself
+(too long for the context window, or a content filter's): no retry helps them. This
+module imports nothing of ours, so every layer may use it.
 """
 
 from __future__ import annotations
