@@ -213,23 +213,60 @@ async def run_attempts(
     model: str,
     receive: Receive | None,
     pause: Pause,
+    *,
+    number: int = 0,
+    context: bool = True,
 ) -> Answer:
-    """The first answer of ``attempt`` over ``plan`` (module docstring), or over the
-    model's context fallbacks once a candidate refused the prompt as too long; raises the
-    last failure (or returns a relayed one) when none answers."""
-    answer, failure, number = await _over(router, plan, attempt, model, receive, pause, 0)
-    if answer is None and _too_long(failure):
-        context = router.context_plan(model)
-        if context:
-            failure = None  # (see _give_up)
-            if log.isEnabledFor(logging.DEBUG):
-                keys = ",".join(d.key for d in context)
-                log.debug("%s context window refused: context_fallbacks=%s", REQUEST_ID.get(), keys)
-            answer, failure, number = await _over(
-                router, context, attempt, model, receive, pause, number
-            )
-    if answer is not None:
-        return answer
+    """The first answer of ``attempt`` over ``plan`` (module docstring); raises the last
+    failure (or returns a relayed one) when none answers. ``number`` counts the attempts
+    made before; ``context``: a refusal of the prompt as too long may still go to the
+    model's context fallbacks (not once there)."""
+    failure: InterlinguaError | RelayedFailure | None = None
+    last = len(plan) - 1
+    for index, deployment in enumerate(plan):
+        tries = 0
+        while True:
+            number += 1
+            started = _begin(router, deployment)
+            try:
+                answer = await attempt(deployment.route)
+            except (InterlinguaError, RelayedFailure) as exc:
+                router.attempt_ended(deployment)
+                failure = exc
+            except BaseException:
+                router.attempt_ended(deployment)
+                raise
+            else:
+                return _answered(router, deployment, answer, started, model, number)
+            latency = time.perf_counter() - started
+            retryable, asked, outcome = _judged(failure)
+            _observe_failure(router, deployment, failure)
+            debug = log.isEnabledFor(logging.DEBUG)
+            if not retryable:
+                if debug:
+                    _log(model, number, deployment, outcome, latency, "none (not retryable)", 0.0)
+                spare = _context_plan(router, model, failure) if context else None
+                if spare:
+                    failure = None  # (see _give_up)
+                    return await run_attempts(
+                        router, spare, attempt, model, receive, pause, number=number, context=False
+                    )
+                try:
+                    return _give_up(failure)
+                finally:
+                    failure = None  # (see _give_up)
+            router.attempt_failed(deployment, asked)
+            wait = _retry_wait(deployment.retries, tries, asked)
+            if wait is None:
+                if debug:
+                    after = "none" if index == last else plan[index + 1].key
+                    _log(model, number, deployment, outcome, latency, after, 0.0)
+                break
+            if debug:
+                _log(model, number, deployment, outcome, latency, "same", wait)
+            if wait > 0:
+                await pause(wait, receive)
+            tries += 1
     assert failure is not None  # (a plan is never empty)
     try:
         return _give_up(failure)
@@ -237,70 +274,18 @@ async def run_attempts(
         failure = None  # (see _give_up)
 
 
-def _too_long(failure: InterlinguaError | RelayedFailure | None) -> bool:
-    """Whether ``failure`` is an upstream's refusal of a prompt too long for its window."""
-    return failure is not None and _refusal(failure) == CONTEXT_WINDOW
-
-
-async def _over(
-    router: Router,
-    plan: Sequence[Deployment],
-    attempt: Attempt,
-    model: str,
-    receive: Receive | None,
-    pause: Pause,
-    number: int,
-) -> tuple[Answer | None, InterlinguaError | RelayedFailure | None, int]:
-    """(the answer, None) of the first candidate of ``plan`` that answers, else (None,
-    the failure that ended the plan: one not retryable, or the last); with the number of
-    the last attempt (``number`` counts those made before)."""
-    failure: InterlinguaError | RelayedFailure | None = None
-    last = len(plan) - 1
-    try:
-        for index, deployment in enumerate(plan):
-            tries = 0
-            while True:
-                number += 1
-                started = _begin(router, deployment)
-                try:
-                    answer = await attempt(deployment.route)
-                except (InterlinguaError, RelayedFailure) as exc:
-                    router.attempt_ended(deployment)
-                    failure = exc
-                except BaseException:
-                    router.attempt_ended(deployment)
-                    raise
-                else:
-                    return (
-                        _answered(router, deployment, answer, started, model, number),
-                        None,
-                        number,
-                    )
-                latency = time.perf_counter() - started
-                retryable, asked, outcome = _judged(failure)
-                _observe_failure(router, deployment, failure)
-                debug = log.isEnabledFor(logging.DEBUG)
-                if not retryable:
-                    if debug:
-                        _log(
-                            model, number, deployment, outcome, latency, "none (not retryable)", 0.0
-                        )
-                    return None, failure, number
-                router.attempt_failed(deployment, asked)
-                wait = _retry_wait(deployment.retries, tries, asked)
-                if wait is None:
-                    if debug:
-                        after = "none" if index == last else plan[index + 1].key
-                        _log(model, number, deployment, outcome, latency, after, 0.0)
-                    break
-                if debug:
-                    _log(model, number, deployment, outcome, latency, "same", wait)
-                if wait > 0:
-                    await pause(wait, receive)
-                tries += 1
-        return None, failure, number
-    finally:
-        failure = None  # (see _give_up: the returned value is held by the caller alone)
+def _context_plan(
+    router: Router, model: str, failure: InterlinguaError | RelayedFailure
+) -> Sequence[Deployment] | None:
+    """Where a failure that refuses the prompt as too long for the context window goes:
+    the model's context fallbacks (None for any other failure, or when it has none)."""
+    if _refusal(failure) != CONTEXT_WINDOW:
+        return None
+    spare = router.context_plan(model)
+    if spare and log.isEnabledFor(logging.DEBUG):
+        keys = ",".join(d.key for d in spare)
+        log.debug("%s context window refused: context_fallbacks=%s", REQUEST_ID.get(), keys)
+    return spare or None
 
 
 def _give_up(failure: InterlinguaError | RelayedFailure) -> BytesResponse:
