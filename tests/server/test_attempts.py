@@ -210,6 +210,30 @@ async def test_a_context_refusal_after_a_failover_still_reaches_the_context_fall
     assert sum(_counts(fakes)[n] for n in "de") == 1
 
 
+async def test_a_relay_only_request_is_not_sent_to_the_context_fallbacks(
+    waits: list[float],
+) -> None:
+    # (a Responses conversation only its own upstream holds: a context fallback that
+    # translated it would answer without the conversation)
+    config = parse_config(
+        {
+            "upstreams": {n: {"kind": "fake", "wire": "openai"} for n in "ad"},
+            "models": [
+                {"name": "m", "upstream": "a", "context_fallbacks": ["long"]},
+                {"name": "long", "upstream": "d"},
+            ],
+        }
+    )
+    fakes = {n: FakeUpstream(n, wire="openai") for n in "ad"}
+    gateway = Gateway(config, Router(config, fakes))
+    fakes["a"].enqueue(_refusal("prompt is too long: 9 tokens > 8 maximum"))
+    answer = await gateway.generate(CHAT, _body(), {}, relay_only=True)
+    # (the passthrough path relays the upstream's own error body)
+    assert isinstance(answer, BytesResponse) and answer.status == 400
+    assert b"prompt is too long" in answer.body
+    assert _counts(fakes) == {"a": 1, "d": 0}
+
+
 async def test_the_context_fallbacks_are_followed_once(waits: list[float]) -> None:
     # The context fallback refuses too (and is down): its answer is the client's, its
     # own fallbacks are not followed, nothing loops.
