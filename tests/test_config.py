@@ -201,6 +201,18 @@ def test_unknown_upstream_names_the_path_and_the_known_ones() -> None:
             "models[0].fallbacks[0]: 'a' is the model itself",
         ),
         (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, context_fallbacks: [b]}]}",
+            "models[0].context_fallbacks[0]: unknown model 'b' (known: a)",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, context_fallbacks: [a]}]}",
+            "models[0].context_fallbacks[0]: 'a' is the model itself",
+        ),
+        (
+            "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, context_fallbacks: b}]}",
+            "models[0].context_fallbacks: expected a list of strings, got a string",
+        ),
+        (
             "{upstreams: {u: {kind: fake}}, models: [{name: a, upstream: u, params: {stream: true}}]}",
             "models[0].params.stream: the gateway sets stream itself",
         ),

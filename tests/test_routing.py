@@ -378,6 +378,26 @@ def test_fallbacks_follow_in_config_order_one_level_deep() -> None:
     assert len(cooled) == 4 and cooled[3] in {"a/m", "b/m"}
 
 
+def test_context_fallbacks_are_a_plan_of_their_own() -> None:
+    router = _router(
+        [
+            {"name": "m", "upstream": "a", "fallbacks": ["f"], "context_fallbacks": ["long"]},
+            {"name": "m", "upstream": "b", "context_fallbacks": ["longer", "long"]},
+            {"name": "f", "upstream": "c"},
+            {"name": "long", "upstream": "d", "fallbacks": ["f"], "context_fallbacks": ["m"]},
+            {"name": "longer", "upstream": "e"},
+            {"name": "lone", "upstream": "g"},
+        ]
+    )
+    # Not in the ordinary plan; the union over m's entries, one level deep (not long's
+    # own fallbacks or context fallbacks).
+    assert sorted(_keys(router.plan("m"))) == ["a/m", "b/m", "c/f"]
+    assert _keys(router.context_plan("m")) == ["d/long", "e/longer"]
+    assert router.context_plan("lone") == [] and router.context_plan("f") == []
+    # a name with context fallbacks leaves the hot path: a refusal has somewhere to go
+    assert not router._groups["long"].deployments[0].alone
+
+
 def test_a_fallback_may_be_served_by_the_wildcard() -> None:
     router = _router(
         [

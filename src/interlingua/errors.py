@@ -19,7 +19,9 @@ Anthropic), and handlers never choose status codes.
     └── UpstreamTimeoutError              timeout              504
 
 Transport failures (``UpstreamConnectionError``, ``UpstreamTimeoutError``) are apart from
-status failures. This module imports nothing of ours, so every layer may use it.
+status failures. :func:`refusal` names the upstream errors that refuse the prompt itself
+(too long for the context window, or a content filter's): no retry helps them. This
+module imports nothing of ours, so every layer may use it.
 """
 
 from __future__ import annotations
@@ -235,6 +237,81 @@ def error_class_for_status(status: int) -> type[InterlinguaError]:
 def error_class_for_kind(kind: ErrorKind) -> type[InterlinguaError]:
     """The error class for a neutral kind (used when an in-band error names only a type)."""
     return _BY_KIND[kind]
+
+
+#: what :func:`refusal` calls a refusal saying the prompt does not fit the model's window
+CONTEXT_WINDOW = "context_window"
+#: what :func:`refusal` calls a refusal by the upstream's content filter
+CONTENT_FILTER = "content_filter"
+
+# ``error.code`` / ``error.type`` values that name a context-window refusal outright:
+# OpenAI (and Azure, Groq and others copying it) ``context_length_exceeded``; llama.cpp's
+# server ``exceed_context_size_error`` (its ``type``; its ``code`` is the status number).
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+# Lowercase phrases of the messages that say it in words, for servers with no telling
+# code (docs/reliability.md lists who sends which):
+_CONTEXT_PHRASES = (
+    "maximum context length",  # OpenAI, vLLM ("This model's maximum context length is")
+    "prompt is too long",  # Anthropic, 400 invalid_request_error
+    "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit"
+    "exceeds the context window",  # OpenAI Responses: "Your input exceeds the context window"
+    "exceeds the available context size",  # llama.cpp server
+    "longer than the maximum model length",  # vLLM: "The decoder prompt ... is longer than"
+)
+# Codes of a content-filter refusal: Azure OpenAI's ``content_filter`` (a 400 on the
+# prompt) and OpenAI's ``content_policy_violation``. Anthropic has none: its refusals are
+# answers (stop_reason ``refusal``), not errors.
+_FILTER_CODES = frozenset({"content_filter", "content_policy_violation"})
+# Statuses a refusal of the request itself comes with (400; 413 and 422 from some servers).
+_REFUSAL_STATUSES = frozenset({400, 413, 422})
+
+
+def refusal(status: int | None, code: object, error_type: object, message: object) -> str | None:
+    """:data:`CONTEXT_WINDOW` or :data:`CONTENT_FILTER` when an upstream's error says so
+    (by its code or type first, then by its message), else None.
+
+    Only a refusal of the request (400, 413, 422; None for an in-band error) is one: a
+    5xx that happens to mention a context length is a server fault.
+
+    >>> refusal(400, "context_length_exceeded", "invalid_request_error", "...")
+    'context_window'
+    >>> refusal(400, None, "invalid_request_error", "prompt is too long: 210000 tokens > 200000")
+    'context_window'
+    >>> refusal(400, "content_filter", None, "The response was filtered"), refusal(400, None, None, "no")
+    ('content_filter', None)
+    """
+    if status is not None and status not in _REFUSAL_STATUSES:
+        return None
+    for value in (code, error_type):
+        if isinstance(value, str):
+            if value in _CONTEXT_CODES:
+                return CONTEXT_WINDOW
+            if value in _FILTER_CODES:
+                return CONTENT_FILTER
+    if isinstance(message, str):
+        lowered = message.lower()
+        if any(phrase in lowered for phrase in _CONTEXT_PHRASES):
+            return CONTEXT_WINDOW
+    return None
+
+
+def error_refusal(error: InterlinguaError) -> str | None:
+    """:func:`refusal` of an error parsed from an upstream's answer."""
+    return refusal(error.status, error.code, error.upstream_type, error.message)
+
+
+def body_refusal(status: int, payload: Any) -> str | None:
+    """:func:`refusal` of an error body as an upstream sent it (parsed JSON): OpenAI's and
+    Anthropic's ``{"error": {...}}``, vLLM's older flat ``{"object": "error", "message":
+    ...}``, or ``{"error": "text"}``."""
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error", payload)
+    if isinstance(error, str):
+        return refusal(status, None, None, error)
+    if not isinstance(error, dict):
+        return None
+    return refusal(status, error.get("code"), error.get("type"), error.get("message"))
 
 
 def parse_retry_after(headers: dict[str, str] | Any) -> float | None:

@@ -26,10 +26,16 @@ request, the candidates to try in order (server/gateway.py runs the attempts):
    each with its own deployments, ordered the same way. A fallback's own fallbacks are
    not followed: the plan is one level deep, so fallbacks cannot loop.
 
+A name's ``context_fallbacks`` are apart from that plan: :meth:`Router.context_plan`
+gives their deployments (ordered the same way, one level deep too) for a request some
+candidate refused because the prompt does not fit its context window
+(server/attempts.py), which neither a retry nor an ordinary fallback would fix.
+
 An entry named ``"*"`` (the wildcard) receives every name not listed. Its upstream model
 is the name the client asked for, unless the entry sets ``model``.
 
-Hot path: a name with one deployment and no fallbacks has a prebuilt one-element plan, so
+Hot path: a name with one deployment and no fallbacks (of either kind) has a prebuilt
+one-element plan, so
 planning it is one dict lookup and allocates nothing. (Cooldown does not change such a
 plan: the only deployment is tried whether cooling or not.)
 """
@@ -256,13 +262,20 @@ class _Group:
     deployments: tuple[Deployment, ...]
     fallbacks: tuple[str, ...]
     fixed: tuple[Deployment, ...] | None
+    context_fallbacks: tuple[str, ...] = ()
 
 
-def _group(deployments: tuple[Deployment, ...], fallbacks: tuple[str, ...]) -> _Group:
-    fixed = deployments if len(deployments) == 1 and not fallbacks else None
+def _group(
+    deployments: tuple[Deployment, ...],
+    fallbacks: tuple[str, ...],
+    context_fallbacks: tuple[str, ...] = (),
+) -> _Group:
+    # (with context fallbacks a refusal has somewhere to go: the attempt loop must run)
+    alone = len(deployments) == 1 and not fallbacks and not context_fallbacks
+    fixed = deployments if alone else None
     if fixed is not None and not fixed[0].retries.max:
         fixed[0].alone = True
-    return _Group(deployments, fallbacks, fixed)
+    return _Group(deployments, fallbacks, fixed, context_fallbacks)
 
 
 class Router:
@@ -297,6 +310,7 @@ class Router:
         wildcard: list[tuple[ModelConfig, Upstream]] = []
         exact: dict[str, list[Deployment]] = {}
         fallbacks: dict[str, list[str]] = {}
+        context: dict[str, list[str]] = {}
         for i, model in enumerate(config.models):
             upstream = upstreams.get(model.upstream)
             if upstream is None:
@@ -306,6 +320,8 @@ class Router:
                 )
             names = fallbacks.setdefault(model.name, [])
             names.extend(n for n in model.fallbacks if n not in names)
+            names = context.setdefault(model.name, [])
+            names.extend(n for n in model.context_fallbacks if n not in names)
             if model.name == WILDCARD:
                 wildcard.append((model, with_options(upstream, model.options)))
             else:
@@ -318,10 +334,12 @@ class Router:
                 )
                 exact.setdefault(model.name, []).append(self._deployment(route))
         self._groups = {
-            name: _group(tuple(deps), tuple(fallbacks[name])) for name, deps in exact.items()
+            name: _group(tuple(deps), tuple(fallbacks[name]), tuple(context[name]))
+            for name, deps in exact.items()
         }
         self._wildcard = tuple(wildcard)
         self._wildcard_fallbacks = tuple(fallbacks.get(WILDCARD, ()))
+        self._wildcard_context = tuple(context.get(WILDCARD, ()))
         self._wildcard_groups: dict[str, _Group] = {}
 
     def _deployment(self, route: Route) -> Deployment:
@@ -345,10 +363,29 @@ class Router:
             group = self._group_of(name)
         if group.fixed is not None:
             return group.fixed
-        until = self.cooldowns.cooling_until
         last_resort: list[Deployment] = []
-        plan = self._healthy(group, until, last_resort)
-        for fallback in group.fallbacks:
+        plan = self._healthy(group, self.cooldowns.cooling_until, last_resort)
+        return self._then(plan, group.fallbacks, last_resort)
+
+    def context_plan(self, name: str) -> list[Deployment]:
+        """The deployments of ``name``'s ``context_fallbacks``, in order (each name's
+        ordered as :meth:`plan` orders them, cooling ones last); empty when it has none.
+
+        For a request a candidate refused as too long for its context window: neither
+        the name's other deployments nor its ``fallbacks`` are in it.
+        """
+        group = self._groups.get(name) or self._wildcard_group(name)
+        if group is None or not group.context_fallbacks:
+            return []
+        return self._then([], group.context_fallbacks, [])
+
+    def _then(
+        self, plan: list[Deployment], names: tuple[str, ...], last_resort: list[Deployment]
+    ) -> list[Deployment]:
+        """``plan`` followed by the healthy deployments of each of ``names``, then by
+        ``last_resort`` (where the all-cooling groups left their soonest one)."""
+        until = self.cooldowns.cooling_until
+        for fallback in names:
             fallback_group = self._groups.get(fallback) or self._wildcard_group(fallback)
             if fallback_group is not None:
                 plan += self._healthy(fallback_group, until, last_resort)
@@ -425,7 +462,9 @@ class Router:
             deployments = tuple(
                 self._deployment(self._wildcard_route(entry, name)) for entry in self._wildcard
             )
-            group = self._wildcard_groups[name] = _group(deployments, self._wildcard_fallbacks)
+            group = self._wildcard_groups[name] = _group(
+                deployments, self._wildcard_fallbacks, self._wildcard_context
+            )
         return group
 
     def _wildcard_route(self, entry: tuple[ModelConfig, Upstream], name: str) -> Route:

@@ -41,6 +41,8 @@ The answer is in the wire dialect of the path (``/v1/chat/completions`` -> OpenA
                        without an answer (recorded in :attr:`FaultUpstream.unanswered`)
 ``echo-key``           a normal answer whose text contains the ``authorization`` and
                        ``x-api-key`` values received
+``ctx-*``, ``filter-*``  400 with a real server's refusal body, as it sends it
+                       (:mod:`.refusal_bodies`)
 =====================  ===================================================================
 
 Every request is recorded (:attr:`FaultUpstream.requests`: path, lowercase headers, raw
@@ -72,6 +74,7 @@ from .fault_wire import (
     overloaded_json,
     stream_events,
 )
+from .refusal_bodies import REFUSALS
 
 HTML_PAGE = (
     b"<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head>\n"
@@ -439,6 +442,7 @@ FAULTS: dict[str, Behaviour] = {
     "cr-only": _cr_only,
     "first-error-event": _first_error_event,
     "redirect-307": _fixed(307, "text/html", b"moved", ("location", "http://elsewhere/v1")),
+    **{name: _fixed(400, "application/json", body) for name, body in REFUSALS.items()},
 }
 
 

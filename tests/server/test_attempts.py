@@ -11,7 +11,12 @@ import pytest
 
 from interlingua.config import RetriesConfig, parse_config
 from interlingua.dialects import get_dialect
-from interlingua.errors import InterlinguaError, RateLimitError, UpstreamError
+from interlingua.errors import (
+    InterlinguaError,
+    InvalidRequestError,
+    RateLimitError,
+    UpstreamError,
+)
 from interlingua.routing import Router
 from interlingua.server import gateway as gateway_module
 from interlingua.server.asgi_io import BytesResponse, StreamResponse
@@ -143,3 +148,108 @@ async def test_a_lone_deployment_counts_toward_its_cooldown(waits: list[float]) 
     assert [d.key for d in gateway.router.plan("m")] == ["a/m", "b/solo"]
     await gateway.generate(CHAT, {**_body(), "model": "solo"}, {})
     assert gateway.router.cooldowns.cooling_until(solo.key) is None
+
+
+def _refusal(message: str, code: str | None = None, retry: str = "false") -> InvalidRequestError:
+    return InvalidRequestError(message, code=code, headers={"x-should-retry": retry})
+
+
+CONTEXT_MODELS = [
+    {"name": "m", "upstream": "a", "fallbacks": ["f"], "context_fallbacks": ["long"]},
+    {"name": "m", "upstream": "b"},
+    {"name": "f", "upstream": "c"},
+    {"name": "long", "upstream": "d", "fallbacks": ["f"]},
+    {"name": "long", "upstream": "e"},
+]
+
+
+def _counts(fakes: dict[str, FakeUpstream]) -> dict[str, int]:
+    return {name: len(fake.requests) for name, fake in fakes.items()}
+
+
+@pytest.mark.parametrize("retry", ["false", "true"])
+async def test_a_content_filter_refusal_is_final(retry: str, waits: list[float]) -> None:
+    # (x-should-retry: true does not make the same prompt acceptable)
+    gateway, fakes = _gateway(CONTEXT_MODELS, {"max": 3})
+    for fake in fakes.values():
+        fake.enqueue(_refusal("filtered by policy", "content_filter", retry))
+    with pytest.raises(InvalidRequestError) as caught:
+        await gateway.generate(CHAT, _body(), {})
+    assert (caught.value.code, caught.value.message) == ("content_filter", "filtered by policy")
+    assert sum(_counts(fakes).values()) == 1 and waits == []
+    assert all(gateway.router.cooldowns.cooling_until(f"{n}/m") is None for n in "ab")
+
+
+@pytest.mark.parametrize("retry", ["false", "true"])
+async def test_a_context_refusal_skips_retries_siblings_and_fallbacks(
+    retry: str, waits: list[float]
+) -> None:
+    gateway, fakes = _gateway(CONTEXT_MODELS, {"max": 3})
+    for name in "ab":
+        fakes[name].enqueue(_refusal("prompt is too long: 9 tokens > 8 maximum", None, retry))
+    answer = await gateway.generate(CHAT, _body(), {})
+    assert isinstance(answer, BytesResponse) and answer.status == 200
+    counts = _counts(fakes)
+    assert counts["a"] + counts["b"] == 1 and counts["c"] == 0
+    assert counts["d"] + counts["e"] == 1 and waits == []
+    deployments = [d for g in gateway.router.configured().values() for d in g]
+    assert all(d.in_flight == 0 for d in deployments)
+    assert all(gateway.router.cooldowns.cooling_until(d.key) is None for d in deployments)
+
+
+async def test_a_context_refusal_after_a_failover_still_reaches_the_context_fallbacks(
+    waits: list[float],
+) -> None:
+    gateway, fakes = _gateway(CONTEXT_MODELS)
+    for name in "ab":
+        fakes[name].enqueue(UpstreamError("down", status=500))
+    fakes["c"].enqueue(_refusal("too long", "context_length_exceeded"))
+    answer = await gateway.generate(CHAT, _body(), {})
+    assert isinstance(answer, BytesResponse) and answer.status == 200
+    assert _counts(fakes) | {"d": 0, "e": 0} == {"a": 1, "b": 1, "c": 1, "d": 0, "e": 0}
+    assert sum(_counts(fakes)[n] for n in "de") == 1
+
+
+async def test_a_relay_only_request_is_not_sent_to_the_context_fallbacks(
+    waits: list[float],
+) -> None:
+    # (a Responses conversation only its own upstream holds: a context fallback that
+    # translated it would answer without the conversation)
+    config = parse_config(
+        {
+            "upstreams": {n: {"kind": "fake", "wire": "openai"} for n in "ad"},
+            "models": [
+                {"name": "m", "upstream": "a", "context_fallbacks": ["long"]},
+                {"name": "long", "upstream": "d"},
+            ],
+        }
+    )
+    fakes = {n: FakeUpstream(n, wire="openai") for n in "ad"}
+    gateway = Gateway(config, Router(config, fakes))
+    fakes["a"].enqueue(_refusal("prompt is too long: 9 tokens > 8 maximum"))
+    answer = await gateway.generate(CHAT, _body(), {}, relay_only=True)
+    # (the passthrough path relays the upstream's own error body)
+    assert isinstance(answer, BytesResponse) and answer.status == 400
+    assert b"prompt is too long" in answer.body
+    assert _counts(fakes) == {"a": 1, "d": 0}
+
+
+async def test_the_context_fallbacks_are_followed_once(waits: list[float]) -> None:
+    # The context fallback refuses too (and is down): its answer is the client's, its
+    # own fallbacks are not followed, nothing loops.
+    gateway, fakes = _gateway(CONTEXT_MODELS)
+    for name in "abab":
+        fakes[name].enqueue(_refusal("too long", "context_length_exceeded"))
+    fakes["d"].enqueue(UpstreamError("down", status=500))
+    fakes["e"].enqueue(UpstreamError("down", status=500))
+    fakes["d"].enqueue(_refusal("still too long", "context_length_exceeded"))
+    fakes["e"].enqueue(_refusal("still too long", "context_length_exceeded"))
+    with pytest.raises(InterlinguaError) as caught:
+        await gateway.generate(CHAT, _body(), {})
+    assert caught.value.status == 500  # the last failure, as for any plan
+    with pytest.raises(InvalidRequestError) as refused:
+        await gateway.generate(CHAT, _body(), {})
+    assert refused.value.message == "still too long"
+    counts = _counts(fakes)
+    # one of m's deployments per request; long's two, then one of them
+    assert (counts["a"] + counts["b"], counts["c"], counts["d"] + counts["e"]) == (2, 0, 3)

@@ -480,13 +480,16 @@ def _parse_models(data: Any, upstreams: dict[str, UpstreamConfig]) -> tuple[Mode
     models = tuple(_parse_model(item, f"models[{i}]", upstreams) for i, item in enumerate(data))
     names = {m.name for m in models}
     for i, model in enumerate(models):
-        for j, fallback in enumerate(model.fallbacks):
-            where = f"models[{i}].fallbacks[{j}]"
-            if fallback == model.name:
-                raise ConfigError(f"{where}: {fallback!r} is the model itself")
-            if fallback not in names and WILDCARD not in names:
-                known = ", ".join(sorted(n for n in names if n != WILDCARD))
-                raise ConfigError(f"{where}: unknown model {fallback!r} (known: {known})")
+        # Both lists are followed one level deep (a fallback's own fallbacks are not), so
+        # naming the model itself is the only loop there is to refuse.
+        for key in ("fallbacks", "context_fallbacks"):
+            for j, fallback in enumerate(getattr(model, key)):
+                where = f"models[{i}].{key}[{j}]"
+                if fallback == model.name:
+                    raise ConfigError(f"{where}: {fallback!r} is the model itself")
+                if fallback not in names and WILDCARD not in names:
+                    known = ", ".join(sorted(n for n in names if n != WILDCARD))
+                    raise ConfigError(f"{where}: unknown model {fallback!r} (known: {known})")
     return models
 
 
@@ -524,6 +527,7 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
         options=_parse_model_options(raw.get("options"), f"{where}.options"),
         weight=weight,
         fallbacks=_names(raw.get("fallbacks"), f"{where}.fallbacks"),
+        context_fallbacks=_names(raw.get("context_fallbacks"), f"{where}.context_fallbacks"),
         params=params,
         force_params=force,
         drop_params=drop,
@@ -537,6 +541,7 @@ _MODEL_KEYS = (
     "options",
     "weight",
     "fallbacks",
+    "context_fallbacks",
     "params",
     "force_params",
     "drop_params",

@@ -103,7 +103,7 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
         doc["options"] = dataclasses.asdict(cfg.options)
     if cfg.weight != 1.0:
         doc["weight"] = cfg.weight
-    for key in ("fallbacks", "force_params", "drop_params"):
+    for key in ("fallbacks", "context_fallbacks", "force_params", "drop_params"):
         if getattr(cfg, key):
             doc[key] = list(getattr(cfg, key))
     if cfg.params:

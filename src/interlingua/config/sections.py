@@ -197,6 +197,9 @@ class ModelConfig:
     weight: float = 1.0
     #: model names tried in order when every deployment of ``name`` failed
     fallbacks: tuple[str, ...] = ()
+    #: model names tried in order, instead of ``fallbacks``, when a deployment refuses the
+    #: request because the prompt does not fit its context window
+    context_fallbacks: tuple[str, ...] = ()
     #: merged into the upstream body (the client's value wins unless in ``force_params``)
     params: dict[str, Any] = field(default_factory=dict)
     force_params: tuple[str, ...] = ()

@@ -23,6 +23,14 @@ no answer within ``timeout.read`` or ``total``, or no content within a stream's
 ``timeout.first_byte``) is not retried on its deployment, even when it is the last
 candidate: the next candidate is tried at once, or the client gets the 504.
 
+A refusal that says the prompt does not fit the model's context window
+(:func:`interlingua.errors.refusal`: ``context_length_exceeded``, "prompt is too long",
+...) is not retryable either, and the rest of the plan would refuse it the same way, so
+it goes to the model's ``context_fallbacks`` instead
+(:meth:`~interlingua.routing.Router.context_plan`), tried as above; without any, it is
+the client's answer like any 400. A content-filter refusal is a plain 400: answered at
+once, its code and message kept.
+
 When every candidate failed, the client gets the last failure: the last upstream's error
 in its own dialect with its Retry-After (a passthrough error body relayed as it came).
 Each attempt is logged at DEBUG on ``interlingua.routing``, with the request id::
@@ -37,10 +45,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+import orjson
 from starlette.types import Receive
 
 from ..config import RetriesConfig
-from ..errors import InterlinguaError, error_class_for_status, parse_retry_after
+from ..errors import (
+    CONTEXT_WINDOW,
+    InterlinguaError,
+    body_refusal,
+    error_class_for_status,
+    error_refusal,
+    parse_retry_after,
+)
 from ..retry import retry_delay, should_retry
 from ..routing import Deployment, Route, Router
 from ..upstreams.deadlines import SilentTimeoutError
@@ -84,9 +100,27 @@ def _judged(failure: InterlinguaError | RelayedFailure) -> tuple[bool, float | N
     if isinstance(failure, RelayedFailure):
         status, headers = failure.status, failure.headers
         kind = error_class_for_status(status).kind.value
-        return should_retry(status, headers), parse_retry_after(headers), f"{status} {kind}"
-    outcome = f"{failure.status} {failure.kind.value}"
-    return should_retry(failure), failure.retry_after, outcome
+        retryable, asked = should_retry(status, headers), parse_retry_after(headers)
+        outcome = f"{status} {kind}"
+    else:
+        status, retryable, asked = failure.status, should_retry(failure), failure.retry_after
+        outcome = f"{status} {failure.kind.value}"
+    if retryable and status < 500 and _refusal(failure) is not None:
+        # A 4xx the upstream said to retry (x-should-retry: true) that refuses the prompt
+        # itself: the same prompt would be refused again.
+        retryable = False
+    return retryable, asked, outcome
+
+
+def _refusal(failure: InterlinguaError | RelayedFailure) -> str | None:
+    """What refusal of the request ``failure`` is (:func:`interlingua.errors.refusal`)."""
+    if isinstance(failure, RelayedFailure):
+        try:
+            payload = orjson.loads(failure.response.body)
+        except orjson.JSONDecodeError:
+            return None
+        return body_refusal(failure.status, payload)
+    return error_refusal(failure)
 
 
 def _retry_wait(retries: RetriesConfig, tries: int, asked: float | None) -> float | None:
@@ -191,10 +225,14 @@ async def run_attempts(
     model: str,
     receive: Receive | None,
     pause: Pause,
+    *,
+    number: int = 0,
+    context: bool = True,
 ) -> Answer:
     """The first answer of ``attempt`` over ``plan`` (module docstring); raises the last
-    failure (or returns a relayed one) when none answers."""
-    number = 0
+    failure (or returns a relayed one) when none answers. ``number`` counts the attempts
+    made before; ``context``: a refusal of the prompt as too long may still go to the
+    model's context fallbacks (not once there)."""
     failure: InterlinguaError | RelayedFailure | None = None
     last = len(plan) - 1
     for index, deployment in enumerate(plan):
@@ -219,6 +257,12 @@ async def run_attempts(
             if not retryable:
                 if debug:
                     _log(model, number, deployment, outcome, latency, "none (not retryable)", 0.0)
+                spare = _context_plan(router, model, failure) if context else None
+                if spare:
+                    failure = None  # (see _give_up)
+                    return await run_attempts(
+                        router, spare, attempt, model, receive, pause, number=number, context=False
+                    )
                 try:
                     return _give_up(failure)
                 finally:
@@ -243,6 +287,20 @@ async def run_attempts(
         return _give_up(failure)
     finally:
         failure = None  # (see _give_up)
+
+
+def _context_plan(
+    router: Router, model: str, failure: InterlinguaError | RelayedFailure
+) -> Sequence[Deployment] | None:
+    """Where a failure that refuses the prompt as too long for the context window goes:
+    the model's context fallbacks (None for any other failure, or when it has none)."""
+    if _refusal(failure) != CONTEXT_WINDOW:
+        return None
+    spare = router.context_plan(model)
+    if spare and log.isEnabledFor(logging.DEBUG):
+        keys = ",".join(d.key for d in spare)
+        log.debug("%s context window refused: context_fallbacks=%s", REQUEST_ID.get(), keys)
+    return spare or None
 
 
 def _give_up(failure: InterlinguaError | RelayedFailure) -> BytesResponse:

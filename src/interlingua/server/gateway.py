@@ -233,7 +233,11 @@ class Gateway:
                     return await self._passthrough(dialect, route, dict(body), headers, keep)
                 return await self._translated(dialect, route, body, receive, extra, keep, parsed)
 
-            return await run_attempts(self.router, plan, attempt, name, receive, _pause)
+            # (a relay-only request's context fallbacks were not filtered for it: a refusal
+            # of it is its answer)
+            return await run_attempts(
+                self.router, plan, attempt, name, receive, _pause, context=not relay_only
+            )
         # A name's only deployment, no fallbacks, nothing to retry (the common case): one
         # attempt, no loop and no closure, so the hot path costs what it did before.
         deployment = plan[0]
