@@ -8,9 +8,11 @@ produce, so the helpers precompute headers and skip work Starlette would do per 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from starlette.requests import Request as HTTPRequest
@@ -18,8 +20,11 @@ from starlette.types import Receive, Scope, Send
 
 from ..core import aclose_iterator
 from ..errors import InterlinguaError, InvalidRequestError, RequestTooLargeError
+from ..upstreams.base import ANSWER_ID
 from .drain import Drain, shutting_down_error
 from .pings import Ticker
+
+T = TypeVar("T")
 
 log = logging.getLogger("interlingua.server")
 
@@ -376,3 +381,37 @@ class StreamResponse:
         state["done"] = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return outcome
+
+
+async def unless_disconnected(work: Coroutine[Any, Any, T], receive: Receive) -> T:
+    """``work``'s result, or cancel it as soon as the client hangs up.
+
+    uvicorn does not cancel a handler whose client left; for an upstream that does one
+    thing at a time (the local engine) finishing anyway would hold it for nobody. The id
+    of the answer ``work`` got (:data:`~..upstreams.base.ANSWER_ID`, left in the task's
+    own copy of the context) is brought back, as awaiting it directly would have.
+    """
+    context = contextvars.copy_context()
+    task = asyncio.get_running_loop().create_task(work, context=context)
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            answer_id = context.get(ANSWER_ID)
+            if answer_id is not ANSWER_ID.get():
+                ANSWER_ID.set(answer_id)
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("client disconnected before the answer; generation cancelled")
+        raise InvalidRequestError("The client disconnected before the answer.", status=499)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

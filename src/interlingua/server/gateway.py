@@ -14,14 +14,12 @@ work to the upstream. Two paths:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from starlette.types import Receive
@@ -44,13 +42,19 @@ from ..upstreams.base import ANSWER_ID, RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
 from ..usage.record import Record
 from .accounting import RECORD, count_usage, strip_usage
-from .asgi_io import JSON_CT, SSE_HEADERS, BytesResponse, CountedResponse, StreamResponse
+from .asgi_io import (
+    JSON_CT,
+    SSE_HEADERS,
+    BytesResponse,
+    CountedResponse,
+    StreamResponse,
+    unless_disconnected,
+)
 from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
 from .last_event import Keep, keep_last_response
 from .middleware import serving_id
 
 log = logging.getLogger("interlingua.server")
-T = TypeVar("T")
 
 _DEFAULT_OPTIONS = ModelOptions()
 # An error's relayed headers that are copied as they came (the Retry-After pair is written
@@ -293,7 +297,7 @@ class Gateway:
         upstream = route.upstream
         before = ANSWER_ID.get()  # (what an answer's id replaces: upstreams/base.py)
         if receive is not None and upstream.cancel_on_disconnect:
-            response = await _unless_disconnected(upstream.complete(upstream_request), receive)
+            response = await unless_disconnected(upstream.complete(upstream_request), receive)
         else:
             response = await upstream.complete(upstream_request)
         rendered = orjson.dumps(dialect.render_response(response, request))
@@ -463,47 +467,13 @@ async def _after(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[by
         yield chunk
 
 
-async def _unless_disconnected(work: Coroutine[Any, Any, T], receive: Receive) -> T:
-    """``work``'s result, or cancel it as soon as the client hangs up.
-
-    uvicorn does not cancel a handler whose client left; for an upstream that does one
-    thing at a time (the local engine) finishing anyway would hold it for nobody. The id
-    of the answer ``work`` got (:data:`~..upstreams.base.ANSWER_ID`, left in the task's
-    own copy of the context) is brought back, as awaiting it directly would have.
-    """
-    context = contextvars.copy_context()
-    task = asyncio.get_running_loop().create_task(work, context=context)
-    watcher = asyncio.ensure_future(_disconnect(receive))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            answer_id = context.get(ANSWER_ID)
-            if answer_id is not ANSWER_ID.get():
-                ANSWER_ID.set(answer_id)
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        log.info("client disconnected before the answer; generation cancelled")
-        raise InvalidRequestError("The client disconnected before the answer.", status=499)
-    finally:
-        watcher.cancel()
-        if not task.done():
-            task.cancel()
-
-
 async def _pause(seconds: float, receive: Receive | None) -> None:
     """Wait ``seconds`` before a retry; a client that hangs up meanwhile ends the wait
     (and the request: no attempt is made for nobody)."""
     if receive is None:
         await asyncio.sleep(seconds)
     else:
-        await _unless_disconnected(asyncio.sleep(seconds), receive)
-
-
-async def _disconnect(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
+        await unless_disconnected(asyncio.sleep(seconds), receive)
 
 
 def _went_to(route: Route) -> None:
