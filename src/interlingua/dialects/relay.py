@@ -64,7 +64,7 @@ __all__ = [
 #: otherwise be buffered without bound); far above any real event
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 
-_KEEP, _DROP, _BAD = 0, 1, 2
+_KEEP, _DROP, _BAD, _HOLD = 0, 1, 2, 3
 
 #: the name an upstream's own request id is relayed under
 UPSTREAM_REQUEST_ID = "upstream-request-id"
@@ -136,6 +136,8 @@ class RelayCheck:
         "error",
         "failed",
         "first_error",
+        "held_error",
+        "hold_errors",
         "said_why",
         "started",
     )
@@ -158,6 +160,12 @@ class RelayCheck:
         self.error: UpstreamError | None = None
         #: ``(event name, data)`` of an in-band error that was the first data event
         self.first_error: tuple[str, str] | None = None
+        #: set before the first ``feed``: an in-band error event after the first is held
+        #: back instead of passed on (into :attr:`held_error`), with everything after it,
+        #: for a gateway that may still carry the stream on elsewhere
+        self.hold_errors = False
+        #: the in-band error event held back (whole, with its blank line), if any
+        self.held_error: bytes | None = None
 
     @classmethod
     def ends(cls, sent: bytes) -> bool:
@@ -185,7 +193,8 @@ class RelayCheck:
         if self.error is not None:
             return b""
         if self.ended:
-            return chunk  # past the end nothing is checked any more
+            # past the end nothing is checked any more (nor passed on after a held error)
+            return b"" if self.held_error is not None else chunk
         chunk = self._lf(chunk)
         cut = chunk.rfind(b"\n\n")
         if cut >= 0:
@@ -259,6 +268,10 @@ class RelayCheck:
             verdict = check(event)
             good += len(event) + 2
             if verdict:  # (_KEEP is 0)
+                if verdict == _HOLD:
+                    self.held_error = event + b"\n\n"
+                    good -= len(event) + 2
+                    return self._release(whole[:good] if kept is None else b"".join(kept))
                 if verdict == _BAD:
                     good -= len(event) + 2
                     return self._release(whole[:good] if kept is None else b"".join(kept))
@@ -313,6 +326,8 @@ class RelayCheck:
             if self.ended and not self.said_why:
                 self.first_error = (name.decode("latin-1"), data.decode("utf-8", "replace"))
             self.started = True
+        elif self.failed and self.hold_errors:
+            return _HOLD
         return _KEEP
 
     def _read_loose(self, name: bytes, data: bytes) -> bool:

@@ -17,7 +17,7 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -37,7 +37,7 @@ from ..core.tokens import estimate_request_tokens
 from ..dialects import DIALECT_NAMES, Dialect, StreamEncoder, encode_body, get_dialect
 from ..dialects.relay import RELAYED_HEADERS, UPSTREAM_REQUEST_ID, note_error_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError, request_id_note
-from ..routing import Route, Router
+from ..routing import Deployment, Route, Router
 from ..upstreams.base import ANSWER_ID, RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
 from ..usage.record import Record
@@ -51,6 +51,7 @@ from .asgi_io import (
     unless_disconnected,
 )
 from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
+from .continuation import Continuer
 from .last_event import Keep, keep_last_response
 from .middleware import serving_id
 
@@ -85,6 +86,12 @@ class Gateway:
         self.max_body = int(config.server.max_body_mb * 1024 * 1024)
         # Longest first so a key that contains another is scrubbed whole.
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        #: the deployments (keys) that refused an assistant prefill: not asked to
+        #: continue a broken stream that way again (server/continuation/)
+        self.prefill_refused: set[str] = set()
+        #: hands one more usage row to the accounting (a broken attempt's), when there is
+        #: one (set by the app)
+        self.note_row: Callable[[Record], None] | None = None
 
     # -- errors -------------------------------------------------------------------------
 
@@ -227,21 +234,25 @@ class Gateway:
                 raise NotRelayable(name)
         if len(plan) > 1 or not plan[0].alone:
             parsed: list[Request] = []  # the neutral request, parsed on the first translation
-
-            async def attempt(route: Route) -> BytesResponse | StreamResponse:
-                """One candidate's try (server/attempts.py retries and falls back)."""
-                _went_to(route)
-                if self.passes_through(dialect, route):
-                    # A copy per attempt: what one deployment writes into its body (its
-                    # model name, its shaping) must not reach the next one's.
-                    return await self._passthrough(dialect, route, dict(body), headers, keep)
-                return await self._translated(dialect, route, body, receive, extra, keep, parsed)
-
+            going_on = None
+            if body.get("stream") is True and _continues(plan, name):
+                going_on = Continuer(self, dialect, name, plan, body, parsed, RECORD.get())
             # (a relay-only request's context fallbacks were not filtered for it: a refusal
             # of it is its answer)
-            return await run_attempts(
-                self.router, plan, attempt, name, receive, _pause, context=not relay_only
+            answer = await run_attempts(
+                self.router,
+                plan,
+                partial(
+                    self._attempt, dialect, body, headers, receive, extra, keep, parsed, going_on
+                ),
+                name,
+                receive,
+                _pause,
+                context=not relay_only,
             )
+            if going_on is not None and type(answer) is StreamResponse:
+                going_on.response = answer
+            return answer
         # A name's only deployment, no fallbacks, nothing to retry (the common case): one
         # attempt, no loop and no closure, so the hot path costs what it did before.
         deployment = plan[0]
@@ -257,6 +268,35 @@ class Gateway:
             return alone_failed(self.router, deployment, exc, started, name)
         return alone_answered(self.router, deployment, answer, started, name)
 
+    def _attempt(
+        self,
+        dialect: Dialect,
+        body: dict[str, Any],
+        headers: Mapping[str, str],
+        receive: Receive | None,
+        extra: Mapping[str, Any] | None,
+        keep: Keep | None,
+        parsed: list[Request],
+        going_on: Continuer | None,
+        route: Route,
+    ) -> Awaitable[BytesResponse | StreamResponse]:
+        """One candidate's try (server/attempts.py retries and falls back); ``parsed``
+        caches the neutral request across the tries, ``going_on`` carries a broken
+        stream on (None: the model does not continue streams)."""
+        _went_to(route)
+        if going_on is not None:
+            going_on.route = route
+            # A tool call is held until whole on a stream that may be continued: a body
+            # with tools takes the translated path, where the events are seen.
+            if self.passes_through(dialect, route) and not body.get("tools"):
+                return self._passthrough(dialect, route, dict(body), headers, keep, going_on)
+            return self._translated(dialect, route, body, receive, extra, keep, parsed, going_on)
+        if self.passes_through(dialect, route):
+            # A copy per attempt: what one deployment writes into its body (its model
+            # name, its shaping) must not reach the next one's.
+            return self._passthrough(dialect, route, dict(body), headers, keep)
+        return self._translated(dialect, route, body, receive, extra, keep, parsed)
+
     def _translated(
         self,
         dialect: Dialect,
@@ -266,6 +306,7 @@ class Gateway:
         extra: Mapping[str, Any] | None,
         keep: Keep | None,
         parsed: list[Request] | None,
+        going_on: Continuer | None = None,
     ) -> Awaitable[BytesResponse | StreamResponse]:
         """One attempt on the translated path: the request parsed now (a bad one raises
         here), the upstream called when the result is awaited. ``parsed`` caches the
@@ -282,7 +323,7 @@ class Gateway:
                 parsed.append(request)
         upstream_request = for_upstream(request, route.upstream_model, route.entry)
         if request.stream:
-            return self._stream(dialect, route, request, upstream_request, keep)
+            return self._stream(dialect, route, request, upstream_request, keep, going_on)
         return self._complete(dialect, route, request, upstream_request, receive, keep)
 
     async def _complete(
@@ -327,6 +368,7 @@ class Gateway:
         request: Request,
         upstream_request: Request,
         keep: Keep | None = None,
+        going_on: Continuer | None = None,
     ) -> StreamResponse:
         before = ANSWER_ID.get()  # (what an answer's id replaces: upstreams/base.py)
         batches = route.upstream.stream_batches(upstream_request)
@@ -349,6 +391,11 @@ class Gateway:
         record = RECORD.get()
         encode = _batch_encoder(encoder, self.shown, record)
 
+        async def kept() -> None:
+            final = getattr(encoder, "final", None)
+            if keep is not None and final is not None:
+                await keep(self.scrub_bytes(orjson.dumps(final)))
+
         async def chunks() -> AsyncIterator[bytes]:
             data, failed = encode(first)
             yield data
@@ -364,12 +411,11 @@ class Gateway:
                         # An error ends the stream (upstreams/base.py): stop reading, so
                         # the upstream is closed now rather than drained.
                         break
-            final = getattr(encoder, "final", None)
-            if keep is not None and final is not None:
-                await keep(self.scrub_bytes(orjson.dumps(final)))
+            await kept()
 
+        source = chunks() if going_on is None else going_on.translated(first, batches, encode, kept)
         response = StreamResponse(
-            self._scrub_stream(chunks()) if self.secrets else chunks(),
+            self._scrub_stream(source) if self.secrets else source,
             headers=[*SSE_HEADERS, (_REQUEST_ID_NAME, rid.encode("latin-1"))] if rid else None,
             on_error=lambda exc: self.stream_error_bytes(dialect, request, exc, encoder),
             aclose=lambda: aclose_iterator(batches),
@@ -386,6 +432,7 @@ class Gateway:
         body: dict[str, Any],
         headers: Mapping[str, str],
         keep: Keep | None = None,
+        going_on: Continuer | None = None,
     ) -> BytesResponse | StreamResponse:
         stream = body.get("stream") is True
         body["model"] = route.upstream_model
@@ -421,7 +468,12 @@ class Gateway:
                 await keep(data)
             return BytesResponse(data, status, relayed)
         request = Request(model=route.upstream_model, messages=(), stream=True)
-        chunks = self._scrub_stream(answer.chunks) if self.secrets else answer.chunks
+        chunks = answer.chunks
+        if going_on is not None:
+            if answer.check is not None:
+                answer.check.hold_errors = True  # (before its first feed: chunks are lazy)
+            chunks = going_on.relayed(chunks, answer.check, partial(self._encode, record))
+        chunks = self._scrub_stream(chunks) if self.secrets else chunks
         if strip:
             assert record is not None
             chunks = strip_usage(chunks, record)
@@ -449,6 +501,12 @@ class Gateway:
         response.check = answer.check  # (its `failed`: the upstream's own error event)
         return response
 
+    def _encode(
+        self, record: Record | None, encoder: StreamEncoder
+    ) -> Callable[[list[StreamEvent]], tuple[bytes, bool]]:
+        """The translated path's batch encoding over ``encoder`` (for a continuation)."""
+        return _batch_encoder(encoder, self.shown, record)
+
     # -- other endpoints ----------------------------------------------------------------
 
     async def count_tokens(self, request: Request) -> int:
@@ -474,6 +532,20 @@ async def _pause(seconds: float, receive: Receive | None) -> None:
         await asyncio.sleep(seconds)
     else:
         await unless_disconnected(asyncio.sleep(seconds), receive)
+
+
+def _continues(plan: Sequence[Deployment], name: str) -> bool:
+    """Whether a stream for ``name`` is carried on after a break (``on_stream_break:
+    continue`` on one of the name's own entries)."""
+    for deployment in plan:
+        entry = deployment.route.entry
+        if (
+            entry is not None
+            and entry.on_stream_break == "continue"
+            and deployment.route.model_name == name
+        ):
+            return True
+    return False
 
 
 def _went_to(route: Route) -> None:

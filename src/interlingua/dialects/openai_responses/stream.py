@@ -179,6 +179,11 @@ class ResponsesStreamEncoder(OneAtATime):
         """A keep-alive comment; SSE clients ignore it."""
         return _PING
 
+    def continue_numbering(self, after: int) -> None:
+        """Number the next event ``after``: this encoder carries on a stream whose
+        earlier events someone else wrote (a relayed upstream's, up to ``after - 1``)."""
+        self._seq = max(self._seq, after)
+
     def relay_error(self, error: InterlinguaError) -> bytes:
         """The stream-level ``error`` event ending a stream this encoder did not write.
 
