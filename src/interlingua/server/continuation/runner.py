@@ -45,7 +45,7 @@ from ...core.tokens import estimate_request_tokens
 from ...dialects import Dialect, EventDecoder, StreamEncoder
 from ...errors import InterlinguaError, UpstreamError, prefill_refusal
 from ...retry import should_retry
-from ...routing import Deployment, Route, Router
+from ...routing import Deployment, Route
 from ...upstreams.shaping import for_upstream
 from ...usage.record import CONTINUED, Record
 from ..asgi_io import StreamResponse
