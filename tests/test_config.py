@@ -504,3 +504,69 @@ def test_the_team_keys_parse_and_print_back() -> None:
 def test_team_keys_are_checked(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(raw)
+
+
+def test_continuation_keys_parse_and_print_back() -> None:
+    """``models[].on_stream_break`` and ``upstreams.<n>.continue_with``, as docs/config.md
+    spells them; a default is not printed, a set value is and loads back the same."""
+    config = parse_yaml(
+        """
+        upstreams:
+          vllm: {kind: openai, base_url: "http://127.0.0.1:8000/v1", continue_with: prefill}
+          nim: {kind: openai, base_url: "http://h/v1", continue_with: instruct}
+          claude: {kind: anthropic}
+        models:
+          - {name: smart, upstream: nim, on_stream_break: continue, fallbacks: [other]}
+          - {name: other, upstream: vllm}
+        """
+    )
+    assert config.upstreams["vllm"].continue_with == "prefill"
+    assert config.upstreams["nim"].continue_with == "instruct"
+    assert config.upstreams["claude"].continue_with == "auto"
+    assert "continue_with" not in config.upstreams["vllm"].options
+    assert [m.on_stream_break for m in config.models] == ["continue", "error"]
+    doc = yaml.safe_load(config_to_yaml(config))
+    assert doc["upstreams"]["vllm"]["continue_with"] == "prefill"
+    assert "continue_with" not in doc["upstreams"]["claude"]
+    assert doc["models"][0]["on_stream_break"] == "continue"
+    assert "on_stream_break" not in doc["models"][1]
+    assert parse_config(doc) == config
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            """
+            upstreams: {u: {kind: openai, base_url: "http://h/v1", continue_with: yes}}
+            models: [{name: m, upstream: u}]
+            """,
+            "upstreams.u.continue_with: expected one of prefill, instruct, none, auto, "
+            "got a boolean",
+        ),
+        (
+            """
+            upstreams: {u: {kind: openai, base_url: "http://h/v1", continue_with: prefil}}
+            models: [{name: m, upstream: u}]
+            """,
+            "upstreams.u.continue_with: expected one of prefill, instruct, none, auto, "
+            "got 'prefil'",
+        ),
+        (
+            """
+            upstreams: {u: {kind: openai, base_url: "http://h/v1"}}
+            models: [{name: m, upstream: u, on_stream_break: retry}]
+            """,
+            "models[0].on_stream_break: expected one of error, continue, got 'retry'",
+        ),
+        (
+            """
+            upstreams: {u: {kind: openai, base_url: "http://h/v1"}}
+            models: [{name: m, upstream: u, on_stream_brake: continue}]
+            """,
+            "models[0]: unknown key 'on_stream_brake' (did you mean 'on_stream_break'?)",
+        ),
+    ],
+)
+def test_continuation_keys_are_checked(text: str, expected: str) -> None:
+    assert error_of(text) == expected

@@ -20,7 +20,8 @@ Anthropic), and handlers never choose status codes.
 
 Transport failures (``UpstreamConnectionError``, ``UpstreamTimeoutError``) are apart from
 status failures. :func:`refusal` names the upstream errors that refuse the prompt itself
-(too long for the context window, or a content filter's): no retry helps them. This
+(too long for the context window, or a content filter's): no retry helps them;
+:func:`prefill_refusal` those that refuse an assistant prefill (no continuation there). This
 module imports nothing of ours, so every layer may use it.
 """
 
@@ -312,6 +313,63 @@ def body_refusal(status: int, payload: Any) -> str | None:
     if not isinstance(error, dict):
         return None
     return refusal(status, error.get("code"), error.get("type"), error.get("message"))
+
+
+# Lowercase phrases of the messages that refuse an assistant prefill (a request whose last
+# message is the assistant's partial answer); docs/protocols.md, "Assistant prefill" says
+# who sends which.
+_PREFILL_PHRASES = (
+    "does not support assistant message prefill",  # Anthropic, models without prefill
+    "final assistant content cannot end with trailing whitespace",  # Anthropic
+    "a final `assistant` message must start with a thinking block",  # Anthropic, thinking on
+    "assistant response prefill is incompatible with enable_thinking",  # llama.cpp server
+    "cannot have 2 or more assistant messages at the end of the list",  # llama.cpp server
+    "continue_final_message",  # vLLM's refusals of it; servers refusing the unknown field
+    "expected last role user or tool",  # Mistral's API, vLLM with a Mistral tokenizer
+)
+# A prefill is refused with a 400 (vLLM's validation errors too); 422 from strict servers.
+_PREFILL_REFUSAL_STATUSES = frozenset({400, 422})
+
+
+def refuses_prefill(status: int | None, message: object) -> bool:
+    """True when an upstream's error says it does not take an assistant prefill (by its
+    message: no server has a code for it). Only a refusal of the request (400, 422; None
+    for an in-band error) is one.
+
+    >>> refuses_prefill(400, "This model does not support assistant message prefill.")
+    True
+    >>> refuses_prefill(500, "does not support assistant message prefill"), refuses_prefill(400, "no")
+    (False, False)
+    """
+    if status is not None and status not in _PREFILL_REFUSAL_STATUSES:
+        return False
+    if not isinstance(message, str):
+        return False
+    lowered = message.lower()
+    return any(phrase in lowered for phrase in _PREFILL_PHRASES)
+
+
+def prefill_refusal(error: InterlinguaError) -> bool:
+    """:func:`refuses_prefill` of an error parsed from an upstream's answer: the upstream
+    (for this model) cannot continue an answer from a prefill."""
+    return refuses_prefill(error.status, error.message)
+
+
+def prefill_refusal_body(status: int, payload: Any) -> bool:
+    """:func:`refuses_prefill` of an error body as an upstream sent it (parsed JSON), in
+    the shapes :func:`body_refusal` reads."""
+    return refuses_prefill(status, _body_message(payload))
+
+
+def _body_message(payload: Any) -> object:
+    """The message of an error body: ``{"error": {"message"}}``, vLLM's older flat
+    ``{"message"}``, or ``{"error": "text"}``; None when there is none."""
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error", payload)
+    if isinstance(error, str):
+        return error
+    return error.get("message") if isinstance(error, dict) else None
 
 
 def parse_retry_after(headers: dict[str, str] | Any) -> float | None:

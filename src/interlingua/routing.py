@@ -295,6 +295,7 @@ class Router:
         clock: Callable[[], float] = time.monotonic,
         cooldowns: CooldownBook | None = None,
         observe: Callable[[str, str], None] | None = None,
+        continued: Callable[[str, str], None] | None = None,
     ) -> None:
         self.strategy = config.routing.strategy
         #: which deployments cool down (default: counted in this process, on ``clock``;
@@ -303,6 +304,10 @@ class Router:
         #: told of every attempt's end, as (upstream name, "ok" or the error kind): the
         #: metrics' attempt counters (server/views/metrics.py); None: nobody listens
         self.observe = observe
+        #: told of every stream that broke after its first byte and that another attempt
+        #: continues, as (model asked for, error kind of the break): the metrics'
+        #: continuation counter; None: nobody listens
+        self.continued = continued
         self._rng = rng or random.Random()
         self._retries = {name: cfg.retries for name, cfg in config.upstreams.items()}
         # Each wildcard entry with its upstream already wrapped for its options: built

@@ -66,6 +66,7 @@ from ._values import (
     database_url,
     describe,
     expect_bool,
+    expect_choice,
     expect_int,
     expect_positive_int,
     expect_str,
@@ -77,10 +78,12 @@ from ._values import (
 from .printing import config_to_yaml
 from .sections import (
     COMMON_UPSTREAM_KEYS,
+    CONTINUE_MODES,
     REDACTED,
     SERVER_LIMIT_COUNTS,
     SERVER_LIMIT_SECONDS,
     STRATEGIES,
+    STREAM_BREAK_MODES,
     WILDCARD,
     Config,
     CooldownConfig,
@@ -107,10 +110,12 @@ from .team import (
 
 __all__ = [
     "COMMON_UPSTREAM_KEYS",
+    "CONTINUE_MODES",
     "REDACTED",
     "SERVER_LIMIT_COUNTS",
     "SERVER_LIMIT_SECONDS",
     "STRATEGIES",
+    "STREAM_BREAK_MODES",
     "WILDCARD",
     "Config",
     "ConfigError",
@@ -132,6 +137,7 @@ __all__ = [
     "default_config",
     "describe",
     "expect_bool",
+    "expect_choice",
     "expect_int",
     "expect_positive_int",
     "expect_str",
@@ -380,6 +386,9 @@ def _parse_upstream(name: str, data: Any) -> UpstreamConfig:
         limits=_parse_limits(raw.get("limits"), f"{where}.limits"),
         retries=_parse_retries(raw.get("retries"), f"{where}.retries"),
         options={k: v for k, v in raw.items() if k not in COMMON_UPSTREAM_KEYS},
+        continue_with=expect_choice(
+            raw.get("continue_with", "auto"), CONTINUE_MODES, f"{where}.continue_with"
+        ),
     )
 
 
@@ -531,6 +540,9 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
         params=params,
         force_params=force,
         drop_params=drop,
+        on_stream_break=expect_choice(
+            raw.get("on_stream_break", "error"), STREAM_BREAK_MODES, f"{where}.on_stream_break"
+        ),
     )
 
 
@@ -545,6 +557,7 @@ _MODEL_KEYS = (
     "params",
     "force_params",
     "drop_params",
+    "on_stream_break",
 )
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "database_url",
     "describe",
     "expect_bool",
+    "expect_choice",
     "expect_int",
     "expect_positive_int",
     "expect_str",
@@ -111,6 +112,15 @@ def expect_bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{where}: expected true or false, got {describe(value)}")
     return value
+
+
+def expect_choice(value: Any, choices: tuple[str, ...], where: str) -> str:
+    """``value`` if it is one of ``choices``, else ConfigError naming ``where`` and every
+    choice (YAML reads a bare ``yes``/``no``/``on``/``off`` as a boolean: said so)."""
+    if isinstance(value, str) and value in choices:
+        return value
+    got = repr(value) if isinstance(value, str) else describe(value)
+    raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {got}")
 
 
 DATABASE_SCHEMES = ("sqlite://", "postgresql://", "postgres://")

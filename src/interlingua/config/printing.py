@@ -79,6 +79,8 @@ def _upstream_doc(cfg: UpstreamConfig) -> dict[str, Any]:
         doc["limits"] = {k: v for k, v in limits.items() if v is not None}
     if cfg.retries != RetriesConfig():
         doc["retries"] = dataclasses.asdict(cfg.retries)
+    if cfg.continue_with != "auto":
+        doc["continue_with"] = cfg.continue_with
     doc.update(cfg.options)
     return doc
 
@@ -108,4 +110,6 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
             doc[key] = list(getattr(cfg, key))
     if cfg.params:
         doc["params"] = dict(cfg.params)
+    if cfg.on_stream_break != "error":
+        doc["on_stream_break"] = cfg.on_stream_break
     return doc

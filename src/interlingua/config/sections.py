@@ -12,10 +12,12 @@ from .team import KeyConfig, StateConfig, UsageConfig
 
 __all__ = [
     "COMMON_UPSTREAM_KEYS",
+    "CONTINUE_MODES",
     "REDACTED",
     "SERVER_LIMIT_COUNTS",
     "SERVER_LIMIT_SECONDS",
     "STRATEGIES",
+    "STREAM_BREAK_MODES",
     "WILDCARD",
     "Config",
     "CooldownConfig",
@@ -44,7 +46,14 @@ COMMON_UPSTREAM_KEYS: tuple[str, ...] = (
     "timeout",
     "limits",
     "retries",
+    "continue_with",
 )
+
+#: ``upstreams.<name>.continue_with``: how the upstream is asked to carry on an answer
+#: another candidate broke off (interlingua.upstreams.prefill resolves ``auto``)
+CONTINUE_MODES = ("prefill", "instruct", "none", "auto")
+#: ``models[].on_stream_break``: what a stream broken after its first byte becomes
+STREAM_BREAK_MODES = ("error", "continue")
 #: The server's limits against slow or hostile clients, in seconds and in counts.
 SERVER_LIMIT_SECONDS = ("header_timeout", "body_timeout", "keep_alive_timeout", "shutdown_timeout")
 SERVER_LIMIT_COUNTS = ("max_header_bytes", "max_headers")
@@ -144,6 +153,9 @@ class UpstreamConfig:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     retries: RetriesConfig = field(default_factory=RetriesConfig)
     options: dict[str, Any] = field(default_factory=dict)
+    #: one of :data:`CONTINUE_MODES`: how this upstream continues a partial answer
+    #: (``auto``: by its kind, :func:`interlingua.upstreams.prefill.continue_mode`)
+    continue_with: str = "auto"
 
     def api_key(self) -> str | None:
         """The key read from ``api_key_env`` now; None when no variable is named.
@@ -205,6 +217,9 @@ class ModelConfig:
     force_params: tuple[str, ...] = ()
     #: removed from the upstream body before sending
     drop_params: tuple[str, ...] = ()
+    #: one of :data:`STREAM_BREAK_MODES`: ``error`` ends a stream broken after its first
+    #: byte with the in-band error; ``continue`` has the next candidate finish the answer
+    on_stream_break: str = "error"
 
     @property
     def shapes_body(self) -> bool:

@@ -160,6 +160,7 @@ class Accounting:
         response.watch = meter.first_byte if response.counted else meter.see
         response.on_error = meter.failed
         response.finished = meter.finished
+        response.continued = meter.continued
         return response
 
     def _finish(self, tab: Tab) -> None:
@@ -171,6 +172,19 @@ class Accounting:
         elif tab.admission is not None:
             tab.admission.end(record.input_tokens + record.output_tokens)
         self.in_flight -= 1
+        done = self._done
+        done.append(record)
+        if len(done) >= DRAIN_MAX:
+            self.drain()
+        elif self._drain_due is None:
+            self._schedule_drain()
+
+    def add_row(self, record: Record) -> None:
+        """One more finished row for the sinks, handed over with the others at the next
+        drain: the row of an attempt whose stream broke and was continued by another
+        (usage/record.py ``CONTINUED``). ``record`` is complete (its latency a span);
+        the requests in flight and the key's admission are the request's own record's
+        business, not this row's."""
         done = self._done
         done.append(record)
         if len(done) >= DRAIN_MAX:
@@ -230,6 +244,7 @@ class Meter:
         "_dialect",
         "_head",
         "_on_error",
+        "_prior",
         "_record",
         "_started",
         "_tab",
@@ -266,6 +281,8 @@ class Meter:
         #: the tail's length that calls for the next trim (twice what the last kept:
         #: each read costs the trims O(1) however the stream is cut)
         self._trim_at = 2 * _TAIL_EVENTS
+        #: the usage of the attempts before a continuation, summed (None: not continued)
+        self._prior: list[int] | None = None
 
     def first_byte(self, chunk: bytes) -> bool:
         """The watch of a stream that counts itself (``StreamResponse.counted``: a
@@ -311,6 +328,19 @@ class Meter:
             raise exc
         return self._on_error(exc)
 
+    def continued(self, prior: Usage) -> None:
+        """The stream broke and another attempt continues it: the usage that reaches the
+        record from now on (the stream's last events, or the gateway's own
+        :func:`count_usage`) includes ``prior``, the broken attempts' (which their own
+        rows carry), and :meth:`done` takes it out again. Several calls add up."""
+        counts = self._prior
+        if counts is None:
+            counts = self._prior = [0, 0, 0, 0]
+        counts[0] += prior.input_tokens
+        counts[1] += prior.output_tokens
+        counts[2] += prior.cache_read_tokens
+        counts[3] += prior.reasoning_tokens
+
     def finished(self, outcome: str) -> None:
         """The response's ``finished``: :meth:`done`, then the record to the sinks."""
         self.done(outcome)
@@ -323,7 +353,8 @@ class Meter:
         """The stream is over, as ``outcome`` says: the usage of its last events into the
         record, an in-band error event marks it failed (the kind it names), and an
         outcome that is not COMPLETE is marked when nothing named its kind already. The
-        reads held are let go."""
+        reads held are let go. A continued stream's record keeps only the finishing
+        attempt's tokens (:meth:`continued`)."""
         record = self._record
         if self._tail:
             tail = _last_events(b"".join(self._tail))
@@ -340,6 +371,18 @@ class Meter:
         self._head = None
         if record.error is None and outcome != StreamOutcome.COMPLETE:
             record.error = _OUTCOME_ERRORS[outcome]
+        prior = self._prior
+        if prior is not None:  # (after every other count: the sum is complete)
+            self._prior = None
+            _put_counts(
+                record,
+                (
+                    max(0, record.input_tokens - prior[0]),
+                    max(0, record.output_tokens - prior[1]),
+                    max(0, record.cached_tokens - prior[2]),
+                    max(0, record.reasoning_tokens - prior[3]),
+                ),
+            )
 
     def _error_kind(self, chunk: bytes) -> str:
         for line in chunk.split(b"\n"):

@@ -411,6 +411,7 @@ def create_app(
         upstreams,
         cooldowns=_cooldowns(config, counters),
         observe=metrics.attempt if metrics is not None else None,
+        continued=metrics.continued if metrics is not None else None,
     )
     sealer = Sealer(sealing_key(config.responses))
     gateway = Gateway(config, router, secrets, ResponsesDialect(sealer))

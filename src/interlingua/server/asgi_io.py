@@ -18,7 +18,7 @@ import orjson
 from starlette.requests import Request as HTTPRequest
 from starlette.types import Receive, Scope, Send
 
-from ..core import aclose_iterator
+from ..core import Usage, aclose_iterator
 from ..errors import InterlinguaError, InvalidRequestError, RequestTooLargeError
 from ..upstreams.base import ANSWER_ID
 from .drain import Drain, shutting_down_error
@@ -187,6 +187,7 @@ class StreamResponse:
         "check",
         "chunks",
         "completed",
+        "continued",
         "counted",
         "drain",
         "ends",
@@ -248,6 +249,10 @@ class StreamResponse:
         self.on_broken: Callable[[], None] | None = None
         #: told once more when the outcome is COMPLETE (the router: the deployment served)
         self.on_complete: Callable[[], None] | None = None
+        #: told, by whoever continues this stream on another attempt after it broke, the
+        #: usage of the attempts before (the request's record: server/accounting.py, so
+        #: that its own row carries only the finishing attempt's tokens)
+        self.continued: Callable[[Usage], None] | None = None
 
     def ended(self) -> str:
         """The outcome of a stream whose last event went out: BROKEN when the upstream

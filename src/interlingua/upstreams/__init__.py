@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import COMMON_UPSTREAM_KEYS, Config, ConfigError, UpstreamConfig
 from .base import RawResponse, Upstream
+from .prefill import continue_mode
 
 if TYPE_CHECKING:
     from ..http_pool.engines import Transports
@@ -156,13 +157,16 @@ def build_upstream(
     ``transports=None`` an HTTP upstream makes its own and closes them in ``aclose()``;
     the app passes the ones it built for every upstream instead. Raises
     ConfigError for an unknown kind, a refused entry, a missing extra, or an unset
-    ``api_key_env``. An entry with ``limits`` comes wrapped in a
+    ``api_key_env``. The upstream's ``continue_with`` is set from the entry's, ``auto``
+    resolved by kind (:func:`.prefill.continue_mode`). An entry with ``limits`` comes wrapped in a
     :class:`~.limited.LimitedUpstream` (whatever its kind); without, it is the kind's own.
     With ``counters`` (``state.url``) its limits are counted in Redis under ``name``,
     together with the other replicas'.
     """
     check_upstream(cfg)
     upstream = _KINDS[cfg.kind].factory(cfg, transports)
+    # Before the limits' wrapper, which copies it: every upstream says how it continues.
+    upstream.continue_with = continue_mode(cfg)
     if cfg.limits.unlimited:
         return upstream
     from .limited import LimitedUpstream

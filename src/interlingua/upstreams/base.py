@@ -84,6 +84,10 @@ class Upstream:
     #: time): the gateway then cancels a non-streaming request whose client hung up,
     #: instead of finishing work nobody will read. Streams are always cancelled.
     cancel_on_disconnect: bool = False
+    #: how this upstream carries on an answer another broke off: ``prefill``,
+    #: ``instruct`` or ``none`` (:mod:`.prefill`); the registry sets it from the config's
+    #: ``continue_with``, and a wrapper around an upstream copies its inner one's
+    continue_with: str = "none"
 
     def __init__(self, name: str) -> None:
         self.name = name

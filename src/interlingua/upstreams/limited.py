@@ -67,6 +67,7 @@ class LimitedUpstream(Upstream):
         super().__init__(inner.name)
         self.inner = inner
         self.dialect = inner.dialect
+        self.continue_with = inner.continue_with
         self.limits = limits
         # ``state``: counters shared with other replicas through Redis; else this process's.
         seams: dict[str, Any] = {"state": state}

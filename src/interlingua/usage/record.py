@@ -25,6 +25,7 @@ __all__ = [
     "CANCELLED",
     "CLIENT_CLOSED_STATUS",
     "CLIENT_DISCONNECT",
+    "CONTINUED",
     "NOT_FAILURES",
     "Record",
     "RecordSink",
@@ -39,8 +40,14 @@ CLIENT_DISCONNECT = "client_disconnect"
 #: the ``error`` of a request cancelled by the server itself (not its client, not the
 #: upstream: a task cancelled under it)
 CANCELLED = "cancelled"
+#: the ``error`` of the row of an attempt whose stream broke after its first byte and
+#: was continued by another attempt: its tokens were spent (the row carries them), but
+#: the client got its answer (the request's own row, with the finishing attempt's
+#: tokens), and the attempt's fault is counted where attempts are (the router, the
+#: metrics' continuations): not a failure, and not a request of its own
+CONTINUED = "continued"
 #: the ``error`` values that do not make a request a failure
-NOT_FAILURES = frozenset({CLIENT_DISCONNECT})
+NOT_FAILURES = frozenset({CLIENT_DISCONNECT, CONTINUED})
 #: the status a request gets when its client left before its answer began (nginx's
 #: "client closed request": no client ever reads it)
 CLIENT_CLOSED_STATUS = 499
@@ -78,7 +85,8 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     #: the error kind (errors.ErrorKind value) when the request failed, before or
     #: during the answer (a stream that broke after its 200 keeps the status and has
     #: one); :data:`CLIENT_DISCONNECT` when its client left before the answer ended;
-    #: None when it succeeded
+    #: :data:`CONTINUED` on the row of an attempt whose broken stream another attempt
+    #: continued; None when it succeeded
     error: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0

@@ -8,6 +8,11 @@ What is counted (``model`` is the name the client asked for; ``key`` is the clie
 * ``interlingua_request_errors_total{model,key,kind}`` -- requests that failed, before or
   during the answer, by error kind (``errors.ErrorKind``: ``rate_limit``, ``timeout``...;
   a stream that broke after its 200 has the kind of what broke it);
+* ``interlingua_stream_continuations_total{model,fault}`` -- streams that broke after
+  their first byte and that another attempt continued (``on_stream_break: continue``),
+  by the error kind of the break; the broken attempt's row (``usage.record.CONTINUED``)
+  counts its tokens below, but neither as a request nor as an error (the client got
+  its answer: the request is counted once, by the row of the attempt that finished it);
 * ``interlingua_client_disconnects_total{model,key}`` -- requests whose client hung up
   before the answer's last byte was handed over (not failures: a client that hangs up
   after it is a success);
@@ -23,7 +28,8 @@ What is counted (``model`` is the name the client asked for; ``key`` is the clie
 * ``interlingua_upstream_queue_depth{upstream}`` -- requests waiting in an upstream's
   ``limits`` line (upstreams/limited.py).
 
-The request path reports :meth:`Metrics.attempt` per upstream call; the finished
+The request path reports :meth:`Metrics.attempt` per upstream call and
+:meth:`Metrics.continued` per continuation (both through the router's hooks); the finished
 :class:`~interlingua.usage.Record` reach :meth:`Metrics.records` in batches (the metrics
 are a ``RecordSink``: server/accounting.py), and the requests in flight are the
 accounting's count (:attr:`Metrics.live`), read at each flush.
@@ -68,7 +74,7 @@ from starlette.routing import Route
 from ...limits import Limiter
 from ...upstreams.base import Upstream
 from ...upstreams.limited import LimitedUpstream
-from ...usage.record import CLIENT_DISCONNECT, Record, nothing_to_catch_up
+from ...usage.record import CLIENT_DISCONNECT, CONTINUED, Record, nothing_to_catch_up
 from .multiproc import forget_dead_workers, multiprocess_dir
 
 __all__ = [
@@ -216,6 +222,7 @@ class Metrics:
         self._requests: dict[tuple[str, str, str, int, bool], _Requests] = {}
         self._errors: dict[tuple[str, str, str], _Count] = {}
         self._attempts: dict[tuple[str, str], tuple[_Count, ...]] = {}
+        self._continuations: dict[tuple[str, str], _Count] = {}
         #: what changed since the last flush
         self._dirty: list[_Requests | _Count] = []
         self._models: set[str] = set()
@@ -298,6 +305,13 @@ class Metrics:
             ["upstream", "kind"],
             registry=r,
         )
+        self.continuations = Counter(
+            "interlingua_stream_continuations_total",
+            "Streams that broke after their first byte and were continued by another "
+            "attempt, by the model asked for and the error kind of the break.",
+            ["model", "fault"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "interlingua_upstream_queue_depth",
             "Requests waiting in an upstream's limits line.",
@@ -334,6 +348,23 @@ class Metrics:
         if self._timed and not self._flush_due:
             self._schedule_flush()
 
+    def continued(self, model: str, fault: str) -> None:
+        """A stream of ``model`` (the name the client asked for) broke after its first
+        byte, for ``fault`` (the error kind of the break, e.g. ``"timeout"``), and
+        another attempt continued it (the router's ``continued`` hook)."""
+        if model not in self._models:
+            model = self._admit(model)
+        count = self._continuations.get((model, fault))
+        if count is None:
+            child = self.continuations.labels(model, fault)
+            count = self._continuations[(model, fault)] = _Count(child)
+        count.n += 1
+        if not count.dirty:
+            count.dirty = True
+            self._dirty.append(count)
+        if self._timed and not self._flush_due:
+            self._schedule_flush()
+
     def record(self, row: Record) -> None:
         """Count one finished request (:meth:`records` of one)."""
         self.records((row,))
@@ -363,6 +394,10 @@ class Metrics:
                 counts = requests.get(labels)
                 if counts is None:
                     counts = requests[labels] = _Requests(self, labels)
+                error = row.error
+                if error is not None and error == CONTINUED:
+                    self._count_continued(counts, row)
+                    continue
                 latency = row.latency
                 ttft = row.ttft
                 # (both checked before anything is added: a record with a broken time
@@ -382,12 +417,25 @@ class Metrics:
                 if not counts.dirty:
                     counts.dirty = True
                     dirty.append(counts)
-                if row.error is not None:
-                    self._count_error(model, key, row.error)
+                if error is not None:
+                    self._count_error(model, key, error)
             except Exception:
                 if not self._failed_once:  # (one bad record: the others still count)
                     self._failed_once = True
                     log.exception("metrics: a request could not be counted")
+
+    def _count_continued(self, counts: _Requests, row: Record) -> None:
+        """The row of an attempt whose broken stream another attempt continued: its
+        tokens were spent, but the request (its duration, its outcome) is its finishing
+        attempt's row, and the break is counted by :meth:`continued`."""
+        tokens = counts.tokens
+        tokens[0] += row.input_tokens
+        tokens[1] += row.output_tokens
+        tokens[2] += row.cached_tokens
+        tokens[3] += row.reasoning_tokens
+        if not counts.dirty:
+            counts.dirty = True
+            self._dirty.append(counts)
 
     def _count_error(self, model: str, key: str, kind: str) -> None:
         count = self._errors.get((model, key, kind))

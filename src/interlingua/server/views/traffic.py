@@ -14,7 +14,9 @@ series are summed from those rings when a snapshot is taken (rare: the page poll
 combinations past :data:`MAX_COMBOS` are added to the three series one by one. A request counts in the minute it *arrived* (``Record.at``), as
 the usage log dates it. Failed requests (an error kind, or a status of 400 and more; not
 a client that hung up: ``usage.record.failed``) also go into a ring of the last
-:data:`RECENT_ERRORS`.
+:data:`RECENT_ERRORS`. The row of an attempt whose broken stream another attempt
+continued (``usage.record.CONTINUED``) adds only its tokens: its request is counted,
+once, by the row of the attempt that finished it, and it is not a failure.
 
 :meth:`Traffic.snapshot` turns it all into plain JSON-ready data (sparse: only minutes
 with traffic), and :func:`merge` adds snapshots together: several worker processes each
@@ -37,7 +39,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from ...usage.record import Record
+from ...usage.record import CONTINUED, Record
 from ...usage.record import failed as is_failure
 
 __all__ = [
@@ -118,6 +120,21 @@ class _Series:
             counts[5] += row.ttft
             counts[6] += 1
 
+    def add_tokens(self, minute: int, row: Record) -> None:
+        """Count only ``row``'s tokens in ``minute``'s slot: the row of an attempt whose
+        broken stream another attempt continued (not a request of its own: its
+        request's row, the finishing attempt's, counts that; nor a failure)."""
+        i = minute % MINUTES
+        stamp = self.stamps[i]
+        counts = self.counts[i]
+        if stamp != minute:
+            if stamp > minute:
+                return
+            self.stamps[i] = minute
+            counts[:] = _ZEROS[: len(counts)]
+        counts[2] += row.input_tokens
+        counts[3] += row.output_tokens
+
     def snapshot(self, first: int) -> dict[str, list[float]]:
         """The slots from minute ``first`` on, keyed by the minute (a JSON object key)."""
         return {
@@ -171,6 +188,10 @@ class Traffic:
         for row in rows:
             try:
                 minute = int(row.at // 60)
+                error = row.error
+                if error is not None and error == CONTINUED:
+                    self._continued(minute, row)
+                    continue
                 failed = is_failure(row)
                 combo = combos.get((row.model, row.key, row.upstream, row.upstream_model))
                 if combo is None:
@@ -187,6 +208,19 @@ class Traffic:
             except Exception:
                 broken += 1
         return broken
+
+    def _continued(self, minute: int, row: Record) -> None:
+        """A continued attempt's row: its tokens in the series of its combination."""
+        combo = self._combos.get((row.model, row.key, row.upstream, row.upstream_model))
+        if combo is None:
+            combo = self._combo(row)
+        if combo is not None:
+            combo.ring.add_tokens(minute, row)
+            return
+        named = self._series
+        for kind, name in zip(KINDS, self._names_of(row), strict=True):
+            if name is not None:
+                _series(named[kind], name).add_tokens(minute, row)
 
     def _failed(self, row: Record) -> None:
         self._errors.append(
