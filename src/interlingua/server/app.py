@@ -425,6 +425,8 @@ def create_app(
     sinks = [*record_sinks, *(s for s in (usage_log, metrics, status_page) if s is not None)]
     limited_keys = any(key.limited for key in keys.keys)
     accounting = Accounting(sinks) if sinks or limited_keys else None
+    if accounting is not None:
+        gateway.note_row = accounting.add_row  # (a continued stream's broken attempts)
     handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)
     services = _Services(upstreams, counters, usage_log, store, accounting, own_transports)
     generation = _generation(handlers)
