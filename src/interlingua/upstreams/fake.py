@@ -48,6 +48,7 @@ from ..core import (
 )
 from ..core.tokens import estimate_request_tokens, estimate_text
 from ..dialects import Dialect, EventDecoder, get_dialect, random_id
+from ..dialects.relay import RelayCheck
 from ..errors import InterlinguaError
 from .base import RawResponse, Upstream
 from .shaping import drop_params, drop_refused, merge_params, neutral_request, take_shaping
@@ -99,6 +100,10 @@ class FakeUpstream(Upstream):
     >>> fake = FakeUpstream("fake")
     >>> fake.enqueue(RateLimitError("slow down", retry_after=2))  # doctest: +SKIP
     """
+
+    #: what ``continue_with: auto`` makes of a fake (a fake built by a test continues as
+    #: a configured one does)
+    continue_with = "prefill"
 
     def __init__(
         self,
@@ -290,16 +295,27 @@ class FakeUpstream(Upstream):
             return RawResponse(200, {"content-type": "application/json"}, body=rendered)
         events = list(unfold(item, self.chunk_size)) if isinstance(item, Response) else item
         data = b"".join(self._encode(events, view))
-        # Checked as an HTTP upstream checks a relayed stream, so that an in-band error
-        # event is the upstream's failure here too (``check.failed``).
+        # Checked as an HTTP upstream checks a relayed stream, as it is read, so that an
+        # in-band error event is the upstream's failure here too (``check.failed``), held
+        # back when the gateway asks for that (``check.hold_errors``).
         check = self._codec.relay_check()
-        check.feed(data + b"\n\n")
         return RawResponse(
             200,
             {"content-type": "text/event-stream"},
-            chunks=_pieces(data, _PASSTHROUGH_PIECES),
+            chunks=_checked(_pieces(data, _PASSTHROUGH_PIECES), check),
             check=check,
         )
+
+
+async def _checked(pieces: AsyncIterator[bytes], check: RelayCheck) -> AsyncIterator[bytes]:
+    """``pieces`` as ``check`` passes them (whole events), then what it salvages."""
+    async for piece in pieces:
+        data = check.feed(piece)
+        if data:
+            yield data
+    tail = check.flush()
+    if tail:
+        yield tail
 
 
 async def _pieces(data: bytes, count: int) -> AsyncIterator[bytes]:
