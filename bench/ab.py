@@ -2,6 +2,7 @@
 
     python -m bench.ab BASE_SRC NEW_SRC [--rounds 10] [--duration 3] [--scenarios passthrough]
     python -m bench.ab src src --base-team off --new-team usage   # what one feature costs
+    python -m bench.ab src src --base-break error --new-break continue   # continuing streams
 
 One nginx, both gateways up at once (``PYTHONPATH=BASE_SRC`` and ``NEW_SRC``, one worker
 each), and wrk alternating between them round by round, the order flipped every round, at
@@ -69,13 +70,14 @@ def _start(
     cpu: int | None,
     scenarios: list[Scenario],
     team: str = "",
+    on_break: str = "",
 ) -> tuple[str, Process]:
     port = free_port()
     config = tmp / f"{name}.yaml"
     # only what the scenarios use: the base tree may not know a newer upstream kind
     sections = team_sections(team, tmp / name) if team else None
     (tmp / name).mkdir(exist_ok=True)
-    config.write_text(gateway_config_yaml(nginx_base, port, scenarios, sections))
+    config.write_text(gateway_config_yaml(nginx_base, port, scenarios, sections, on_break))
     env = {**os.environ, "PYTHONPATH": src, TEAM_KEY_ENV: CLIENT_KEY}
     command = serve_command(config, port, 1, False)
     if cpu is not None:  # taskset execs the server: same pid, every thread pinned
@@ -224,20 +226,21 @@ def compare_trees(
     tools: dict[str, str],
     nginx_base: str,
     tmp: Path,
-    sides: tuple[tuple[str, str], tuple[str, str]],
+    sides: tuple[tuple[str, str, str], tuple[str, str, str]],
     scenarios: list[str],
     rounds: int,
     duration: float,
     cpu: int | None,
     together: bool,
 ) -> Iterator[Comparison]:
-    """Both gateways up (``sides``: the base's and the new one's (src, team)), each
-    scenario compared in turn (:func:`compare`), the gateways stopped at the end."""
+    """Both gateways up (``sides``: the base's and the new one's (src, team,
+    on_stream_break)), each scenario compared in turn (:func:`compare`), the gateways
+    stopped at the end."""
     chosen = [BY_NAME[name] for name in scenarios]
     servers: dict[str, tuple[str, Process]] = {}
     try:
-        for name, (src, team) in zip(("base", "new"), sides, strict=True):
-            servers[name] = _start(name, src, nginx_base, tmp, cpu, chosen, team)
+        for name, (src, team, on_break) in zip(("base", "new"), sides, strict=True):
+            servers[name] = _start(name, src, nginx_base, tmp, cpu, chosen, team, on_break)
         for scenario in scenarios:
             yield compare(tools, servers, scenario, rounds, duration, tmp, together)
     finally:
@@ -260,7 +263,7 @@ def team_together(
     cpu = shared_cpu()
     if cpu is None:
         raise ValueError("the together method needs two CPUs: one for both gateways, one for wrk")
-    sides = ((src, "off"), (src, "on"))
+    sides = ((src, "off", ""), (src, "on", ""))
     with off_cpu(cpu):
         compared = compare_trees(
             tools, nginx_base, tmp, sides, scenarios, rounds, duration, cpu, together=True
@@ -284,6 +287,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--new-team", default="", choices=("", *TEAMS), help="the same, new")
     parser.add_argument(
+        "--base-break",
+        default="",
+        choices=("", "error", "continue"),
+        help="run the base with every model's on_stream_break set so, and a fallback each",
+    )
+    parser.add_argument(
+        "--new-break", default="", choices=("", "error", "continue"), help="the same, new"
+    )
+    parser.add_argument(
         "--cpu",
         type=int,
         help="pin both gateways to this CPU, so neither sits on a busier core than the other",
@@ -306,7 +318,10 @@ def main(argv: list[str] | None = None) -> None:
         apart = off_cpu(args.cpu)
     tools = ensure_tools()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ab-"))
-    sides = ((args.base_src, args.base_team), (args.new_src, args.new_team))
+    sides = (
+        (args.base_src, args.base_team, args.base_break),
+        (args.new_src, args.new_team, args.new_break),
+    )
     with apart, Nginx(tools["nginx"], tmp) as nginx:
         for result in compare_trees(
             tools,

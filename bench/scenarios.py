@@ -184,10 +184,14 @@ def gateway_config(
     port: int,
     scenarios: Collection[Scenario] | None = None,
     team: dict[str, Any] | None = None,
+    on_stream_break: str = "",
 ) -> dict[str, Any]:
     """The interlingua config (as a YAML-able dict) routing every scenario (or only
     ``scenarios``: an older tree under A/B may not know every upstream kind) to nginx;
-    ``team`` adds operational sections (:func:`team_sections`)."""
+    ``team`` adds operational sections (:func:`team_sections`). ``on_stream_break``
+    (``error`` or ``continue``) gives every model that setting and a fallback (a twin
+    of itself), so that both settings are measured on the same path: a stream can only
+    be continued where there is a candidate to continue it."""
     models = [
         {"name": alias, "upstream": upstream, "model": model}
         for alias, (upstream, model) in ROUTES.items()
@@ -200,6 +204,12 @@ def gateway_config(
     if scenarios is not None:
         wanted = {s.model for s in scenarios}
         models = [m for m in models if m["name"] in wanted]
+    if on_stream_break:
+        twins = [{**m, "name": m["name"] + "~spare"} for m in models]
+        for m in models:
+            m["on_stream_break"] = on_stream_break
+            m["fallbacks"] = [m["name"] + "~spare"]
+        models += twins
     used = {m["upstream"] for m in models}
     team = team or {}
     # A named key replaces the plain one (the same value, read from TEAM_KEY_ENV).
@@ -221,9 +231,11 @@ def gateway_config_yaml(
     port: int,
     scenarios: Collection[Scenario] | None = None,
     team: dict[str, Any] | None = None,
+    on_stream_break: str = "",
 ) -> str:
     """:func:`gateway_config` as YAML text."""
-    return yaml.safe_dump(gateway_config(nginx_base, port, scenarios, team), sort_keys=False)
+    config = gateway_config(nginx_base, port, scenarios, team, on_stream_break)
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 def request_body(scenario: Scenario) -> bytes:
