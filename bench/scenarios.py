@@ -192,7 +192,7 @@ def gateway_config(
     (``error`` or ``continue``) gives every model that setting and a fallback (a twin
     of itself), so that both settings are measured on the same path: a stream can only
     be continued where there is a candidate to continue it."""
-    models = [
+    models: list[dict[str, Any]] = [
         {"name": alias, "upstream": upstream, "model": model}
         for alias, (upstream, model) in ROUTES.items()
     ]
