@@ -71,6 +71,7 @@ class Continuer:
 
     __slots__ = (
         "_body",
+        "_broken",
         "_dialect",
         "_gateway",
         "_name",
@@ -100,6 +101,8 @@ class Continuer:
         self._parsed = parsed
         self._record = record
         self._started = time.monotonic()
+        #: the broken attempts not yet carried on: their route and usage
+        self._broken: list[tuple[Route, Usage]] = []
         self.route: Route | None = None
         self.response: StreamResponse | None = None
 
@@ -224,6 +227,7 @@ class Continuer:
             if opened is None:
                 continue
             first, batches = opened
+            self._carried_on(deployment)
             splice.resume(trimmed)
             again: InterlinguaError | None = None
             try:
@@ -319,32 +323,39 @@ class Continuer:
         self, deployment: Deployment, fault: InterlinguaError, splice: Splice, tokens: int
     ) -> list[StreamEvent]:
         """``deployment``'s stream broke with ``fault``: its cooldown and metrics told,
-        its usage row written; the events that close what it left open."""
+        its usage kept for a row of its own once another attempt carries on
+        (:meth:`_carried_on`); the events that close what it left open."""
         deployment.broke()
         router = self._gateway.router
         if router.observe is not None:
             router.observe(deployment.route.upstream.name, fault.kind.value)
         closing, usage = splice.broke(tokens)
-        record = self._record
-        if record is not None:
-            note_row = self._gateway.note_row
-            if note_row is not None:
-                note_row(_attempt_row(record, deployment.route, usage))
-            response = self.response
-            if response is not None and response.continued is not None:
-                response.continued(usage)
+        self._broken.append((deployment.route, usage))
         log.info("stream of %s broke after its first byte (%s)", deployment.key, fault.kind.value)
         return closing
+
+    def _carried_on(self, deployment: Deployment) -> None:
+        """``deployment``'s stream started after a break: each broken attempt before it
+        gets its usage row (marked continued), and the request's row is this one's."""
+        record = self._record
+        broken, self._broken = self._broken, []
+        if record is None:
+            return
+        note_row = self._gateway.note_row
+        response = self.response
+        for route, usage in broken:
+            if note_row is not None:
+                note_row(_attempt_row(record, route, usage))
+            if response is not None and response.continued is not None:
+                response.continued(usage)
+        record.upstream = deployment.route.upstream.name
+        record.upstream_model = deployment.route.upstream_model
 
     def _finished(self, deployment: Deployment, fault: InterlinguaError) -> None:
         """``deployment`` finished the answer."""
         router = self._gateway.router
         if router.continued is not None:
             router.continued(self._name, fault.kind.value)
-        record = self._record
-        if record is not None:
-            record.upstream = deployment.route.upstream.name
-            record.upstream_model = deployment.route.upstream_model
         response = self.response
         if response is not None:
             response.on_complete = deployment.completed

@@ -71,34 +71,31 @@ def answer_so_far(events: list[StreamEvent]) -> AnswerSoFar:
     answer = AnswerSoFar()
     parts = answer.parts
     for event in events:
-        kind = type(event)
-        if kind is TextDelta or kind is ReasoningDelta:
-            part = parts.get(event.index)  # type: ignore[union-attr]
-            text = event.text  # type: ignore[union-attr]
+        if isinstance(event, TextDelta | ReasoningDelta):
+            part = parts.get(event.index)
             if isinstance(part, TextPart | ReasoningPart):
-                parts[event.index] = replace(part, text=part.text + text)  # type: ignore[union-attr]
-            answer.said += len(text)
-        elif kind is ArgumentsDelta:
-            part = parts.get(event.index)  # type: ignore[union-attr]
+                parts[event.index] = replace(part, text=part.text + event.text)
+            answer.said += len(event.text)
+        elif isinstance(event, ArgumentsDelta):
+            part = parts.get(event.index)
             if isinstance(part, ToolCallPart):
-                parts[event.index] = replace(part, arguments=part.arguments + event.json)  # type: ignore[union-attr]
-            answer.said += len(event.json)  # type: ignore[union-attr]
-        elif kind is SignatureDelta:
-            part = parts.get(event.index)  # type: ignore[union-attr]
+                parts[event.index] = replace(part, arguments=part.arguments + event.json)
+            answer.said += len(event.json)
+        elif isinstance(event, SignatureDelta):
+            part = parts.get(event.index)
             if isinstance(part, ReasoningPart):
-                signature = (part.signature or "") + event.signature  # type: ignore[union-attr]
-                parts[event.index] = replace(part, signature=signature)  # type: ignore[union-attr]
-        elif kind is BlockStart:
-            index, part = event.index, event.part  # type: ignore[union-attr]
-            if isinstance(part, TextPart | ReasoningPart | ToolCallPart):
-                parts[index] = part
-            answer.open.append(index)
-            answer.next_index = max(answer.next_index, index + 1)
-        elif kind is BlockStop:
-            if event.index in answer.open:  # type: ignore[union-attr]
-                answer.open.remove(event.index)  # type: ignore[union-attr]
-        elif kind is StreamStart:
-            answer.start = event  # type: ignore[assignment]
+                signature = (part.signature or "") + event.signature
+                parts[event.index] = replace(part, signature=signature)
+        elif isinstance(event, BlockStart):
+            if isinstance(event.part, TextPart | ReasoningPart | ToolCallPart):
+                parts[event.index] = event.part
+            answer.open.append(event.index)
+            answer.next_index = max(answer.next_index, event.index + 1)
+        elif isinstance(event, BlockStop):
+            if event.index in answer.open:
+                answer.open.remove(event.index)
+        elif isinstance(event, StreamStart):
+            answer.start = event
     return answer
 
 
@@ -199,10 +196,9 @@ class Splice:
     def _pass(self, event: StreamEvent, out: list[StreamEvent]) -> None:
         """``event`` to ``out``, or held while a tool call is not whole."""
         queue = self._queue
-        if not queue:
-            if type(event) is not BlockStart or type(event.part) is not ToolCallPart:
-                out.append(event)
-                return
+        if not queue and (type(event) is not BlockStart or type(event.part) is not ToolCallPart):
+            out.append(event)
+            return
         kind = type(event)
         if kind is BlockStart and type(event.part) is ToolCallPart:  # type: ignore[union-attr]
             self._pending.add(event.index)  # type: ignore[union-attr]
@@ -259,40 +255,40 @@ class Splice:
         """A continuation's ``event`` in the client's numbering, to :meth:`_pass`."""
         mapping = self._map
         assert mapping is not None
-        kind = type(event)
-        if kind is StreamStart:
-            return  # the client's answer began already
-        if kind is StreamEnd:
+        if isinstance(event, StreamStart | StreamError):
+            return  # the client's answer began already (an error never comes here)
+        if isinstance(event, StreamEnd):
             if self._merge is not None:
                 self._pass(BlockStop(self._merge), out)
                 self._merge = None
-            usage = summed(self.prior, event.usage)  # type: ignore[union-attr]
-            self._pass(replace(event, usage=usage), out)  # type: ignore[type-var]
+            self._pass(replace(event, usage=summed(self.prior, event.usage)), out)
             return
-        index = event.index  # type: ignore[union-attr]
-        if kind is BlockStart:
+        if isinstance(event, BlockStart):
             first, self._first = self._first, False
-            if first and self._merge is not None and type(event.part) is TextPart:  # type: ignore[union-attr]
-                mapping[index] = self._merge
+            if first and self._merge is not None and isinstance(event.part, TextPart):
+                mapping[event.index] = self._merge
                 return
             if self._merge is not None:  # the open text ends: something else follows
                 self._pass(BlockStop(self._merge), out)
                 self._merge = None
-            mapping[index] = new = self._next
+            mapping[event.index] = new = self._next
             self._next = new + 1
-            self._pass(replace(event, index=new), out)  # type: ignore[type-var]
+            self._pass(replace(event, index=new), out)
             return
-        target = mapping.get(index)
+        target = mapping.get(event.index)
         if target is None:
             return  # (a block it never opened: nothing to say)
-        if kind is BlockStop and target == self._merge:
-            self._merge = None
-        elif kind is TextDelta and self._trim and target == self._merge:
-            text = self._trimmed(event.text)  # type: ignore[union-attr]
+        if isinstance(event, BlockStop):
+            if target == self._merge:
+                self._merge = None
+            self._pass(BlockStop(target), out)
+            return
+        if isinstance(event, TextDelta) and self._trim and target == self._merge:
+            text = self._trimmed(event.text)
             if not text:
                 return
-            event = replace(event, text=text)  # type: ignore[type-var]
-        self._pass(replace(event, index=target), out)  # type: ignore[type-var]
+            event = replace(event, text=text)
+        self._pass(replace(event, index=target), out)
 
     def _trimmed(self, text: str) -> str:
         """``text`` without the leading whitespace the prefix lost (once)."""
