@@ -21,6 +21,10 @@ back; streams are encoded to SSE bytes and decoded by the same
 :class:`~interlingua.dialects.EventDecoder` the HTTP upstreams read through; errors are rendered and parsed back with their
 ``retry-after``. So tests exercise both directions of both codecs with no sockets, and
 the gateway may take its passthrough path with a fake too (``dialect == wire``).
+
+A continuation's prefill marker (:mod:`.prefill`) is taken out of every request, as a
+real upstream takes it out; with ``wire="openai"`` the recorded body carries vLLM's two
+fields instead, so a test sees what a Chat upstream would have been sent.
 """
 
 from __future__ import annotations
