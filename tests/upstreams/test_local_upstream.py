@@ -330,7 +330,7 @@ class ScriptedEngine(LlamaEngine):
     def close(self) -> None:
         pass
 
-    def render(self, messages: Sequence[dict[str, str]]) -> str:
+    def render(self, messages: Sequence[dict[str, str]], *, prefill: bool = False) -> str:
         prompt = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
         self.prompts.append(prompt)
         return prompt

@@ -21,6 +21,10 @@ back; streams are encoded to SSE bytes and decoded by the same
 :class:`~interlingua.dialects.EventDecoder` the HTTP upstreams read through; errors are rendered and parsed back with their
 ``retry-after``. So tests exercise both directions of both codecs with no sockets, and
 the gateway may take its passthrough path with a fake too (``dialect == wire``).
+
+A continuation's prefill marker (:mod:`.prefill`) is taken out of every request, as a
+real upstream takes it out; with ``wire="openai"`` the recorded body carries vLLM's two
+fields instead, so a test sees what a Chat upstream would have been sent.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from ..dialects import Dialect, EventDecoder, get_dialect, random_id
 from ..dialects.relay import RelayCheck
 from ..errors import InterlinguaError
 from .base import RawResponse, Upstream
+from .prefill import prefill_fields, take_prefill
 from .shaping import drop_params, drop_refused, merge_params, neutral_request, take_shaping
 
 __all__ = ["FakeItem", "FakeUpstream", "check_options", "echo_response"]
@@ -159,9 +164,11 @@ class FakeUpstream(Upstream):
         self.in_flight -= 1
 
     def _receive(self, request: Request, stream: bool) -> tuple[Request, Request]:
-        """Record ``request``; return it with the route's shaping taken out (applied to
-        its neutral fields when there is no wire, :mod:`.shaping`), and the upstream's
-        view of it (through the wire, shaped as an HTTP upstream shapes its body)."""
+        """Record ``request``; return it with the route's shaping and a prefill's marker
+        taken out (the shaping applied to its neutral fields when there is no wire,
+        :mod:`.shaping`), and the upstream's view of it (through the wire, shaped and
+        marked as an HTTP upstream shapes and marks its body, :mod:`.prefill`)."""
+        request, prefill = take_prefill(request)
         if self._codec is None:
             request = neutral_request(request)
             self.requests.append(request)
@@ -173,6 +180,8 @@ class FakeUpstream(Upstream):
         )
         if shaping is not None:
             merge_params(rendered, shaping)
+        if prefill:
+            rendered.update(prefill_fields(self.wire))
         self._codec.ask_stream(rendered, stream)
         if shaping is not None:
             drop_params(rendered, shaping)

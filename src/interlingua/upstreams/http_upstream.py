@@ -69,6 +69,7 @@ from ..http_pool.engines import EngineAnswer, Transports
 from ..sse import SSEEvent
 from .base import RawResponse, Upstream, note_answer_id
 from .deadlines import Pace, PhaseTimeout, SilentTimeoutError, has_content, paced
+from .prefill import prefill_fields, take_prefill
 from .shaping import drop_params, drop_refused, merge_params, take_shaping
 
 __all__ = ["HttpUpstream", "merge_headers"]
@@ -137,13 +138,20 @@ class HttpUpstream(Upstream):
 
     def render(self, request: Request, *, stream: bool) -> dict[str, Any]:
         """The JSON body this upstream receives for ``request``: the codec's, with the
-        route's shaping (:mod:`.shaping`) and this upstream's :meth:`adjust_body`."""
+        route's shaping (:mod:`.shaping`), a prefill's fields (:mod:`.prefill`) and this
+        upstream's :meth:`adjust_body`."""
         request, shaping = take_shaping(request)
+        # Before rendering: a same-dialect codec re-emits Request.extra keys.
+        request, prefill = take_prefill(request)
         if request.stream != stream:
             request = replace_request(request, stream=stream)
         wire = self.codec.render_request(drop_refused(request, shaping))
         if shaping is not None:
             merge_params(wire, shaping)
+        if prefill:
+            # Over the params (a model's add_generation_prompt would end the partial turn),
+            # under drop_params (an operator may drop a field their server refuses).
+            wire.update(prefill_fields(self.dialect))
         # After the params: a model's params may carry stream fields the answer's form
         # decides (a stream's usage, nothing of a stream on a whole answer).
         self.codec.ask_stream(wire, stream)

@@ -51,6 +51,7 @@ __all__ = [
     "Piece",
     "Sampling",
     "Started",
+    "continued_prompt",
 ]
 
 log = logging.getLogger("interlingua.local")
@@ -107,6 +108,8 @@ class LlamaEngine:
         self._model: _internals.LlamaModel | None = None
         self._ctx: Any = None
         self._formatter: Jinja2ChatFormatter | None = None
+        #: the same template without the generation prompt: a prefill's (:meth:`render`)
+        self._continuing: Jinja2ChatFormatter | None = None
         self._vocab: Any = None
         self.n_vocab = 0
         self._pieces: dict[int, bytes] = {}
@@ -143,11 +146,14 @@ class LlamaEngine:
                 model.close()  # type: ignore[no-untyped-call]
                 raise
             template = self._template_override or model.metadata().get("tokenizer.chat_template")
-            self._formatter = Jinja2ChatFormatter(
-                template=template or CHATML_TEMPLATE,
-                eos_token=model.token_get_text(model.token_eos()),
-                bos_token=model.token_get_text(model.token_bos()),
-                add_generation_prompt=True,
+            self._formatter, self._continuing = (
+                Jinja2ChatFormatter(
+                    template=template or CHATML_TEMPLATE,
+                    eos_token=model.token_get_text(model.token_eos()),
+                    bos_token=model.token_get_text(model.token_bos()),
+                    add_generation_prompt=generation_prompt,
+                )
+                for generation_prompt in (True, False)
             )
             self._vocab = model.vocab
             self.n_vocab = model.n_vocab()
@@ -197,10 +203,23 @@ class LlamaEngine:
 
     # -- prompt -------------------------------------------------------------------------
 
-    def render(self, messages: Sequence[dict[str, str]]) -> str:
-        """The prompt text for chat ``messages`` by the model's chat template."""
-        assert self._formatter is not None, "load() first"
-        return self._formatter(messages=list(messages)).prompt  # type: ignore[arg-type]
+    def render(self, messages: Sequence[dict[str, str]], *, prefill: bool = False) -> str:
+        """The prompt text for chat ``messages`` by the model's chat template.
+
+        With ``prefill`` the last message is the assistant's partial answer, to be carried
+        on: the template is rendered without the generation prompt and cut right after
+        that text (:func:`continued_prompt`, as Hugging Face's
+        ``continue_final_message`` does), so no end of turn follows it. A template that
+        rewrites the text beyond its outer whitespace gets the turns before it with the
+        generation prompt, then the text as it is.
+        """
+        assert self._formatter is not None and self._continuing is not None, "load() first"
+        if not prefill:
+            return self._formatter(messages=list(messages)).prompt  # type: ignore[arg-type]
+        partial = messages[-1]["content"]
+        whole = self._continuing(messages=list(messages)).prompt  # type: ignore[arg-type]
+        cut = continued_prompt(whole, partial)
+        return self.render(messages[:-1]) + partial if cut is None else cut
 
     def tokenize(self, prompt: str) -> list[int]:
         """Token ids of a rendered prompt (special tokens such as ``<|im_start|>`` parsed).
@@ -267,3 +286,27 @@ def _kv_bytes_per_token(model: _internals.LlamaModel) -> int:
     n_head_kv = llama_cpp.llama_model_n_head_kv(m) or n_head
     head_dim = llama_cpp.llama_model_n_embd(m) // n_head
     return int(n_layer * n_head_kv * head_dim * 2 * 2)
+
+
+def continued_prompt(rendered: str, partial: str) -> str | None:
+    r"""``rendered`` -- a chat template's text for turns ending with the assistant's
+    ``partial`` answer, without the generation prompt -- cut right after that answer, so
+    the model carries on from its last character; None when the text is not there (a
+    template that rewrites it) or blank.
+
+    Templates may trim a message: the text is found without its outer whitespace, and
+    its trailing whitespace kept only where the template kept it (Hugging Face's rule
+    for ``continue_final_message``).
+
+    >>> continued_prompt("<s>user\nHi</s>\n<s>assistant\nHello, wor</s>\n", "Hello, wor")
+    '<s>user\nHi</s>\n<s>assistant\nHello, wor'
+    >>> continued_prompt("<s>assistant\nHello</s>", "Hello  "), continued_prompt("x", "y")
+    ('<s>assistant\nHello', None)
+    """
+    stripped = partial.strip()
+    at = rendered.rfind(stripped) if stripped else -1
+    if at < 0:
+        return None
+    whole = partial.lstrip()
+    end = at + (len(whole) if rendered.startswith(whole, at) else len(stripped))
+    return rendered[:end]

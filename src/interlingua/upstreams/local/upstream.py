@@ -5,7 +5,9 @@ the normal translation path. A request goes:
 
 1. prompt -- tools described in the system prompt when present, tool history as text,
    the model's own chat template, tokenized (:mod:`.prompt`); a prompt that does not fit
-   the context is the caller's 400 ``context_length_exceeded`` / "prompt is too long";
+   the context is the caller's 400 ``context_length_exceeded`` / "prompt is too long".
+   A prefill (:mod:`..prefill`) ends the prompt with the assistant's partial answer,
+   which the model carries on (:meth:`.LlamaEngine.render`);
 2. the slot -- ``parallel`` generations side by side, a bounded line of waiters, 429
    when it is full (:mod:`.slot`);
 3. the engine's batch worker (:mod:`.batch`) generates it beside the others while this
@@ -49,6 +51,7 @@ from ...dialects import random_id
 from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ...text import TextProcessing, TextProcessingStream, parsed_tool_calls
 from ..base import Upstream
+from ..prefill import take_prefill
 from ..shaping import neutral_request
 from .engine import Finish, Job, LlamaEngine, Piece, Sampling, Started
 from .kind import bundled_model_path
@@ -156,9 +159,11 @@ class LocalUpstream(Upstream):
     # -- the request path ---------------------------------------------------------------
 
     def _prompt_tokens(self, request: Request) -> list[int]:
+        # A prefill (upstreams/prefill.py): the prompt ends with the partial answer.
+        request, prefill = take_prefill(request)
         view = for_text_model(request, self.text_tool_calls)
         try:
-            prompt = self.engine.render(chat_messages(view))
+            prompt = self.engine.render(chat_messages(view), prefill=prefill)
         except InterlinguaError:
             raise
         except Exception as exc:  # Jinja's raise_exception(): e.g. roles must alternate
