@@ -64,7 +64,11 @@ A continuation is answered ``ok`` whatever the behaviour, unless the behaviour e
 ``*`` (``cut:5*``): then it breaks the continuation the same way, counting tokens in the
 remainder. ``refuse-prefill`` refuses every prefill, ``*`` or not. A continuation never
 reasons again: ``reasoning-cut`` continues with the (remaining) answer text;
-``tool-cut`` continues with the remaining text and then the whole tool call.
+``tool-cut`` continues with the remaining text and then the whole tool call. (A request
+ending in reasoning alone, a Responses reasoning item or an assistant message without
+text, is a prefill of no text.) A request carrying no words of the answer is not a
+continuation: a retry of ``cut:0`` or of a ``reasoning-cut`` with the client's own
+request breaks again.
 
 Every request is recorded (:attr:`ContinuingUpstream.requests`, :class:`Seen`).
 """
@@ -180,8 +184,9 @@ def _text_of(content: Any) -> str:
 
 
 def conversation(dialect: str, body: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(role, text)`` per message (Responses: per input item; non-message items have the
-    role ``"item:<type>"``)."""
+    """``(role, text)`` per message (Responses: per input item; a reasoning item counts as
+    an assistant message without text, other non-message items have the role
+    ``"item:<type>"``)."""
     if dialect != RESPONSES:
         messages = body.get("messages") or []
         return [(str(m.get("role")), _text_of(m.get("content"))) for m in messages]
@@ -192,6 +197,7 @@ def conversation(dialect: str, body: dict[str, Any]) -> list[tuple[str, str]]:
     for item in items or []:
         kind = item.get("type", "message")
         role = str(item.get("role")) if kind == "message" else f"item:{kind}"
+        role = "assistant" if kind == "reasoning" else role
         out.append((role, _text_of(item.get("content"))))
     return out
 
@@ -226,20 +232,15 @@ class Call:
     stream: bool
     include_usage: bool
 
-    @property
-    def dialect(self) -> str:
-        """The request's wire dialect."""
-        return self.seen.dialect
-
     def events(self) -> list[Tagged]:
         """The complete tagged stream of this call's turn."""
         return wire.events(
-            self.dialect, self.rid, self.seen.behaviour, self.turn, self.include_usage
+            self.seen.dialect, self.rid, self.seen.behaviour, self.turn, self.include_usage
         )
 
     def body(self) -> bytes:
         """The complete non-stream body."""
-        return orjson.dumps(wire.body(self.dialect, self.rid, self.seen.behaviour, self.turn))
+        return orjson.dumps(wire.body(self.seen.dialect, self.rid, self.seen.behaviour, self.turn))
 
 
 def before_token(events: list[Tagged], tag: str, n: int) -> int:
@@ -349,15 +350,15 @@ async def error_event(
     """N good tokens, then the dialect's in-band error and a clean end."""
     seen = call.seen
     if not call.stream:
-        if call.dialect == RESPONSES:
+        if call.seen.dialect == RESPONSES:
             failed = wire.error_event(RESPONSES, call.rid, seen.behaviour, call.turn, 0)
             payload = orjson.loads(failed.split(b"data: ", 1)[1])["response"]
             return _reply(200, orjson.dumps(payload))
-        return _reply(200, wire.wire_error(call.dialect, 500, "Overloaded"))
+        return _reply(200, wire.wire_error(call.seen.dialect, 500, "Overloaded"))
     events = call.events()
     at = before_token(events, TEXT, int(call.behaviour.number()))
     seq = wire.sequence_number(events[at][0])
-    error = wire.error_event(call.dialect, call.rid, seen.behaviour, call.turn, seq)
+    error = wire.error_event(call.seen.dialect, call.rid, seen.behaviour, call.turn, seq)
     return await _stream(up, request, [frame for frame, _ in events[:at]] + [error], "eof")
 
 
@@ -396,7 +397,7 @@ def status(code: int, retry_after: bool = False) -> Handler:
     async def handler(
         up: ContinuingUpstream, request: web.Request, call: Call
     ) -> web.StreamResponse:
-        body = wire.wire_error(call.dialect, code, f"continuing upstream says {code}")
+        body = wire.wire_error(call.seen.dialect, code, f"continuing upstream says {code}")
         headers = {"retry-after": str(call.behaviour.param)} if retry_after else {}
         return _reply(code, body, **headers)
 
@@ -423,7 +424,7 @@ def refusal(kind: str) -> Handler:
     async def handler(
         up: ContinuingUpstream, request: web.Request, call: Call
     ) -> web.StreamResponse:
-        if call.dialect == MESSAGES:
+        if call.seen.dialect == MESSAGES:
             if kind == "ctx":
                 return _reply(400, REFUSALS["ctx-anthropic"])
             return _reply(400, wire.invalid_request(MESSAGES, ANTHROPIC_FILTER))
@@ -437,7 +438,7 @@ async def refuse_prefill(
 ) -> web.StreamResponse:
     """Anthropic's refusal of a prefill; any other request is answered whole."""
     if call.seen.continuation == "prefill":
-        return _reply(400, wire.invalid_request(call.dialect, PREFILL_REFUSAL))
+        return _reply(400, wire.invalid_request(call.seen.dialect, PREFILL_REFUSAL))
     return await ok(up, request, call)
 
 
@@ -507,6 +508,11 @@ class ContinuingUpstream(ThreadedAiohttpServer):
         """Seconds between consecutive requests for ``behaviour``."""
         times = [seen.at for seen in self.requests_for(behaviour)]
         return [b - a for a, b in itertools.pairwise(times)]
+
+    def start(self) -> None:
+        """Serve, and start the ``down:T`` clock."""
+        self.reset_clock()
+        super().start()
 
     def reset_clock(self) -> None:
         """Restart the ``down:T`` clock (T counts from now)."""

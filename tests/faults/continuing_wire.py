@@ -205,9 +205,11 @@ def messages_body(rid: str, model: str, turn: Turn) -> dict[str, Any]:
 
 def _messages_block_events(index: int, block: dict[str, Any], turn: Turn) -> list[Tagged]:
     kind = block["type"]
-    start = {"thinking": {"type": "thinking", "thinking": "", "signature": ""}}
-    start["text"] = {"type": "text", "text": ""}
-    start["tool_use"] = {**block, "input": {}}
+    start: dict[str, dict[str, Any]] = {
+        "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+        "text": {"type": "text", "text": ""},
+        "tool_use": {**block, "input": {}},
+    }
 
     def delta(body: dict[str, Any]) -> bytes:
         return _named({"type": "content_block_delta", "index": index, "delta": body})

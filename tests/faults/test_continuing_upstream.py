@@ -210,8 +210,8 @@ def error_message(got: Got) -> str:
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("usage", [False, True])
 def test_ok_stream_is_the_real_shape(up: ContinuingUpstream, dialect: str, usage: bool) -> None:
-    options = {"stream_options": {"include_usage": True}} if usage else {}
-    got = call(up, dialect, request(dialect, "ok", **options))
+    options: dict[str, Any] = {"include_usage": True} if usage else {}
+    got = call(up, dialect, request(dialect, "ok", stream_options=options))
     assert got.status == 200 and got.headers["content-type"] == "text/event-stream"
     assert got.end == "eof" and got.headers["transfer-encoding"] == "chunked"
     seen = fold(dialect, got.raw)
@@ -560,3 +560,14 @@ def test_expected_text_and_base_urls(up: ContinuingUpstream) -> None:
     assert len(WORDS) == 19 and "".join(WORDS) == ANSWER
     assert up.base_url(CHAT) == up.base_url(RESPONSES) == up.url + "/v1"
     assert up.base_url(MESSAGES) == up.url
+
+
+def test_trailing_reasoning_is_a_prefill_of_no_text(up: ContinuingUpstream) -> None:
+    body = request(RESPONSES, "reasoning-cut:2")
+    body["input"].append({"type": "reasoning", "id": "rs_1", "summary": []})
+    seen = fold(RESPONSES, call(up, RESPONSES, body).raw)
+    assert seen.done and seen.reasoning == "" and seen.text == ANSWER
+    chat = request(CHAT, "reasoning-cut:2")
+    chat["messages"].append({"role": "assistant", "content": None, "reasoning_content": "Hm"})
+    assert fold(CHAT, call(up, CHAT, chat).raw).text == ANSWER
+    assert up.requests[-1].continuation == "prefill" and up.requests[-1].prefix == ""
