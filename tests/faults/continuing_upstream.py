@@ -561,7 +561,8 @@ class ContinuingUpstream(ThreadedAiohttpServer):
             message = f"continuing upstream: unknown behaviour {model!r}"
             return _reply(400, wire.invalid_request(dialect, message))
         turn = expected_turn(model)
-        if kind is not None and prefix is not None:
+        refused = behaviour.name == "refuse-prefill" and kind == "prefill"
+        if kind is not None and prefix is not None and not refused:
             rest = remainder_turn(turn, prefix)
             if rest is None:
                 state.mismatches.append(seen)

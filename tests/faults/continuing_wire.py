@@ -33,9 +33,15 @@ Tagged = tuple[bytes, str | None]
 class Tool:
     """A function call whose JSON arguments are streamed in ``pieces``."""
 
+    #: the Chat / Responses call id (``call_...``); Messages spells it ``toolu_...``
     call_id: str
     name: str
     pieces: tuple[str, ...]
+
+    @property
+    def tool_use_id(self) -> str:
+        """The id of the Messages ``tool_use`` block."""
+        return "toolu_" + self.call_id.removeprefix("call_")
 
     @property
     def arguments(self) -> str:
@@ -168,7 +174,7 @@ def _messages_blocks(rid: str, turn: Turn) -> list[dict[str, Any]]:
         blocks.append(
             {
                 "type": "tool_use",
-                "id": turn.tool.call_id,
+                "id": turn.tool.tool_use_id,
                 "name": turn.tool.name,
                 "input": arguments,
             }

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anthropic
 import httpx
+import openai
 import orjson
 import pytest
 
@@ -355,7 +357,7 @@ def test_context_and_filter_refusals(up: ContinuingUpstream, dialect: str) -> No
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_refuse_prefill_refuses_only_a_prefill(up: ContinuingUpstream, dialect: str) -> None:
-    refused = call(up, dialect, request(dialect, "refuse-prefill", prefix="The quick"))
+    refused = call(up, dialect, request(dialect, "refuse-prefill", prefix="whatever"))
     assert refused.status == 400 and error_message(refused) == PREFILL_REFUSAL
     if dialect == MESSAGES:
         assert refused.json()["error"]["type"] == "invalid_request_error"
@@ -382,7 +384,8 @@ def test_tool_cut_inside_the_arguments(up: ContinuingUpstream, dialect: str, n: 
     got = call(up, dialect, request(dialect, f"tool-cut:{n}"))
     seen = fold(dialect, got.raw)
     assert got.end == "cut" and seen.text == TOOL_TEXT and not seen.done
-    assert seen.tool == (TOOL.call_id, TOOL.name) and seen.args == "".join(TOOL.pieces[:n])
+    tool_id = TOOL.tool_use_id if dialect == MESSAGES else TOOL.call_id
+    assert seen.tool == (tool_id, TOOL.name) and seen.args == "".join(TOOL.pieces[:n])
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -571,3 +574,26 @@ def test_trailing_reasoning_is_a_prefill_of_no_text(up: ContinuingUpstream) -> N
     chat["messages"].append({"role": "assistant", "content": None, "reasoning_content": "Hm"})
     assert fold(CHAT, call(up, CHAT, chat).raw).text == ANSWER
     assert up.requests[-1].continuation == "prefill" and up.requests[-1].prefix == ""
+
+
+def test_the_sdks_read_the_turns(up: ContinuingUpstream) -> None:
+    # The official SDKs' stream accumulators take every turn shape as a real one.
+    chat = openai.OpenAI(base_url=up.base_url(CHAT), api_key="k", max_retries=0)
+    turns = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": TOOL_TEXT}]
+    with chat.chat.completions.stream(
+        model="tool-cut:1", messages=turns, stream_options={"include_usage": True}
+    ) as stream:
+        completion = stream.get_final_completion()
+    calls = completion.choices[0].message.tool_calls or []
+    assert [c.function.arguments for c in calls] == [TOOL.arguments]
+    assert completion.usage is not None and completion.usage.completion_tokens == 5
+    claude = anthropic.Anthropic(base_url=up.base_url(MESSAGES), api_key="k", max_retries=0)
+    with claude.messages.stream(
+        model="reasoning-cut:1", max_tokens=99, messages=[{"role": "user", "content": "Hi"}]
+    ) as messages:
+        with pytest.raises(Exception, match="incomplete chunked read"):  # the SDK's own httpx
+            messages.get_final_message()
+        assert [b.type for b in messages.current_message_snapshot.content] == ["thinking"]
+    with chat.responses.stream(model="ok", input="Hi") as responses:
+        response = responses.get_final_response()
+    assert response.output_text == ANSWER and response.usage is not None
