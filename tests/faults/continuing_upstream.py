@@ -81,7 +81,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -89,7 +89,20 @@ from aiohttp import web
 
 from ..threaded_server import ThreadedAiohttpServer
 from . import continuing_wire as wire
-from .continuing_wire import ARGS, END, MESSAGES, REASONING, RESPONSES, TEXT, Tagged, Tool, Turn
+from .continuing_wire import (
+    ARGS,
+    CONTINUE_WORD,
+    END,
+    MESSAGES,
+    REASONING,
+    RESPONSES,
+    TEXT,
+    Tagged,
+    Tool,
+    Turn,
+    continuation_of,
+    remainder_turn,
+)
 from .refusal_bodies import REFUSALS
 
 #: The canonical answer: word tokens with the spaces after them, a paragraph break inside.
@@ -106,11 +119,10 @@ PREFILL_REFUSAL = (
     "The conversation must end with a user message."
 )
 ANTHROPIC_FILTER = "Output blocked by content filtering policy"
-#: A final user message containing this word (any case) after an assistant message asks
-#: for an instruct continuation.
-CONTINUE_WORD = "continue"
 #: How long ``silent`` and ``stall`` hold a connection at most (a bound for teardown).
 HOLD_SECONDS = 120.0
+#: How often a held connection looks whether the client hung up.
+HOLD_POLL = 0.05
 
 
 @dataclass(frozen=True)
@@ -167,58 +179,9 @@ class Seen:
     continuation: str | None = None
     #: the assistant text the continuation carried
     prefix: str | None = None
-
-
-def _text_of(content: Any) -> str:
-    """The text of a message's content: a string, or the text of its parts/blocks."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        str(part.get("text", ""))
-        for part in content
-        if isinstance(part, dict)
-        and part.get("type") in (None, "text", "input_text", "output_text")
-    )
-
-
-def conversation(dialect: str, body: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(role, text)`` per message (Responses: per input item; a reasoning item counts as
-    an assistant message without text, other non-message items have the role
-    ``"item:<type>"``)."""
-    if dialect != RESPONSES:
-        messages = body.get("messages") or []
-        return [(str(m.get("role")), _text_of(m.get("content"))) for m in messages]
-    items = body.get("input")
-    if isinstance(items, str):
-        return [("user", items)]
-    out = []
-    for item in items or []:
-        kind = item.get("type", "message")
-        role = str(item.get("role")) if kind == "message" else f"item:{kind}"
-        role = "assistant" if kind == "reasoning" else role
-        out.append((role, _text_of(item.get("content"))))
-    return out
-
-
-def continuation_of(dialect: str, body: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(``"prefill"`` / ``"instruct"`` / None, the prefix text) for a request body."""
-    turns = conversation(dialect, body)
-    if turns and turns[-1][0] == "assistant":
-        return "prefill", turns[-1][1]
-    asks = len(turns) >= 2 and turns[-1][0] == "user" and CONTINUE_WORD in turns[-1][1].lower()
-    if asks and turns[-2][0] == "assistant":
-        return "instruct", turns[-2][1]
-    return None, None
-
-
-def remainder_turn(turn: Turn, prefix: str) -> Turn | None:
-    """What continues ``turn`` after ``prefix`` (no reasoning; the tool call whole), or
-    None when ``turn``'s text does not start with ``prefix``."""
-    if not turn.text.startswith(prefix):
-        return None
-    return replace(turn, text=turn.text[len(prefix) :], reasoning="")
+    #: how a stream (or a cut body) ended: ``eof``, ``dropped``, ``held`` (until the
+    #: upstream stopped), ``peer-left`` (the client hung up first); None otherwise
+    ended: str | None = None
 
 
 @dataclass
@@ -278,20 +241,41 @@ def _drop(request: web.Request) -> None:
 
 
 async def _stream(
-    up: ContinuingUpstream, request: web.Request, frames: list[bytes], then: str
+    up: ContinuingUpstream,
+    request: web.Request,
+    call: Call,
+    frames: list[bytes],
+    then: str,
+    delay: float = 0,
 ) -> web.StreamResponse:
-    """A 200 event stream of ``frames``; ``then`` says how it ends: ``eof`` (a clean end of
-    the chunked body), ``drop`` (socket closed) or ``hold`` (silence, then drop)."""
+    """A 200 event stream of ``frames`` (the head at once, the frames ``delay`` seconds
+    later); ``then`` says how it ends: ``eof`` (a clean end of the chunked body), ``drop``
+    (socket closed) or ``hold`` (silence, then drop). How it ended goes to
+    ``call.seen.ended``."""
     resp = await _sse(request)
-    for frame in frames:
-        await resp.write(frame)
-    if then == "eof":
-        await resp.write_eof()
+    await asyncio.sleep(delay)
+    try:
+        for frame in frames:
+            await resp.write(frame)
+        if then == "eof":
+            await resp.write_eof()
+            call.seen.ended = "eof"
+            return resp
+    except ConnectionResetError:  # the client hung up first (a gateway that gave up on us)
+        call.seen.ended = "peer-left"
         return resp
-    if then == "hold":
-        await up.held()
-    _drop(request)
+    await _end(up, request, call, then)
     return resp
+
+
+async def _end(up: ContinuingUpstream, request: web.Request, call: Call, then: str) -> None:
+    """Drop the connection, after holding it (``then == "hold"``) until the upstream stops
+    or the client hangs up."""
+    ended = "dropped"
+    if then == "hold":
+        ended = "peer-left" if await up.held(request) else "held"
+    _drop(request)
+    call.seen.ended = ended
 
 
 async def _partial_body(
@@ -303,9 +287,7 @@ async def _partial_body(
     resp.content_length = len(whole)
     await resp.prepare(request)
     await resp.write(whole[: len(whole) // 2])
-    if then == "hold":
-        await up.held()
-    _drop(request)
+    await _end(up, request, call, then)
     return resp
 
 
@@ -313,7 +295,7 @@ async def ok(up: ContinuingUpstream, request: web.Request, call: Call) -> web.St
     """The whole turn."""
     if not call.stream:
         return _reply(200, call.body())
-    return await _stream(up, request, [frame for frame, _ in call.events()], "eof")
+    return await _stream(up, request, call, [frame for frame, _ in call.events()], "eof")
 
 
 def _cut_at(tag: str, then: str) -> Handler:
@@ -328,7 +310,7 @@ def _cut_at(tag: str, then: str) -> Handler:
         default = len(events) if then == "eof" else 0
         upto = before_token(events, tag, int(call.behaviour.number(default)))
         frames = [frame for frame, kind in events[:upto] if kind != END]
-        return await _stream(up, request, frames, then)
+        return await _stream(up, request, call, frames, then)
 
     return handler
 
@@ -341,7 +323,7 @@ async def malformed(up: ContinuingUpstream, request: web.Request, call: Call) ->
     at = before_token(events, TEXT, int(call.behaviour.number()))
     frames = [frame for frame, _ in events]
     frames[at] = wire.broken(frames[at])
-    return await _stream(up, request, frames, "eof")
+    return await _stream(up, request, call, frames, "eof")
 
 
 async def error_event(
@@ -359,7 +341,7 @@ async def error_event(
     at = before_token(events, TEXT, int(call.behaviour.number()))
     seq = wire.sequence_number(events[at][0])
     error = wire.error_event(call.seen.dialect, call.rid, seen.behaviour, call.turn, seq)
-    return await _stream(up, request, [frame for frame, _ in events[:at]] + [error], "eof")
+    return await _stream(up, request, call, [frame for frame, _ in events[:at]] + [error], "eof")
 
 
 async def first_after(
@@ -370,18 +352,13 @@ async def first_after(
     if not call.stream:
         await asyncio.sleep(delay)
         return _reply(200, call.body())
-    resp = await _sse(request)
-    await asyncio.sleep(delay)
-    for frame, _ in call.events():
-        await resp.write(frame)
-    await resp.write_eof()
-    return resp
+    frames = [frame for frame, _ in call.events()]
+    return await _stream(up, request, call, frames, "eof", delay)
 
 
 async def silent(up: ContinuingUpstream, request: web.Request, call: Call) -> web.StreamResponse:
     """Never a byte: held until the upstream stops, then the socket is closed."""
-    await up.held()
-    _drop(request)
+    await _end(up, request, call, "hold")
     return web.Response()
 
 
@@ -530,11 +507,17 @@ class ContinuingUpstream(ThreadedAiohttpServer):
             self._loop.call_soon_threadsafe(self._release.set)
         super().stop()
 
-    async def held(self) -> None:
-        """Wait until the upstream stops (at most ``hold`` seconds)."""
+    async def held(self, request: web.Request) -> bool:
+        """Stay silent until the upstream stops (at most ``hold`` seconds) or the client
+        hangs up; True when the client did."""
         assert self._release is not None
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._release.wait(), self.hold)
+        deadline = time.monotonic() + self.hold
+        while not self._release.is_set() and time.monotonic() < deadline:
+            if request.transport is None or request.transport.is_closing():
+                return True
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._release.wait(), HOLD_POLL)
+        return False
 
     def __enter__(self) -> ContinuingUpstream:
         self.start()

@@ -6,12 +6,13 @@ non-stream body, with the ids, indices, sequence numbers and usage the real APIs
 (docs/protocols.md, "Chat Completions: stream", "Messages: stream", "Responses: stream
 events"). Each event is tagged with what it carries (:data:`Tagged`), so the continuing
 upstream (:mod:`.continuing_upstream`) can break a stream after exactly N content tokens.
-Everything here is pure: no sockets, no event loop.
+It also reads what a request asks to continue (:func:`continuation_of`). Everything here
+is pure: no sockets, no event loop.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -25,6 +26,9 @@ CREATED = 1_764_345_600
 PROMPT_TOKENS = 21
 #: Token tags (a content token of that kind) and END (an event that ends a healthy turn).
 REASONING, TEXT, ARGS, END = "reasoning", "text", "args", "end"
+#: A final user message containing this word (any case) after an assistant message asks
+#: for an instruct continuation.
+CONTINUE_WORD = "continue"
 #: One SSE event and what it carries (a token tag, END, or None for framing events).
 Tagged = tuple[bytes, str | None]
 
@@ -394,6 +398,61 @@ def responses_events(rid: str, model: str, turn: Turn) -> list[Tagged]:
         (_named({"type": p["type"], "sequence_number": seq, **p}), _RESPONSES_TAGS.get(p["type"]))
         for seq, p in enumerate(payloads)
     ]
+
+
+# -- Continuation requests -----------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message's content: a string, or the text of its parts/blocks."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict)
+        and part.get("type") in (None, "text", "input_text", "output_text")
+    )
+
+
+def conversation(dialect: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(role, text)`` per message (Responses: per input item; a reasoning item counts as
+    an assistant message without text, other non-message items have the role
+    ``"item:<type>"``)."""
+    if dialect != RESPONSES:
+        messages = body.get("messages") or []
+        return [(str(m.get("role")), _text_of(m.get("content"))) for m in messages]
+    items = body.get("input")
+    if isinstance(items, str):
+        return [("user", items)]
+    out = []
+    for item in items or []:
+        kind = item.get("type", "message")
+        role = str(item.get("role")) if kind == "message" else f"item:{kind}"
+        role = "assistant" if kind == "reasoning" else role
+        out.append((role, _text_of(item.get("content"))))
+    return out
+
+
+def continuation_of(dialect: str, body: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(``"prefill"`` / ``"instruct"`` / None, the prefix text) for a request body."""
+    turns = conversation(dialect, body)
+    if turns and turns[-1][0] == "assistant":
+        return "prefill", turns[-1][1]
+    asks = len(turns) >= 2 and turns[-1][0] == "user" and CONTINUE_WORD in turns[-1][1].lower()
+    if asks and turns[-2][0] == "assistant":
+        return "instruct", turns[-2][1]
+    return None, None
+
+
+def remainder_turn(turn: Turn, prefix: str) -> Turn | None:
+    """What continues ``turn`` after ``prefix`` (no reasoning; the tool call whole), or
+    None when ``turn``'s text does not start with ``prefix``."""
+    if not turn.text.startswith(prefix):
+        return None
+    return replace(turn, text=turn.text[len(prefix) :], reasoning="")
 
 
 # -- Errors ----------------------------------------------------------------------------------

@@ -597,3 +597,28 @@ def test_the_sdks_read_the_turns(up: ContinuingUpstream) -> None:
     with chat.responses.stream(model="ok", input="Hi") as responses:
         response = responses.get_final_response()
     assert response.output_text == ANSWER and response.usage is not None
+
+
+def wait_for_end(up: ContinuingUpstream, model: str) -> str | None:
+    """How the last stream for ``model`` ended, once it did (None if not within 3 s)."""
+    deadline = time.monotonic() + 3
+    while (ended := up.requests_for(model)[-1].ended) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return ended
+
+
+def test_the_log_says_how_each_stream_ended() -> None:
+    with ContinuingUpstream(hold=10) as up:
+        call(up, CHAT, request(CHAT, "ok"))
+        call(up, CHAT, request(CHAT, "cut:2"))
+        assert [seen.ended for seen in up.requests] == ["eof", "dropped"]
+        started = time.monotonic()
+        call(up, MESSAGES, request(MESSAGES, "stall:2"), read=STALL_READ)
+        assert wait_for_end(up, "stall:2") == "peer-left"  # noticed at once, not after `hold`
+        assert time.monotonic() - started < 2
+        with pytest.raises(httpx.ReadTimeout):
+            call(up, RESPONSES, request(RESPONSES, "silent"), read=STALL_READ)
+        assert wait_for_end(up, "silent") == "peer-left"
+        # a client that leaves a slow stream before it starts: no error on the upstream
+        assert call(up, CHAT, request(CHAT, "first-after:0.6"), read=0.2).end == "timeout"
+        assert wait_for_end(up, "first-after:0.6") == "peer-left"
