@@ -12,6 +12,8 @@ piece (a word and the whitespace after it):
 
 =====================  ===================================================================
 ``ok``                 the whole answer
+``tool``, ``reasoning``  the whole turn of ``tool-cut`` / ``reasoning-cut`` (a healthy
+                       candidate to continue those: the prefix must be of the same turn)
 ``cut:N``              N text tokens, then the connection is dropped (no end of the
                        chunked body, no end event)
 ``stall:N``            N text tokens, then silence; the connection is held open until
@@ -149,9 +151,9 @@ class Behaviour:
 def expected_turn(behaviour: str) -> Turn:
     """The whole canonical turn a model name answers."""
     name = Behaviour.parse(behaviour).name
-    if name == "tool-cut":
+    if name in ("tool", "tool-cut"):
         return Turn(TOOL_TEXT, tool=TOOL)
-    if name == "reasoning-cut":
+    if name in ("reasoning", "reasoning-cut"):
         return Turn(ANSWER, reasoning=REASONING_TEXT)
     return Turn(ANSWER)
 
@@ -440,6 +442,8 @@ BEHAVIOURS: dict[str, Handler] = {
     "down": down,
     "tool-cut": _cut_at(ARGS, "drop"),
     "reasoning-cut": _cut_at(REASONING, "drop"),
+    "tool": ok,
+    "reasoning": ok,
 }
 
 
