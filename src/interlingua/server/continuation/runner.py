@@ -177,7 +177,17 @@ class Continuer:
         numbering = getattr(encoder, "continue_numbering", None)
         if numbering is not None:
             numbering(_next_sequence(sent))
-        async for data in self._rescue(fault, splice, make_encode(encoder), held):
+        encode = make_encode(encoder)
+        if splice.answer().open_tool_call():
+            # Relayed as it came, half a tool call already reached the client (an upstream
+            # that called a tool the request did not offer: a request with tools takes the
+            # translated path): nothing can be spliced onto it honestly.
+            log.info("stream broke inside a relayed tool call: not continued")
+            if held is None and self.response is not None:
+                self.response.broken = True  # (an upstream's own event marks it itself)
+            yield held if held is not None else encode([StreamError(fault)])[0]
+            return
+        async for data in self._rescue(fault, splice, encode, held):
             yield data
 
     def request(self) -> Request:

@@ -65,6 +65,10 @@ class AnswerSoFar:
     #: every text, reasoning and argument character sent (for the output estimate)
     said: int = 0
 
+    def open_tool_call(self) -> bool:
+        """Whether a tool call's block is open (only part of the call was sent)."""
+        return any(isinstance(self.parts.get(index), ToolCallPart) for index in self.open)
+
 
 def answer_so_far(events: list[StreamEvent]) -> AnswerSoFar:
     """The answer ``events`` (what a client got, in order) add up to."""
