@@ -101,3 +101,34 @@ def test_close_gives_a_stream_the_meters_continued() -> None:
     response.finished(StreamOutcome.COMPLETE)
     assert (tab.record.input_tokens, tab.record.output_tokens) == (6, 2)
     assert accounting.in_flight == 0
+
+
+class Key:
+    """A key's admission as the accounting settles it: the tokens it is charged."""
+
+    def __init__(self) -> None:
+        self.charged: list[int] = []
+
+    def end(self, entry: int, tokens: int) -> None:
+        self.charged.append(tokens)
+
+
+def test_the_key_is_charged_every_attempts_tokens() -> None:
+    """The key's token limits count what the request spent, as its client was shown it:
+    the broken attempts' tokens too (their rows reach no key)."""
+
+    async def chunks():  # type: ignore[no-untyped-def]
+        yield b""
+
+    accounting = Accounting([Rows()])
+    tab = accounting.open("r", "openai")
+    key = Key()
+    tab.key, tab.entry = key, 0  # type: ignore[assignment]
+    response = StreamResponse(chunks(), counted=True)
+    accounting.close(tab, response, OPENAI)
+    assert response.continued is not None and response.finished is not None
+    response.continued(Usage(input_tokens=4, output_tokens=4))
+    count_usage(tab.record, Usage(input_tokens=10, output_tokens=6))
+    response.finished(StreamOutcome.COMPLETE)
+    assert (tab.record.input_tokens, tab.record.output_tokens) == (6, 2)
+    assert key.charged == [16]

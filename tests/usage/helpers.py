@@ -7,12 +7,12 @@ import asyncio
 import contextlib
 import itertools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-from interlingua.usage import Record
+from interlingua.usage import Database, Record, UsageLog, connect
 
 _names = itertools.count()
 
@@ -39,6 +39,24 @@ async def fresh_database(
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@contextlib.asynccontextmanager
+async def logged_database(
+    request: pytest.FixtureRequest, engine: str, tmp_path: Path, rows: Iterable[Record]
+) -> AsyncIterator[Database]:
+    """A fresh database (:func:`fresh_database`) whose usage log holds ``rows``, open."""
+    async with fresh_database(request, engine, tmp_path) as url:
+        log = UsageLog(connect(url))
+        await log.start()
+        for row in rows:
+            log.record(row)
+        await log.aclose()
+        database = connect(url)
+        try:
+            yield database
+        finally:
+            await database.aclose()
 
 
 def make_record(i: int, **fields: object) -> Record:

@@ -78,10 +78,12 @@ def test_json_per_key_and_model(config: str, capsys: pytest.CaptureFixture[str])
     assert main(["usage", "--config", config, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
         {"key": "team-a", "model": "model-x", "requests": 5, "errors": 1,
-         "client_disconnects": 0, "input_tokens": 101, "output_tokens": 11, "cached_tokens": 17,
+         "client_disconnects": 0, "continued": 0,
+         "input_tokens": 101, "output_tokens": 11, "cached_tokens": 17,
          "reasoning_tokens": 7, "p50_latency_s": 0.3, "p95_latency_s": 0.48},
         {"key": "team-b", "model": "model-y", "requests": 2, "errors": 0,
-         "client_disconnects": 0, "input_tokens": 10, "output_tokens": 100, "cached_tokens": 11,
+         "client_disconnects": 0, "continued": 0,
+         "input_tokens": 10, "output_tokens": 100, "cached_tokens": 11,
          "reasoning_tokens": 5, "p50_latency_s": 2.0, "p95_latency_s": 2.9},
     ]  # fmt: skip
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from interlingua.usage import Database, UsageLog, connect, summarize
+from interlingua.usage import Database, summarize
 from interlingua.usage.report import format_table, parse_by, parse_since, read_summary
 
-from .helpers import fresh_database, make_record
+from .helpers import logged_database, make_record
 
 SINCE = 1_700_000_000.0
 
@@ -60,17 +60,8 @@ def _known_rows() -> list[Any]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
-    async with fresh_database(request, request.param, tmp_path) as url:
-        log = UsageLog(connect(url))
-        await log.start()
-        for row in _known_rows():
-            log.record(row)
-        await log.aclose()
-        database = connect(url)
-        try:
-            yield database
-        finally:
-            await database.aclose()
+    async with logged_database(request, request.param, tmp_path, _known_rows()) as database:
+        yield database
 
 
 async def test_per_key_and_model(db: Database) -> None:
@@ -78,14 +69,16 @@ async def test_per_key_and_model(db: Database) -> None:
     x_latencies = [k / 10 for k in range(1, 21)]
     assert summary == [
         {"key": None, "model": "model-x", "requests": 3, "errors": 0, "client_disconnects": 0,
+         "continued": 0,
          "input_tokens": 3, "output_tokens": 6, "cached_tokens": 123, "reasoning_tokens": 61,
          "p50_latency_s": 2.0, "p95_latency_s": 2.9},
         {"key": "team-a", "model": "model-x", "requests": 20, "errors": 3,
-         "client_disconnects": 2, "input_tokens": 2100, "output_tokens": 210,
-         "cached_tokens": 20, "reasoning_tokens": 0, "p50_latency_s": 1.05,
+         "client_disconnects": 2, "continued": 0, "input_tokens": 2100,
+         "output_tokens": 210, "cached_tokens": 20, "reasoning_tokens": 0, "p50_latency_s": 1.05,
          "p95_latency_s": 1.905},
         {"key": "team-a", "model": "model-y", "requests": 1, "errors": 0,
-         "client_disconnects": 0, "input_tokens": 5, "output_tokens": 6, "cached_tokens": 30,
+         "client_disconnects": 0, "continued": 0,
+         "input_tokens": 5, "output_tokens": 6, "cached_tokens": 30,
          "reasoning_tokens": 15, "p50_latency_s": 0.3, "p95_latency_s": 0.3},
     ]  # fmt: skip
     assert summary[1]["p50_latency_s"] == pytest.approx(_reference_percentile(x_latencies, 50))
@@ -111,7 +104,8 @@ async def test_other_groupings(db: Database) -> None:
     assert total["input_tokens"] == 2100 + 5 + 3 and total["output_tokens"] == 210 + 6 + 6
     assert total["p50_latency_s"] == pytest.approx(_reference_percentile(everything, 50))
     assert total["p95_latency_s"] == pytest.approx(_reference_percentile(everything, 95))
-    assert set(total) == {"requests", "errors", "client_disconnects", "input_tokens",
+    assert set(total) == {"requests", "errors", "client_disconnects", "continued",
+                          "input_tokens",
                           "output_tokens", "cached_tokens", "reasoning_tokens",
                           "p50_latency_s", "p95_latency_s"}  # fmt: skip
 

@@ -23,6 +23,14 @@ On the passthrough path a Chat Completions stream whose client did not ask for u
 sent upstream with ``stream_options.include_usage`` (the gateway needs the count); the
 usage-only chunk that this adds is cut from what the client gets (:func:`strip_usage`,
 which gives its counts to the record), so the client sees the stream it asked for.
+
+A stream that broke after its first byte and that another attempt continues
+(``on_stream_break: continue``) shows its client the usage of every attempt, summed. Each
+broken attempt gets a row of its own (error ``continued``, its tokens:
+:meth:`Accounting.add_row`); the request's record is told the broken attempts' usage
+(``StreamResponse.continued``, :meth:`Meter.continued`) and keeps only the finishing
+attempt's, so the rows of one request add up to what its client was shown. Its key is
+charged the sum.
 """
 
 from __future__ import annotations
@@ -163,14 +171,17 @@ class Accounting:
         response.continued = meter.continued
         return response
 
-    def _finish(self, tab: Tab) -> None:
+    def _finish(self, tab: Tab, before: int = 0) -> None:
+        """The record to the sinks and the key's admission settled; ``before``: the
+        tokens of a continued stream's broken attempts, which its key is charged too
+        (their own rows reach no key: :meth:`add_row`)."""
         record = tab.record
         record.latency = time.perf_counter() - record.latency
         key = tab.key
         if key is not None:
-            key.end(tab.entry, record.input_tokens + record.output_tokens)
+            key.end(tab.entry, record.input_tokens + record.output_tokens + before)
         elif tab.admission is not None:
-            tab.admission.end(record.input_tokens + record.output_tokens)
+            tab.admission.end(record.input_tokens + record.output_tokens + before)
         self.in_flight -= 1
         done = self._done
         done.append(record)
@@ -342,12 +353,14 @@ class Meter:
         counts[3] += prior.reasoning_tokens
 
     def finished(self, outcome: str) -> None:
-        """The response's ``finished``: :meth:`done`, then the record to the sinks."""
+        """The response's ``finished``: :meth:`done`, then the record to the sinks (and
+        its key charged the tokens of every attempt, as its client was shown them)."""
+        prior = self._prior
         self.done(outcome)
         accounting, tab = self._accounting, self._tab
         if accounting is not None and tab is not None:
             self._accounting = self._tab = None
-            accounting._finish(tab)
+            accounting._finish(tab, 0 if prior is None else prior[0] + prior[1])
 
     def done(self, outcome: str) -> None:
         """The stream is over, as ``outcome`` says: the usage of its last events into the

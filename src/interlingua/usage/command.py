@@ -27,9 +27,11 @@ _EPILOG = """\
 --since: a duration back from now (90s, 30m, 24h, 7d, 2w) or an ISO 8601 date or time
   (2026-05-01, 2026-05-01T12:00, 2026-05-01T12:00+02:00; without an offset, UTC).
 --json: a list of objects, one per group: the --by names (key, model, ...), requests,
-  errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, p50_latency_s,
-  p95_latency_s (seconds). An error is a request that failed: a status of 400 or more, or
-  a stream that broke after it began.
+  errors, client_disconnects, continued, input_tokens, output_tokens, cached_tokens,
+  reasoning_tokens, p50_latency_s, p95_latency_s (seconds). An error is a request that
+  failed: a status of 400 or more, or a stream that broke after it began (and that no
+  other attempt continued). continued: attempts whose broken stream another attempt
+  continued; their tokens are in the group's, but they are not requests.
 """
 
 

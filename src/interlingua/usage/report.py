@@ -3,9 +3,12 @@ of key, model, upstream, dialect) since a time.
 
 Per group: ``requests``, ``errors`` (a row with an error kind, or a status of 400 or
 more: a stream that failed after its 200 counts; a client that hung up does not),
-``client_disconnects`` (those, in the JSON), ``input_tokens``, ``output_tokens``,
-``cached_tokens``, ``reasoning_tokens``, and the 50th and 95th percentiles of latency
-in seconds (to the microsecond). Counts and sums are SQL aggregates. The percentiles are linear
+``client_disconnects`` (those, in the JSON), ``continued`` (the rows of attempts whose
+broken stream another attempt continued: their tokens count in the group's, but they
+are neither requests, whose row is the finishing attempt's, nor errors, nor latencies),
+``input_tokens``, ``output_tokens``, ``cached_tokens``, ``reasoning_tokens``, and the
+50th and 95th percentiles of latency in seconds (to the microsecond). Counts and sums
+are SQL aggregates. The percentiles are linear
 interpolations between the two nearest ranks (as PostgreSQL's ``percentile_cont`` and
 numpy's default): one window query ranks each group's latencies (``ROW_NUMBER() OVER
 (PARTITION BY ... ORDER BY latency)``, SQLite 3.25+ and PostgreSQL alike) and returns
@@ -27,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .db import Database, connect, sqlite_path
-from .record import CLIENT_CLOSED_STATUS, CLIENT_DISCONNECT
+from .record import CLIENT_CLOSED_STATUS, CLIENT_DISCONNECT, CONTINUED
 from .schema import TABLE, current_version
 
 __all__ = [
@@ -84,18 +87,23 @@ def parse_by(text: str) -> tuple[str, ...]:
 
 
 #: a failed row in SQL, as ``record.failed`` says it: an error kind, or a status of 400
-#: or more, but not a client that left (constants of ours, not input: safe to inline)
+#: or more, but not a client that left nor a continued attempt (constants of ours, not
+#: input: safe to inline)
 _LEFT = f"error_kind = '{CLIENT_DISCONNECT}'"
 _FAILED = (
-    f"(error_kind IS NOT NULL AND error_kind <> '{CLIENT_DISCONNECT}') OR "
+    f"(error_kind IS NOT NULL AND error_kind NOT IN ('{CLIENT_DISCONNECT}', '{CONTINUED}')) OR "
     f"(error_kind IS NULL AND status >= 400 AND status <> {CLIENT_CLOSED_STATUS})"
 )
+#: the row of an attempt whose broken stream another attempt continued: its tokens count,
+#: but the request is its finishing attempt's row (the requests, the latencies)
+_CONTINUED = f"error_kind = '{CONTINUED}'"
+_A_REQUEST = f"(error_kind IS NULL OR error_kind <> '{CONTINUED}')"
 
 
 async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[str, Any]]:
     """One dict per group of rows at or after ``since`` (Unix seconds), sorted by the
     ``by`` columns (None first); ``by=()`` gives the one total. Keys: the ``by`` names,
-    then ``requests``, ``errors``, ``client_disconnects``, ``input_tokens``,
+    then ``requests``, ``errors``, ``client_disconnects``, ``continued``, ``input_tokens``,
     ``output_tokens``, ``cached_tokens``, ``reasoning_tokens``, ``p50_latency_s``,
     ``p95_latency_s``."""
     for name in by:
@@ -105,7 +113,8 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
     select = "".join(f"{column}, " for column in columns)
     group_by = f" GROUP BY {', '.join(columns)}" if columns else ""
     totals = await db.fetch(
-        f"SELECT {select}COUNT(*), CAST(SUM(CASE WHEN {_FAILED} THEN 1 ELSE 0 END) AS BIGINT), "
+        f"SELECT {select}COUNT(*), CAST(SUM(CASE WHEN {_CONTINUED} THEN 1 ELSE 0 END) AS BIGINT), "
+        f"CAST(SUM(CASE WHEN {_FAILED} THEN 1 ELSE 0 END) AS BIGINT), "
         f"CAST(SUM(CASE WHEN {_LEFT} THEN 1 ELSE 0 END) AS BIGINT), "
         "CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), "
         "CAST(SUM(cached_tokens) AS BIGINT), CAST(SUM(reasoning_tokens) AS BIGINT) "
@@ -117,14 +126,16 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
     summary = []
     for row in totals:
         group = tuple(row[:width])
-        requests, errors, left, input_tokens, output_tokens, cached, reasoning = row[width:]
-        if not requests:
+        rows, continued, errors, left, input_tokens, output_tokens, cached, reasoning = row[width:]
+        if not rows:
             continue  # (no GROUP BY: the total of no rows is one row of zeros and NULLs)
+        requests = int(rows) - int(continued or 0)
         entry: dict[str, Any] = dict(zip(by, group, strict=True))
         entry.update(
-            requests=int(requests),
+            requests=requests,
             errors=int(errors or 0),
             client_disconnects=int(left or 0),
+            continued=int(continued or 0),
             input_tokens=int(input_tokens or 0),
             output_tokens=int(output_tokens or 0),
             cached_tokens=int(cached or 0),
@@ -132,7 +143,7 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
         )
         ranked = latencies.get(group, {})
         for p in _PERCENTILES:
-            entry[f"p{p}_latency_s"] = _interpolate(ranked, int(requests), p)
+            entry[f"p{p}_latency_s"] = _interpolate(ranked, requests, p)
         summary.append(entry)
     summary.sort(key=lambda entry: [(entry[n] is not None, entry[n] or "") for n in by])
     return summary
@@ -154,7 +165,7 @@ async def _percentile_rows(
         f"SELECT {select}latency, "
         f"ROW_NUMBER() OVER ({partition}ORDER BY latency) - 1 AS i, "
         f"COUNT(*) OVER ({partition.rstrip()}) AS n "
-        f"FROM {TABLE} WHERE at >= $1) ranked WHERE {wanted}",
+        f"FROM {TABLE} WHERE at >= $1 AND {_A_REQUEST}) ranked WHERE {wanted}",
         since,
     )
     width = len(columns)
