@@ -36,7 +36,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -45,15 +45,12 @@ from ...core.tokens import estimate_request_tokens
 from ...dialects import Dialect, EventDecoder, StreamEncoder
 from ...errors import InterlinguaError, UpstreamError, prefill_refusal
 from ...retry import should_retry
-from ...routing import Deployment, Route
+from ...routing import Deployment, Route, Router
 from ...upstreams.shaping import for_upstream
 from ...usage.record import CONTINUED, Record
 from ..asgi_io import StreamResponse
 from .requests import continuation_request
 from .splice import Splice
-
-if TYPE_CHECKING:
-    from ..gateway import Gateway
 
 __all__ = ["Continuer", "Encode"]
 
@@ -63,6 +60,17 @@ log = logging.getLogger("interlingua.routing")
 #: and whether it ended with an error
 Encode = Callable[[list[StreamEvent]], tuple[bytes, bool]]
 _SEQUENCE = re.compile(rb'"sequence_number":\s*(\d+)')
+
+
+class Gateway(Protocol):
+    """What a continuation needs of the gateway (server/gateway.py)."""
+
+    #: the router whose plan the request follows, told how each attempt went
+    router: Router
+    #: the deployments (keys) that refused an assistant prefill
+    prefill_refused: set[str]
+    #: hands a broken attempt's usage row to the accounting (None: no accounting)
+    note_row: Callable[[Record], None] | None
 
 
 class Continuer:
