@@ -305,3 +305,15 @@ def test_with_no_words_yet_the_request_is_the_clients_own() -> None:
         REQUEST,
         "   ",
     )
+
+
+def test_the_trim_is_dropped_from_a_first_text_that_opens_a_block_of_its_own() -> None:
+    # the text before a held call that broke is closed: the continuation's text is a new
+    # block, and its repeat of the whitespace the prefix lost is still the client's twice
+    splice = Splice()
+    opening = [START, *_text(0, "Let me check. "), BlockStop(0)]
+    first = _broken(splice, [*opening, *_call(1, "f", '{"a"')[:2], CUT], trimmed=" ")
+    assert prefix_parts(splice.answer(), trim_end=True) == ((TextPart("Let me check."),), " ")
+    rest = _take(splice, [START, *_text(0, " Now."), BlockStop(0), _end()])
+    assert _starts(rest) == [1]
+    assert fold(first + rest).text == "Let me check. Now."

@@ -157,6 +157,7 @@ class Splice:
         "_pending",
         "_queue",
         "_trim",
+        "_trimmed_block",
         "attempt_from",
         "prior",
         "sent",
@@ -176,6 +177,7 @@ class Splice:
         self._next = 0  # the client's next free block index (a continuation's)
         self._first = True  # no block of the continuation seen yet
         self._trim = ""  # whitespace its first text repeats (prefix_parts)
+        self._trimmed_block: int | None = None  # the block that first text is in
 
     def take(self, batch: list[StreamEvent]) -> tuple[list[StreamEvent], InterlinguaError | None]:
         """The events of one upstream read the client gets now, and the error that
@@ -253,6 +255,7 @@ class Splice:
         self._map = {}
         self._first = True
         self._trim = trimmed
+        self._trimmed_block = None
         self.attempt_from = len(self.sent)
 
     def _remap(self, event: StreamEvent, out: list[StreamEvent]) -> None:
@@ -272,14 +275,17 @@ class Splice:
         index = event.index  # type: ignore[union-attr]
         if kind is BlockStart:
             first, self._first = self._first, False
-            if first and self._merge is not None and type(event.part) is TextPart:  # type: ignore[union-attr]
-                mapping[index] = self._merge
+            text = first and type(event.part) is TextPart  # type: ignore[union-attr]
+            if text and self._merge is not None:
+                mapping[index] = self._trimmed_block = self._merge
                 return
             if self._merge is not None:  # the open text ends: something else follows
                 self._pass(BlockStop(self._merge), out)
                 self._merge = None
             mapping[index] = new = self._next
             self._next = new + 1
+            if text:  # (a text after the closed one the prefix ended with: trimmed too)
+                self._trimmed_block = new
             self._pass(replace(event, index=new), out)  # type: ignore[type-var]
             return
         target = mapping.get(index)
@@ -287,7 +293,7 @@ class Splice:
             return  # (a block it never opened: nothing to say)
         if kind is BlockStop and target == self._merge:
             self._merge = None
-        elif kind is TextDelta and self._trim and target == self._merge:
+        elif kind is TextDelta and self._trim and target == self._trimmed_block:
             text = self._trimmed(event.text)  # type: ignore[union-attr]
             if not text:
                 return
