@@ -209,7 +209,12 @@ def test_a_break_inside_reasoning_closes_it_and_the_answer_goes_on() -> None:
 
 def test_a_signature_sent_before_the_break_is_kept() -> None:
     splice = Splice()
-    events = [START, BlockStart(0, ReasoningPart("")), ReasoningDelta(0, "Hm"), SignatureDelta(0, "sig")]
+    events = [
+        START,
+        BlockStart(0, ReasoningPart("")),
+        ReasoningDelta(0, "Hm"),
+        SignatureDelta(0, "sig"),
+    ]
     out = _broken(splice, [*events, CUT])
     assert out == [*events, BlockStop(0)]
     assert fold(out).parts == (ReasoningPart("Hm", signature="sig"),)

@@ -10,8 +10,10 @@ came after it), which is held until the call is whole and so never sent.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -46,6 +48,7 @@ CUT = StreamError(UpstreamError("cut", status=502))
 
 _WORDS = st.text(alphabet="abé \n", min_size=1, max_size=6)
 _FIRST = st.text(alphabet="xyz", min_size=1, max_size=3)  # a block's first piece: no blank
+_Sliced = TypeVar("_Sliced", str, list[StreamEvent])
 _BLANK = st.sampled_from(["", " ", "\n\n", " \n"])  # a block's last piece, often
 _VALUES = st.one_of(st.integers(-9, 99), st.text(alphabet='ab "\\é', max_size=4), st.booleans())
 _ARGUMENTS = st.dictionaries(st.sampled_from(["a", "city", "n"]), _VALUES, max_size=3)
@@ -65,11 +68,16 @@ class Attempt:
         return self.events if self.cut is None else self.events[: self.cut]
 
 
+def _split(draw: st.DrawFn, whole: _Sliced, most: int) -> list[_Sliced]:
+    """``whole`` cut in up to ``most`` + 1 slices at random places (none empty)."""
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(whole) - 1)), max_size=most)))
+    bounds = [0, *(c for c in cuts if c < len(whole)), len(whole)]
+    return [whole[a:b] for a, b in itertools.pairwise(bounds) if a < b]  # type: ignore[misc]
+
+
 def _pieces(draw: st.DrawFn, text: str) -> list[str]:
     """``text`` split at random places (never an empty piece)."""
-    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=3)))
-    bounds = [0, *(c for c in cuts if c < len(text)), len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if a < b]
+    return _split(draw, text, 3)
 
 
 def _interleaved(draw: st.DrawFn, runs: list[list[StreamEvent]]) -> list[StreamEvent]:
@@ -147,9 +155,7 @@ def _break_at(draw: st.DrawFn, n: int) -> int:
 
 def _reads(draw: st.DrawFn, events: list[StreamEvent]) -> list[list[StreamEvent]]:
     """``events`` in random reads."""
-    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(events) - 1)), max_size=6)))
-    bounds = [0, *(c for c in cuts if c < len(events)), len(events)]
-    return [events[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if a < b]
+    return _split(draw, events, 6)
 
 
 def _shown(events: list[StreamEvent]) -> tuple[str, list[str]]:
