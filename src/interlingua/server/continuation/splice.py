@@ -89,9 +89,9 @@ def answer_so_far(events: list[StreamEvent]) -> AnswerSoFar:
                 signature = (part.signature or "") + event.signature  # type: ignore[union-attr]
                 parts[event.index] = replace(part, signature=signature)  # type: ignore[union-attr]
         elif kind is BlockStart:
-            index, part = event.index, event.part  # type: ignore[union-attr]
-            if isinstance(part, TextPart | ReasoningPart | ToolCallPart):
-                parts[index] = part
+            index, opened = event.index, event.part  # type: ignore[union-attr]
+            if isinstance(opened, TextPart | ReasoningPart | ToolCallPart):
+                parts[index] = opened
             answer.open.append(index)
             answer.next_index = max(answer.next_index, index + 1)
         elif kind is BlockStop:
@@ -201,10 +201,9 @@ class Splice:
     def _pass(self, event: StreamEvent, out: list[StreamEvent]) -> None:
         """``event`` to ``out``, or held while a tool call is not whole."""
         queue = self._queue
-        if not queue:
-            if type(event) is not BlockStart or type(event.part) is not ToolCallPart:
-                out.append(event)
-                return
+        if not queue and (type(event) is not BlockStart or type(event.part) is not ToolCallPart):
+            out.append(event)
+            return
         kind = type(event)
         if kind is BlockStart and type(event.part) is ToolCallPart:  # type: ignore[union-attr]
             self._pending.add(event.index)  # type: ignore[union-attr]
@@ -269,14 +268,14 @@ class Splice:
             if self._merge is not None:
                 self._pass(BlockStop(self._merge), out)
                 self._merge = None
-            usage = summed(self.prior, event.usage)  # type: ignore[union-attr]
-            self._pass(replace(event, usage=usage), out)  # type: ignore[type-var]
+            usage = summed(self.prior, event.usage)  # type: ignore[union-attr,arg-type]
+            self._pass(replace(event, usage=usage), out)  # type: ignore[arg-type]
             return
         index = event.index  # type: ignore[union-attr]
         if kind is BlockStart:
             first, self._first = self._first, False
-            text = first and type(event.part) is TextPart  # type: ignore[union-attr]
-            if text and self._merge is not None:
+            opens_text = first and type(event.part) is TextPart  # type: ignore[union-attr]
+            if opens_text and self._merge is not None:
                 mapping[index] = self._trimmed_block = self._merge
                 return
             if self._merge is not None:  # the open text ends: something else follows
@@ -284,9 +283,9 @@ class Splice:
                 self._merge = None
             mapping[index] = new = self._next
             self._next = new + 1
-            if text:  # (a text after the closed one the prefix ended with: trimmed too)
+            if opens_text:  # (a text after the closed one the prefix ended with: trimmed too)
                 self._trimmed_block = new
-            self._pass(replace(event, index=new), out)  # type: ignore[type-var]
+            self._pass(replace(event, index=new), out)  # type: ignore[arg-type]
             return
         target = mapping.get(index)
         if target is None:
@@ -297,8 +296,8 @@ class Splice:
             text = self._trimmed(event.text)  # type: ignore[union-attr]
             if not text:
                 return
-            event = replace(event, text=text)  # type: ignore[type-var]
-        self._pass(replace(event, index=target), out)  # type: ignore[type-var]
+            event = replace(event, text=text)  # type: ignore[arg-type]
+        self._pass(replace(event, index=target), out)  # type: ignore[arg-type]
 
     def _trimmed(self, text: str) -> str:
         """``text`` without the leading whitespace the prefix lost (once)."""
