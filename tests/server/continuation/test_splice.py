@@ -254,9 +254,9 @@ def test_usage_sums_the_attempts_announced_input_else_the_estimate() -> None:
 def test_a_continuation_that_breaks_too_is_continued_after_it() -> None:
     splice = Splice()
     first = _broken(splice, [START, *_text(0, "One, "), CUT])
-    second = _take(splice, [START, *_text(0, "two, "), CUT])
+    second = _take(splice, [StreamStart("msg_2", "m"), *_text(0, "two, "), CUT])
     closing, usage = splice.broke(10)
-    assert closing == [] and usage.input_tokens == 10  # (a continuation's start is not kept)
+    assert closing == [] and usage.input_tokens == 10  # (its start announced none)
     assert prefix_parts(splice.answer(), trim_end=False)[0] == (TextPart("One, two, "),)
     splice.resume("")
     third = _take(splice, [START, *_text(0, "three."), BlockStop(0), _end(1)])
@@ -322,3 +322,13 @@ def test_the_trim_is_dropped_from_a_first_text_that_opens_a_block_of_its_own() -
     rest = _take(splice, [START, *_text(0, " Now."), BlockStop(0), _end()])
     assert _starts(rest) == [1]
     assert fold(first + rest).text == "Let me check. Now."
+
+
+def test_a_continuation_that_breaks_counts_the_input_it_announced() -> None:
+    # its request holds the prefix too: what its upstream counted beats the estimate
+    splice = Splice()
+    _broken(splice, [START, *_text(0, "One, "), CUT])
+    announced = StreamStart("msg_2", "m", 0, Usage(input_tokens=77))
+    _take(splice, [announced, *_text(0, "two, "), CUT])
+    assert splice.broke(10)[1].input_tokens == 77
+    assert splice.prior.input_tokens == 40 + 77

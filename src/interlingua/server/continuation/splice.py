@@ -150,6 +150,7 @@ class Splice:
     :meth:`resume` before the next attempt's reads."""
 
     __slots__ = (
+        "_announced",
         "_first",
         "_map",
         "_merge",
@@ -178,6 +179,7 @@ class Splice:
         self._first = True  # no block of the continuation seen yet
         self._trim = ""  # whitespace its first text repeats (prefix_parts)
         self._trimmed_block: int | None = None  # the block that first text is in
+        self._announced = 0  # the input tokens a continuation's start announced
 
     def take(self, batch: list[StreamEvent]) -> tuple[list[StreamEvent], InterlinguaError | None]:
         """The events of one upstream read the client gets now, and the error that
@@ -230,8 +232,11 @@ class Splice:
                 closing.append(BlockStop(index))
         self.sent.extend(closing)
         mine = answer_so_far(self.sent[self.attempt_from :])
-        start = answer.start if self.attempt_from == 0 else None
-        announced = start.usage.input_tokens if start is not None and start.usage else 0
+        if self.attempt_from == 0:
+            start = answer.start
+            announced = start.usage.input_tokens if start is not None and start.usage else 0
+        else:  # (a continuation's start is not sent: its count was kept aside)
+            announced = self._announced
         usage = Usage(
             input_tokens=announced or request_tokens,
             output_tokens=(mine.said + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN,
@@ -255,6 +260,7 @@ class Splice:
         self._first = True
         self._trim = trimmed
         self._trimmed_block = None
+        self._announced = 0
         self.attempt_from = len(self.sent)
 
     def _remap(self, event: StreamEvent, out: list[StreamEvent]) -> None:
@@ -262,8 +268,10 @@ class Splice:
         mapping = self._map
         assert mapping is not None
         kind = type(event)
-        if kind is StreamStart:
-            return  # the client's answer began already
+        if kind is StreamStart:  # the client's answer began already: only its count kept
+            usage = event.usage  # type: ignore[union-attr]
+            self._announced = usage.input_tokens if usage is not None else 0
+            return
         if kind is StreamEnd:
             if self._merge is not None:
                 self._pass(BlockStop(self._merge), out)
