@@ -219,6 +219,25 @@ def spliced(draw: st.DrawFn) -> tuple[list[StreamEvent], str, list[str], set[tup
     return client, text, calls, whole
 
 
+def _well_formed(events: list[StreamEvent]) -> None:
+    """One start, one end; each block opened once, said only while open, closed once."""
+    assert type(events[0]) is StreamStart and type(events[-1]) is StreamEnd
+    assert not any(type(e) in (StreamStart, StreamEnd, StreamError) for e in events[1:-1])
+    open_: set[int] = set()
+    done: set[int] = set()
+    for event in events[1:-1]:
+        index = event.index  # type: ignore[union-attr]
+        if type(event) is BlockStart:
+            assert index not in open_ | done, event
+            open_.add(index)
+        else:
+            assert index in open_, event
+            if type(event) is BlockStop:
+                open_.discard(index)
+                done.add(index)
+    assert not open_, open_
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spliced())
 def test_a_spliced_stream_folds_to_one_valid_answer_in_every_dialect(
@@ -228,7 +247,7 @@ def test_a_spliced_stream_folds_to_one_valid_answer_in_every_dialect(
     starts = [e.index for e in events if type(e) is BlockStart]
     assert starts == sorted(set(starts)), starts
     assert type(events[0]) is StreamStart and events[0].id == "resp_a"
-    assert type(events[-1]) is StreamEnd
+    _well_formed(events)
     neutral = fold(events)
     assert neutral.text == text
     assert [c.id for c in neutral.tool_calls] == calls
