@@ -56,7 +56,7 @@ _ARGUMENTS = st.dictionaries(st.sampled_from(["a", "city", "n"]), _VALUES, max_s
 
 @dataclass
 class Attempt:
-    """One upstream attempt: its events (ending, or cut at ``cut``), as its reads."""
+    """One upstream attempt: its whole answer's events, said up to ``cut`` if it breaks."""
 
     events: list[StreamEvent]
     #: the whole tool calls it sent: (id, name, arguments)
