@@ -151,6 +151,7 @@ class Splice:
     :meth:`resume` before the next attempt's reads."""
 
     __slots__ = (
+        "_announced",
         "_first",
         "_map",
         "_merge",
@@ -158,6 +159,7 @@ class Splice:
         "_pending",
         "_queue",
         "_trim",
+        "_trimmed_block",
         "attempt_from",
         "prior",
         "sent",
@@ -177,6 +179,8 @@ class Splice:
         self._next = 0  # the client's next free block index (a continuation's)
         self._first = True  # no block of the continuation seen yet
         self._trim = ""  # whitespace its first text repeats (prefix_parts)
+        self._trimmed_block: int | None = None  # the block that first text is in
+        self._announced = 0  # the input tokens a continuation's start announced
 
     def take(self, batch: list[StreamEvent]) -> tuple[list[StreamEvent], InterlinguaError | None]:
         """The events of one upstream read the client gets now, and the error that
@@ -229,8 +233,11 @@ class Splice:
                 closing.append(BlockStop(index))
         self.sent.extend(closing)
         mine = answer_so_far(self.sent[self.attempt_from :])
-        start = answer.start if self.attempt_from == 0 else None
-        announced = start.usage.input_tokens if start is not None and start.usage else 0
+        if self.attempt_from == 0:
+            start = answer.start
+            announced = start.usage.input_tokens if start is not None and start.usage else 0
+        else:  # (a continuation's start is not sent: its count was kept aside)
+            announced = self._announced
         usage = Usage(
             input_tokens=announced or request_tokens,
             output_tokens=(mine.said + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN,
@@ -253,14 +260,19 @@ class Splice:
         self._map = {}
         self._first = True
         self._trim = trimmed
+        self._trimmed_block = None
+        self._announced = 0
         self.attempt_from = len(self.sent)
 
     def _remap(self, event: StreamEvent, out: list[StreamEvent]) -> None:
         """A continuation's ``event`` in the client's numbering, to :meth:`_pass`."""
         mapping = self._map
         assert mapping is not None
-        if isinstance(event, StreamStart | StreamError):
-            return  # the client's answer began already (an error never comes here)
+        if isinstance(event, StreamStart):  # the client's answer began: only its count kept
+            self._announced = event.usage.input_tokens if event.usage is not None else 0
+            return
+        if isinstance(event, StreamError):
+            return  # (an error never comes here: take() stops at it)
         if isinstance(event, StreamEnd):
             if self._merge is not None:
                 self._pass(BlockStop(self._merge), out)
@@ -269,14 +281,17 @@ class Splice:
             return
         if isinstance(event, BlockStart):
             first, self._first = self._first, False
-            if first and self._merge is not None and isinstance(event.part, TextPart):
-                mapping[event.index] = self._merge
+            opens_text = first and isinstance(event.part, TextPart)
+            if opens_text and self._merge is not None:
+                mapping[event.index] = self._trimmed_block = self._merge
                 return
             if self._merge is not None:  # the open text ends: something else follows
                 self._pass(BlockStop(self._merge), out)
                 self._merge = None
             mapping[event.index] = new = self._next
             self._next = new + 1
+            if opens_text:  # (a text after the closed one the prefix ended with: trimmed too)
+                self._trimmed_block = new
             self._pass(replace(event, index=new), out)
             return
         target = mapping.get(event.index)
@@ -287,7 +302,7 @@ class Splice:
                 self._merge = None
             self._pass(BlockStop(target), out)
             return
-        if isinstance(event, TextDelta) and self._trim and target == self._merge:
+        if isinstance(event, TextDelta) and self._trim and target == self._trimmed_block:
             text = self._trimmed(event.text)
             if not text:
                 return
