@@ -332,3 +332,13 @@ def test_a_continuation_that_breaks_counts_the_input_it_announced() -> None:
     _take(splice, [announced, *_text(0, "two, "), CUT])
     assert splice.broke(10)[1].input_tokens == 77
     assert splice.prior.input_tokens == 40 + 77
+
+
+def test_an_answer_that_called_a_tool_before_the_break_stops_for_the_tool() -> None:
+    # The whole call went out; the continuation only adds text and ends its own turn. The
+    # client's answer holds the call, so it must stop for it, or its client never runs it.
+    splice = Splice()
+    got = _broken(splice, [START, *_text(0, "Checking."), BlockStop(0), *_call(1, "w", "{}"), CUT])
+    got += _take(splice, [START, *_text(0, "Done."), BlockStop(0), _end()])
+    assert isinstance(got[-1], StreamEnd) and got[-1].stop_reason == StopReason.TOOL_USE
+    assert [p.arguments for p in fold(got).parts if isinstance(p, ToolCallPart)] == ["{}"]

@@ -41,6 +41,7 @@ from ...core import (
     Usage,
 )
 from ...core.parts import ReasoningPart, TextPart, ToolCallPart
+from ...core.response import StopReason
 from ...core.tokens import CHARS_PER_TOKEN
 from ...errors import InterlinguaError
 
@@ -277,7 +278,11 @@ class Splice:
             if self._merge is not None:
                 self._pass(BlockStop(self._merge), out)
                 self._merge = None
-            self._pass(replace(event, usage=summed(self.prior, event.usage)), out)
+            stop = event.stop_reason
+            if stop == StopReason.END_TURN and _called_a_tool(self.sent + out):
+                stop = StopReason.TOOL_USE  # (an earlier attempt's calls: the client must run them)
+            usage = summed(self.prior, event.usage)
+            self._pass(replace(event, usage=usage, stop_reason=stop), out)
             return
         if isinstance(event, BlockStart):
             first, self._first = self._first, False
@@ -320,3 +325,8 @@ class Splice:
             return ""
         self._trim = ""
         return text[n:]
+
+
+def _called_a_tool(events: list[StreamEvent]) -> bool:
+    """Whether ``events`` open a tool call's block."""
+    return any(isinstance(e, BlockStart) and isinstance(e.part, ToolCallPart) for e in events)
