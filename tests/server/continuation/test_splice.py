@@ -8,6 +8,8 @@ What the client gets of each attempt (:meth:`Splice.take`), what closes at a bre
 
 from __future__ import annotations
 
+import pytest
+
 from interlingua.core import (
     ArgumentsDelta,
     BlockStart,
@@ -220,16 +222,32 @@ def test_a_signature_sent_before_the_break_is_kept() -> None:
     assert fold(out).parts == (ReasoningPart("Hm", signature="sig"),)
 
 
-def test_a_continuation_starting_with_a_call_or_reasoning_closes_the_open_text() -> None:
-    for block in (_call(0, "f", "{}"), [BlockStart(0, ReasoningPart("")), BlockStop(0)]):
-        splice = Splice()
-        first = _broken(splice, [START, *_text(0, "Hal"), CUT])
-        rest = _take(splice, [START, *block, *_text(1, "f."), BlockStop(1), _end()])
-        assert rest[0] == BlockStop(0)
-        assert _starts(rest) == [1, 2]
-        answer = fold(first + rest)
-        assert answer.text == "Half."
-        assert len(answer.parts) == 3
+def test_a_continuation_starting_with_a_call_closes_the_open_text() -> None:
+    splice = Splice()
+    first = _broken(splice, [START, *_text(0, "Hal"), CUT])
+    rest = _take(splice, [START, *_call(0, "f", "{}"), *_text(1, "f."), BlockStop(1), _end()])
+    assert rest[0] == BlockStop(0)
+    assert _starts(rest) == [1, 2]
+    answer = fold(first + rest)
+    assert answer.text == "Half."
+    assert len(answer.parts) == 3
+
+
+@pytest.mark.parametrize("thought_before", [False, True], ids=["mid-text", "mid-reasoning"])
+def test_a_continuations_reasoning_is_not_shown(thought_before: bool) -> None:
+    # A candidate asked afresh after a break inside reasoning thinks again: the client
+    # must not read a second thinking (nor one after its answer began); the text goes on.
+    splice = Splice()
+    if thought_before:
+        said = [BlockStart(0, ReasoningPart("")), ReasoningDelta(0, "Hm")]
+    else:
+        said = _text(0, "Hal")
+    first = _broken(splice, [START, *said, CUT])
+    thinking = [BlockStart(0, ReasoningPart("")), ReasoningDelta(0, "again"), BlockStop(0)]
+    rest = _take(splice, [START, *thinking, *_text(1, "f."), BlockStop(1), _end()])
+    answer = fold(first + rest)
+    assert answer.reasoning == ("Hm" if thought_before else "")
+    assert answer.text == ("f." if thought_before else "Half.")
 
 
 # -- usage and a second break ---------------------------------------------------------------

@@ -20,7 +20,10 @@ had said them all. :class:`Splice` is that in neutral events (no I/O, no dialect
   not said twice. Its end carries the usage of every attempt, summed.
 * **A break inside reasoning** closes the reasoning block (its signature went out already
   if the upstream gave one: a signature arrives just before its block stops); the
-  continuation then carries on with the answer.
+  continuation then carries on with the answer. A continuation's own reasoning is never
+  shown: the client's answer has its thinking from the first attempt, and a candidate
+  asked afresh (a break before any text) would otherwise be read thinking twice, or after
+  the answer had begun. Its tokens still count in the usage.
 """
 
 from __future__ import annotations
@@ -285,6 +288,8 @@ class Splice:
             self._pass(replace(event, usage=usage, stop_reason=stop), out)
             return
         if isinstance(event, BlockStart):
+            if isinstance(event.part, ReasoningPart):
+                return  # not shown: its block unmapped, its deltas and stop dropped too
             first, self._first = self._first, False
             opens_text = first and isinstance(event.part, TextPart)
             if opens_text and self._merge is not None:
