@@ -14,6 +14,7 @@ validation error on a 200, a read timeout). Judging it is the matrix's job
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,9 @@ from .sdk_calls import CLIENT_KEY
 #: the SDK's timeout of one read: above every wait a cell provokes in the gateway
 SDK_TIMEOUT = 5.0
 PROMPT = "Tell me about the fox."
+#: one TLS context for every client (unused on http://, but each new one loads the CA
+#: bundle: a quarter of a cell's CPU)
+TLS = ssl.create_default_context()
 _SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
@@ -71,9 +75,14 @@ class Outcome:
         )
 
 
+def _options(http_client: type[Any]) -> dict[str, Any]:
+    """An SDK client's options: no retries of its own, the shared TLS context."""
+    http = http_client(verify=TLS, timeout=SDK_TIMEOUT)
+    return {"api_key": CLIENT_KEY, "max_retries": 0, "timeout": SDK_TIMEOUT, "http_client": http}
+
+
 def _chat(url: str, model: str, stream: bool, tools: bool, out: Outcome) -> None:
-    client = openai.OpenAI(base_url=url + "/v1", api_key=CLIENT_KEY, max_retries=0,
-                           timeout=SDK_TIMEOUT)  # fmt: skip
+    client = openai.OpenAI(base_url=url + "/v1", **_options(openai.DefaultHttpxClient))
     extra: dict[str, Any] = {"tools": TOOLS[CHAT]} if tools else {}
     messages: Any = [{"role": "user", "content": PROMPT}]
     with client:
@@ -119,8 +128,7 @@ def _messages_block(out: Outcome, block: Any) -> None:
 
 
 def _messages(url: str, model: str, stream: bool, tools: bool, out: Outcome) -> None:
-    client = anthropic.Anthropic(base_url=url, api_key=CLIENT_KEY, max_retries=0,
-                                 timeout=SDK_TIMEOUT)  # fmt: skip
+    client = anthropic.Anthropic(base_url=url, **_options(anthropic.DefaultHttpxClient))
     extra: dict[str, Any] = {"tools": TOOLS[MESSAGES]} if tools else {}
     messages: Any = [{"role": "user", "content": PROMPT}]
     with client:
@@ -188,8 +196,7 @@ def _responses_event(out: Outcome, event: Any) -> None:
 
 
 def _responses(url: str, model: str, stream: bool, tools: bool, out: Outcome) -> None:
-    client = openai.OpenAI(base_url=url + "/v1", api_key=CLIENT_KEY, max_retries=0,
-                           timeout=SDK_TIMEOUT)  # fmt: skip
+    client = openai.OpenAI(base_url=url + "/v1", **_options(openai.DefaultHttpxClient))
     extra: dict[str, Any] = {"tools": TOOLS[RESPONSES]} if tools else {}
     with client:
         if not stream:

@@ -40,7 +40,7 @@ from interlingua.config import parse_config
 from interlingua.server.app import create_app
 
 from ..live_server import live_server
-from .continuing_sdk import Outcome, call
+from .continuing_sdk import TLS, Outcome, call
 from .continuing_upstream import (
     ANSWER,
     REASONING_TEXT,
@@ -133,6 +133,14 @@ FAULTS = [
     Fault("400 context too long", "ctx", BEFORE, fallbacks=("reasoning",), context="ok",
           asked={"ctx": 1, "ok": 1}),
     Fault("400 content filter", "filter", ERROR, asked={"filter": 1}, statuses=(400,)),
+    Fault("cut before the first token", "cut:0", CONTINUED, asked={"cut:0": 1, "ok": 1},
+          midstream=True),
+    Fault("in-band error first", "error-event:0", CONTINUED, asked={"error-event:0": 1, "ok": 1},
+          midstream=True),
+    Fault("malformed first", "malformed:0", CONTINUED, asked={"malformed:0": 1, "ok": 1},
+          midstream=True),
+    Fault("stall first", "stall:0", CONTINUED, asked={"stall:0": 1, "ok": 1},
+          midstream=True, timeout={"first_byte": PHASE, "idle": PHASE}),
     Fault("cut after 5 tokens", "cut:5", CONTINUED, asked={"cut:5": 1, "ok": 1},
           prefixes=(said(5),), midstream=True),
     Fault("cut, and the retry's continuation cut again", "cut:5*", CONTINUED, retries=1,
@@ -304,7 +312,7 @@ def run_cell(fault: Fault, client: str, path: str, stream: bool) -> None:
         else:
             check_answer(fault, client, out)
         check_upstream(fault, up, primary)
-        assert httpx.get(url + "/health", timeout=5).status_code == 200
+        assert httpx.get(url + "/health", timeout=5, verify=TLS).status_code == 200
         if fault.outcome == CONTINUED and expected_turn(fault.answer).reasoning:
             check_reasoning(fault, out)
 
@@ -356,4 +364,4 @@ def test_primary_down_then_healthy(client: str, path: str) -> None:
         probes = sum(s.behaviour == spec for s in up.requests)
         assert probes <= 2 + DOWN / COOLDOWN, [(s.behaviour, s.at - up.epoch) for s in up.requests]
         assert last.at - up.epoch < DOWN + COOLDOWN + SLACK
-        assert httpx.get(url + "/health", timeout=5).status_code == 200
+        assert httpx.get(url + "/health", timeout=5, verify=TLS).status_code == 200
