@@ -79,7 +79,9 @@ if limited then
       redis.call('HDEL', tok, unpack(ids))
     end
     redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
-    redis.call('HINCRBY', tok, '_total', -freed)
+    if freed ~= 0 then  -- (Lua writes -0 as "-0", which HINCRBY refuses as no integer)
+      redis.call('HINCRBY', tok, '_total', -freed)
+    end
   end
   count = redis.call('ZCARD', log)
   if count == 0 then
