@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -164,7 +165,9 @@ class Gateway:
         status, body = dialect.render_error(error, request_id)
         headers = [JSON_CT]
         if error.retry_after is not None:
-            headers.append((b"retry-after", str(max(0, round(error.retry_after))).encode()))
+            # Whole seconds, rounded up: a client that reads only Retry-After must not
+            # come back sooner than the upstream asked (0.2 s is "1", not "0").
+            headers.append((b"retry-after", str(max(0, math.ceil(error.retry_after))).encode()))
             headers.append((b"retry-after-ms", str(int(error.retry_after * 1000)).encode()))
         if error.headers:
             for name in _ERROR_HEADERS:
