@@ -77,14 +77,22 @@ def drive(port: int, scenario: Scenario, count: int) -> None:
 
 
 def instructions(
-    nginx_base: str, tmp: Path, src: str, scenario: Scenario, team: str, count: int
+    nginx_base: str,
+    tmp: Path,
+    src: str,
+    scenario: Scenario,
+    team: str,
+    count: int,
+    on_break: str = "",
 ) -> int:
-    """Instructions the gateway ran (every thread, start to stop) answering ``count``."""
+    """Instructions the gateway ran (every thread, start to stop) answering ``count``
+    (``on_break``: every model's ``on_stream_break``, with a fallback each)."""
     port = free_port()
-    where = tmp / f"{team}-{count}"
+    where = tmp / f"{team}-{on_break}-{count}"
     where.mkdir()
     config = where / "gateway.yaml"
-    config.write_text(gateway_config_yaml(nginx_base, port, [scenario], team_sections(team, where)))
+    sections = team_sections(team, where)
+    config.write_text(gateway_config_yaml(nginx_base, port, [scenario], sections, on_break))
     env = {**os.environ, "PYTHONPATH": src, TEAM_KEY_ENV: CLIENT_KEY, "PYTHONHASHSEED": "0"}
     out = where / "callgrind.out"
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
@@ -124,6 +132,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first", type=int, default=200, help="requests of the first run")
     parser.add_argument("--second", type=int, default=1000, help="requests of the second run")
     parser.add_argument("--src", default=str(Path(__file__).parents[1] / "src"))
+    parser.add_argument(
+        "--break",
+        dest="breaks",
+        default="",
+        help="on_stream_break variants to compare (error,continue: every model gets a "
+        "fallback), each with every --team variant",
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (apt-get install valgrind)")
@@ -135,14 +150,23 @@ def main(argv: list[str] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-instructions-"))
     print(f"callgrind files under {tmp}", flush=True)
     scenario = BY_NAME[args.scenario]
-    per: dict[str, float] = {}
+    variants = [(team, on_break) for on_break in args.breaks.split(",") for team in teams]
+    per: dict[tuple[str, str], float] = {}
     with Nginx(tools["nginx"], tmp) as nginx:
-        for team in teams:
-            low = instructions(nginx.base, tmp, args.src, scenario, team, args.first)
-            high = instructions(nginx.base, tmp, args.src, scenario, team, args.second)
-            per[team] = (high - low) / (args.second - args.first)
-            ratio = f" ({per[team] / per[teams[0]]:.3f}x {teams[0]})" if team != teams[0] else ""
-            print(f"{args.scenario} team={team}: {per[team]:,.0f} instructions/request{ratio}")
+        for variant in variants:
+            team, on_break = variant
+            low, high = (
+                instructions(nginx.base, tmp, args.src, scenario, team, count, on_break)
+                for count in (args.first, args.second)
+            )
+            per[variant] = (high - low) / (args.second - args.first)
+            first = variants[0]
+            ratio = f" ({per[variant] / per[first]:.3f}x the first)" if variant != first else ""
+            named = f" on_stream_break={on_break}" if on_break else ""
+            print(
+                f"{args.scenario} team={team}{named}: "
+                f"{per[variant]:,.0f} instructions/request{ratio}"
+            )
 
 
 if __name__ == "__main__":

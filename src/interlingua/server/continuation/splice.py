@@ -189,6 +189,18 @@ class Splice:
     def take(self, batch: list[StreamEvent]) -> tuple[list[StreamEvent], InterlinguaError | None]:
         """The events of one upstream read the client gets now, and the error that
         broke the attempt if the read ended with one."""
+        if self._map is None and not self._queue:
+            # The healthy stream's read (the first attempt, nothing held): passed on as it
+            # came unless it holds an error or a tool call's start. One look per event.
+            for event in batch:
+                kind = type(event)
+                if kind is StreamError or (
+                    kind is BlockStart and type(event.part) is ToolCallPart  # type: ignore[union-attr]
+                ):
+                    break
+            else:
+                self.sent.extend(batch)
+                return batch, None
         out: list[StreamEvent] = []
         remap = self._map is not None
         for event in batch:
