@@ -391,7 +391,10 @@ class HttpUpstream(Upstream):
         check.drop()
         chunk = data = b""
         # A copy: the original may be held elsewhere (the relay check's first error).
-        error = error.with_message(f"upstream '{self.name}' at {self.base_url}: {error.message}")
+        # (named once: a transport error's own message names the upstream already)
+        where = f"upstream '{self.name}' at {self.base_url}"
+        named = error.message if where in error.message else f"{where}: {error.message}"
+        error = error.with_message(named)
         # Before the first event it gets a real status: naming the upstream's answer.
         error.headers = {**error.headers, **relayed_headers(resp.headers)}
         try:
