@@ -442,6 +442,20 @@ class Router:
         group = self._groups.get(name) or self._wildcard_group(name)
         return group.fallbacks if group is not None else ()
 
+    def context_fallbacks(self, name: str) -> tuple[str, ...]:
+        """The context fallback names of ``name`` (tried for a prompt too long for it)."""
+        group = self._groups.get(name) or self._wildcard_group(name)
+        return group.context_fallbacks if group is not None else ()
+
+    def continues(self, name: str) -> bool:
+        """Whether a broken stream of ``name`` is carried on (``on_stream_break:
+        continue`` on one of its entries)."""
+        group = self._groups.get(name) or self._wildcard_group(name)
+        return group is not None and any(
+            d.route.entry is not None and d.route.entry.on_stream_break == "continue"
+            for d in group.deployments
+        )
+
     def model_names(self) -> list[str]:
         """The configured model names, in config order, without duplicates or ``"*"``."""
         return list(self._groups)

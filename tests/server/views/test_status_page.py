@@ -32,7 +32,15 @@ FIRST = M - MINUTES + 1
 CONFIG = {
     "upstreams": {"a": {"kind": "fake"}, "b": {"kind": "fake"}, "c": {"kind": "fake"}},
     "models": [
-        {"name": "lb", "upstream": "a", "model": "big-a", "weight": 3, "fallbacks": ["solo"]},
+        {
+            "name": "lb",
+            "upstream": "a",
+            "model": "big-a",
+            "weight": 3,
+            "fallbacks": ["solo"],
+            "context_fallbacks": ["solo"],
+            "on_stream_break": "continue",
+        },
         {"name": "lb", "upstream": "b", "model": "big-b"},
         {"name": "solo", "upstream": "c"},
     ],
@@ -139,6 +147,11 @@ def test_data_after_known_requests() -> None:
     }
 
     assert [(m["name"], m["fallbacks"]) for m in data["models"]] == [("lb", ["solo"]), ("solo", [])]
+    # what happens to a prompt too long for a model, and to its broken streams
+    assert [(m["context_fallbacks"], m["continues"]) for m in data["models"]] == [
+        (["solo"], True),
+        ([], False),
+    ]
     a = deployment(data, "lb", "a/big-a")
     assert (a["upstream"], a["upstream_model"], a["weight"]) == ("a", "big-a", 3.0)
     assert a["recent"] == {"minutes": 5, "requests": 3, "errors": 0, "latency": pytest.approx(1.5)}

@@ -39,7 +39,14 @@ pytestmark = pytest.mark.skipif(
 CONFIG = {
     "upstreams": {"nim": {"kind": "fake"}, "vllm": {"kind": "fake"}, "local": {"kind": "fake"}},
     "models": [
-        {"name": "smart", "upstream": "nim", "model": "deepseek-r1", "fallbacks": ["small"]},
+        {
+            "name": "smart",
+            "upstream": "nim",
+            "model": "deepseek-r1",
+            "fallbacks": ["small"],
+            "context_fallbacks": ["small"],
+            "on_stream_break": "continue",
+        },
         {"name": "smart", "upstream": "vllm", "model": "qwen3-8b", "weight": 2},
         {"name": "small", "upstream": "local", "model": "smollm2"},
     ],
@@ -188,7 +195,14 @@ def test_page_renders_the_traffic(tmp_path: Path) -> None:
     # The models table: every deployment, with its health.
     model_rows = [r["data-model"] for r in dom.having("tr") if "data-model" in r]
     assert model_rows == ["smart", "smart", "small"]
-    for word in ("deepseek-r1", "qwen3-8b", "smollm2", "fallbacks: small"):
+    for word in (
+        "deepseek-r1",
+        "qwen3-8b",
+        "smollm2",
+        "fallbacks: small",
+        "context fallbacks: small",
+        "continues broken streams",
+    ):
         assert word in text
     badges = [b["class"] for b in dom.having("span") if b.get("class", "").startswith("badge")]
     assert badges == ["badge failing", "badge ok", "badge ok"]  # nim: its one request failed

@@ -208,6 +208,8 @@ class StatusPage:
                 {
                     "name": name,
                     "fallbacks": list(self.router.fallbacks(name)),
+                    "context_fallbacks": list(self.router.context_fallbacks(name)),
+                    "continues": self.router.continues(name),
                     "deployments": [
                         _deployment_view(d, live, recent.get(d.key, {}), since, now) for d in group
                     ],
