@@ -18,7 +18,7 @@ import copy
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -38,7 +38,7 @@ from ..core.tokens import estimate_request_tokens
 from ..dialects import DIALECT_NAMES, Dialect, StreamEncoder, encode_body, get_dialect
 from ..dialects.relay import RELAYED_HEADERS, UPSTREAM_REQUEST_ID, note_error_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError, request_id_note
-from ..routing import Deployment, Route, Router
+from ..routing import Route, Router
 from ..upstreams.base import ANSWER_ID, RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
 from ..usage.record import Record
@@ -238,7 +238,7 @@ class Gateway:
         if len(plan) > 1 or not plan[0].alone:
             parsed: list[Request] = []  # the neutral request, parsed on the first translation
             going_on = None
-            if body.get("stream") is True and _continues(plan, name):
+            if body.get("stream") is True and self.router.continues(name):
                 going_on = Continuer(self, dialect, name, plan, body, parsed, RECORD.get())
             # (a relay-only request's context fallbacks were not filtered for it: a refusal
             # of it is its answer)
@@ -535,20 +535,6 @@ async def _pause(seconds: float, receive: Receive | None) -> None:
         await asyncio.sleep(seconds)
     else:
         await unless_disconnected(asyncio.sleep(seconds), receive)
-
-
-def _continues(plan: Sequence[Deployment], name: str) -> bool:
-    """Whether a stream for ``name`` is carried on after a break (``on_stream_break:
-    continue`` on one of the name's own entries)."""
-    for deployment in plan:
-        entry = deployment.route.entry
-        if (
-            entry is not None
-            and entry.on_stream_break == "continue"
-            and deployment.route.model_name == name
-        ):
-            return True
-    return False
 
 
 def _went_to(route: Route) -> None:
