@@ -100,7 +100,13 @@ def test_the_responses_dialect_reads_strings_and_top_level_reasoning() -> None:
 
 @pytest.mark.parametrize(("usage", "want"), CHAT_CASES)
 def test_the_gateways_counters_read_them(usage: dict[str, Any], want: Usage) -> None:
-    counts = (want.input_tokens, want.output_tokens, want.cache_read_tokens, want.reasoning_tokens)
+    counts = (
+        want.input_tokens,
+        want.output_tokens,
+        want.cache_read_tokens,
+        want.reasoning_tokens,
+        want.cache_write_tokens,
+    )
     assert usage_counts(usage) == counts
     assert body_counts(orjson.dumps({"id": "x", "choices": [], "usage": usage})) == counts
     assert body_counts(orjson.dumps({"usage": usage, "id": "x"})) == counts  # the slow way
@@ -115,7 +121,7 @@ def test_a_relayed_stream_merges_string_counts() -> None:
     stream = StreamUsage()
     for event in (start, delta):
         stream.feed(b"data: " + orjson.dumps(event) + b"\n\n")
-    assert usage_counts(stream.counts) == (40, 25, 0, 0)
+    assert usage_counts(stream.counts) == (40, 25, 0, 0, 0)
     assert stream.tokens == 65
 
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -41,17 +42,18 @@ def _fill(url: str) -> None:
         await log.start()
         rows = [
             make_record(1, key="team-a", model="model-x", latency=0.1, input_tokens=10,
-                        output_tokens=1, upstream="up-1"),
+                        output_tokens=1, upstream="up-1", cost_usd=Decimal("0.213300")),
             make_record(2, key="team-a", model="model-x", latency=0.2, input_tokens=20,
-                        output_tokens=2, upstream="up-1"),
+                        output_tokens=2, upstream="up-1", cost_usd=Decimal("0.561500")),
             make_record(3, key="team-a", model="model-x", latency=0.3, input_tokens=30,
-                        output_tokens=3, upstream="up-2", status=502, error="upstream_error"),
+                        output_tokens=3, upstream="up-2", status=502, error="upstream_error",
+                        cost_usd=Decimal(0)),
             make_record(4, key="team-a", model="model-x", latency=0.4, input_tokens=40,
-                        output_tokens=4, upstream="up-2"),
+                        output_tokens=4, upstream="up-2", cost_usd=Decimal("0.000125")),
             make_record(5, key="team-b", model="model-y", latency=1.0, input_tokens=5,
                         output_tokens=50, upstream="up-1"),
             make_record(6, key="team-b", model="model-y", latency=3.0, input_tokens=5,
-                        output_tokens=50, upstream="up-1"),
+                        output_tokens=50, upstream="up-1", cost_usd=Decimal("1.5")),
         ]  # fmt: skip
         for row in rows:
             row.at = NOW - 60
@@ -80,11 +82,13 @@ def test_json_per_key_and_model(config: str, capsys: pytest.CaptureFixture[str])
         {"key": "team-a", "model": "model-x", "requests": 5, "errors": 1,
          "client_disconnects": 0, "continued": 0,
          "input_tokens": 101, "output_tokens": 11, "cached_tokens": 17,
-         "reasoning_tokens": 7, "p50_latency_s": 0.3, "p95_latency_s": 0.48},
+         "cache_write_tokens": 0, "reasoning_tokens": 7, "cost_usd": 0.774925, "unpriced": 1,
+         "p50_latency_s": 0.3, "p95_latency_s": 0.48},
         {"key": "team-b", "model": "model-y", "requests": 2, "errors": 0,
          "client_disconnects": 0, "continued": 0,
          "input_tokens": 10, "output_tokens": 100, "cached_tokens": 11,
-         "reasoning_tokens": 5, "p50_latency_s": 2.0, "p95_latency_s": 2.9},
+         "cache_write_tokens": 0, "reasoning_tokens": 5, "cost_usd": 1.5, "unpriced": 1,
+         "p50_latency_s": 2.0, "p95_latency_s": 2.9},
     ]  # fmt: skip
 
 
@@ -114,6 +118,21 @@ def test_the_table(config: str, capsys: pytest.CaptureFixture[str]) -> None:
         "team-b  model-y         2       0            0            10            100     2,000 ms     2,900 ms",
         "TOTAL                   7       1            0           111            111       400 ms     2,400 ms",
     ]
+
+
+def test_the_table_with_cost(config: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--config", config, "--cost", "--by", "key"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[-2:] for line in lines[2:6]] == [
+        ["(USD)", "UNPRICED"],
+        ["0.7749", "1"],
+        ["1.5000", "1"],
+        ["2.2749", "2"],
+    ]
+    assert lines[-1] == (
+        "2 of 7 requests were unpriced (no price for their model): "
+        "their cost is unknown and not in the sums."
+    )
 
 
 def test_nothing_in_the_window(config: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,7 +32,7 @@ from interlingua.usage import (
 from interlingua.usage.db import _chunk_sizes
 from interlingua.usage.record import Record
 from interlingua.usage.rows import MAX_TEXT, mended, rows_of
-from interlingua.usage.schema import COLUMNS, TABLE, VERSION_TABLE
+from interlingua.usage.schema import COLUMNS, MIGRATIONS, TABLE, VERSION_TABLE
 
 from .helpers import fresh_database, make_record, wait_until
 
@@ -120,9 +120,9 @@ async def test_rows_are_written_with_their_exact_values(url: str) -> None:
     got = [(row[0], *row[1:-1], bool(row[-1])) for row in rows]  # (SQLite's BOOLEAN is 0/1)
     assert got == [
         (1, 1_700_000_001.0, "req_1", "team-1", "anthropic", "model-1", "vllm",
-         "Qwen/Qwen3-8B", 200, None, 101, 11, 1, 0, 0.251, 0.125, True),
+         "Qwen/Qwen3-8B", 200, None, 101, 11, 1, 0, 0, None, 0.251, 0.125, True),
         (2, 1_700_000_002.0, "req_2", None, "anthropic", "model-0", None, None, 502,
-         "upstream_unavailable", 0, 0, 0, 0, 0.252, None, False),
+         "upstream_unavailable", 0, 0, 0, 0, 0, None, 0.252, None, False),
     ]  # fmt: skip
 
 
@@ -530,7 +530,8 @@ async def test_two_replica_processes_share_one_database(url: str, tmp_path: Path
     finally:
         await db.aclose()
     assert ids == {f"replica-{x}-{i}" for x in "ab" for i in range(count)}
-    assert versions == [(1,)]  # migrated once, though both ran the migration
+    # migrated once, though both ran the migrations
+    assert versions == [(m.version,) for m in MIGRATIONS]
     total = count * (count - 1) // 2
     assert [tuple(row) for row in sums] == [
         ("replica-a", count, total),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -70,16 +71,19 @@ async def test_per_key_and_model(db: Database) -> None:
     assert summary == [
         {"key": None, "model": "model-x", "requests": 3, "errors": 0, "client_disconnects": 0,
          "continued": 0,
-         "input_tokens": 3, "output_tokens": 6, "cached_tokens": 123, "reasoning_tokens": 61,
+         "input_tokens": 3, "output_tokens": 6, "cached_tokens": 123, "cache_write_tokens": 0,
+         "reasoning_tokens": 61, "cost_usd": None, "unpriced": 3,
          "p50_latency_s": 2.0, "p95_latency_s": 2.9},
         {"key": "team-a", "model": "model-x", "requests": 20, "errors": 3,
          "client_disconnects": 2, "continued": 0, "input_tokens": 2100,
-         "output_tokens": 210, "cached_tokens": 20, "reasoning_tokens": 0, "p50_latency_s": 1.05,
+         "output_tokens": 210, "cached_tokens": 20, "cache_write_tokens": 0,
+         "reasoning_tokens": 0, "cost_usd": None, "unpriced": 20, "p50_latency_s": 1.05,
          "p95_latency_s": 1.905},
         {"key": "team-a", "model": "model-y", "requests": 1, "errors": 0,
          "client_disconnects": 0, "continued": 0,
-         "input_tokens": 5, "output_tokens": 6, "cached_tokens": 30,
-         "reasoning_tokens": 15, "p50_latency_s": 0.3, "p95_latency_s": 0.3},
+         "input_tokens": 5, "output_tokens": 6, "cached_tokens": 30, "cache_write_tokens": 0,
+         "reasoning_tokens": 15, "cost_usd": None, "unpriced": 1,
+         "p50_latency_s": 0.3, "p95_latency_s": 0.3},
     ]  # fmt: skip
     assert summary[1]["p50_latency_s"] == pytest.approx(_reference_percentile(x_latencies, 50))
     assert summary[1]["p95_latency_s"] == pytest.approx(_reference_percentile(x_latencies, 95))
@@ -106,7 +110,8 @@ async def test_other_groupings(db: Database) -> None:
     assert total["p95_latency_s"] == pytest.approx(_reference_percentile(everything, 95))
     assert set(total) == {"requests", "errors", "client_disconnects", "continued",
                           "input_tokens",
-                          "output_tokens", "cached_tokens", "reasoning_tokens",
+                          "output_tokens", "cached_tokens", "cache_write_tokens",
+                          "reasoning_tokens", "cost_usd", "unpriced",
                           "p50_latency_s", "p95_latency_s"}  # fmt: skip
 
 
@@ -179,3 +184,19 @@ def test_format_table_aligns_columns() -> None:
         "team-a  model-long     1,200       3            1     1,234,567            210        42 ms            -",
         "TOTAL                  1,203       3            1     1,234,570            216        50 ms       12.0 s",
     ]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_cost_is_summed_per_group_and_unpriced_requests_counted(
+    request: pytest.FixtureRequest, tmp_path: Path, engine: str
+) -> None:
+    """Ten requests at $0.1 sum to $1 exactly (a float sum would say 0.9999999999999999),
+    a request that cost nothing is priced, and one without a price is counted apart."""
+    rows = [make_record(i, key="team-a", cost_usd=Decimal("0.1")) for i in range(1, 11)]
+    rows.append(make_record(11, key="team-a", cost_usd=Decimal(0)))
+    rows.append(make_record(12, key="team-a", cost_usd=None))
+    rows.append(make_record(13, key="team-b", cost_usd=None))
+    async with logged_database(request, engine, tmp_path, rows) as db:
+        summary = await summarize(db, SINCE, ("key",))
+    got = [(e["key"], e["requests"], e["cost_usd"], e["unpriced"]) for e in summary]
+    assert got == [("team-a", 12, 1.0, 1), ("team-b", 1, None, 1)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,11 @@ from interlingua.usage.schema import (
 
 from .helpers import fresh_database, make_record
 
-_REGION = Migration(2, "a region column", (f"ALTER TABLE {TABLE} ADD COLUMN region TEXT",))
+#: this version's schema (the later migrations below are a future release's)
+LATEST = MIGRATIONS[-1].version
+_REGION = Migration(LATEST + 1, "a region column", (f"ALTER TABLE {TABLE} ADD COLUMN region TEXT",))
 _REGION_INDEX = Migration(
-    3, "an index on region", (f"CREATE INDEX {TABLE}_region ON {TABLE} (region)",)
+    LATEST + 2, "an index on region", (f"CREATE INDEX {TABLE}_region ON {TABLE} (region)",)
 )
 
 
@@ -67,18 +70,18 @@ async def test_migrating_twice_changes_nothing_the_second_time(url: str) -> None
     db = connect(url)
     try:
         assert await current_version(db) == 0
-        assert await migrate(db) == 1
+        assert await migrate(db) == LATEST
         await db.execute_rows(
             "INSERT INTO interlingua_usage (at, request_id, dialect, model, status, latency, "
             "stream) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             [(1.0, "req_1", "openai", "m", 200, 0.5, False)],
         )
-        assert await migrate(db) == 1
-        assert await current_version(db) == 1
+        assert await migrate(db) == LATEST
+        assert await current_version(db) == LATEST
         assert await db.fetch(f"SELECT request_id, input_tokens FROM {TABLE}") == [("req_1", 0)]
     finally:
         await db.aclose()
-    assert await _versions(url) == [1]
+    assert await _versions(url) == list(range(1, LATEST + 1))
     assert (await _columns(url))[:3] == ["id", "at", "request_id"]
 
 
@@ -109,7 +112,7 @@ async def test_a_version_0_database_is_migrated_and_its_other_tables_kept(tmp_pa
     await log.start()
     log.record(make_record(1))
     await log.aclose()
-    assert await _versions(f"sqlite://{path}") == [1]
+    assert await _versions(f"sqlite://{path}") == list(range(1, LATEST + 1))
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("SELECT id FROM interlingua_responses").fetchall() == [("resp_1",)]
@@ -123,22 +126,22 @@ async def test_a_version_0_database_is_migrated_and_its_other_tables_kept(tmp_pa
 async def test_later_migrations_apply_in_order_and_once(url: str) -> None:
     db = connect(url)
     try:
-        assert await migrate(db) == 1
+        assert await migrate(db) == LATEST
         log = UsageLog(db)
         await log.start()
         log.record(make_record(1))
         await log.flush()
         # a later release: two more migrations, given out of order
-        assert await migrate(db, (*MIGRATIONS, _REGION_INDEX, _REGION)) == 3
-        assert await migrate(db, (*MIGRATIONS, _REGION, _REGION_INDEX)) == 3
+        assert await migrate(db, (*MIGRATIONS, _REGION_INDEX, _REGION)) == LATEST + 2
+        assert await migrate(db, (*MIGRATIONS, _REGION, _REGION_INDEX)) == LATEST + 2
         assert await db.fetch(f"SELECT request_id, region FROM {TABLE}") == [("req_1", None)]
         described = await db.fetch(
             f"SELECT version, description FROM {VERSION_TABLE} ORDER BY version"
         )
         assert [tuple(row) for row in described] == [
-            (1, MIGRATIONS[0].description),
-            (2, "a region column"),
-            (3, "an index on region"),
+            *((m.version, m.description) for m in MIGRATIONS),
+            (LATEST + 1, "a region column"),
+            (LATEST + 2, "an index on region"),
         ]
         # this version's writer still writes into the newer schema
         log.record(make_record(2))
@@ -147,12 +150,12 @@ async def test_later_migrations_apply_in_order_and_once(url: str) -> None:
         await db.aclose()
     assert "region" in await _columns(url)
     rows = await _versions(url)
-    assert rows == [1, 2, 3]
+    assert rows == list(range(1, LATEST + 3))
 
 
 async def test_a_failing_migration_changes_nothing(url: str) -> None:
     broken = Migration(
-        2,
+        LATEST + 1,
         "half of it works",
         (f"ALTER TABLE {TABLE} ADD COLUMN region TEXT", "CREATE INDEX oops ON no_such_table (x)"),
     )
@@ -161,7 +164,7 @@ async def test_a_failing_migration_changes_nothing(url: str) -> None:
         await migrate(db)
         with pytest.raises(StoreError):
             await migrate(db, (*MIGRATIONS, broken))
-        assert await current_version(db) == 1
+        assert await current_version(db) == LATEST
     finally:
         await db.aclose()
     assert "region" not in await _columns(url)  # the first statement was rolled back too
@@ -174,8 +177,8 @@ async def test_a_database_newer_than_this_version_is_used_as_it_is(
     try:
         await migrate(db, (*MIGRATIONS, _REGION))  # a newer interlingua was here
         with caplog.at_level("INFO", "interlingua.usage"):
-            assert await migrate(db) == 2
-        assert "newer than this interlingua's 1" in caplog.text
+            assert await migrate(db) == LATEST + 1
+        assert f"newer than this interlingua's {LATEST}" in caplog.text
         log = UsageLog(db)
         await log.start()
         log.record(make_record(7))
@@ -192,5 +195,36 @@ async def test_concurrent_migrations_in_one_process(url: str) -> None:
     finally:
         for db in databases:
             await db.aclose()
-    assert versions == [1, 1, 1, 1]
-    assert await _versions(url) == [1]
+    assert versions == [LATEST] * 4
+    assert await _versions(url) == list(range(1, LATEST + 1))
+
+
+async def test_an_old_log_gets_cache_writes_and_cost_in_place(url: str) -> None:
+    """A log the release before cost wrote (version 1, with rows) gains the two columns
+    when this version starts: its old rows read 0 cache writes and an unknown cost
+    (NULL, not 0), and new rows carry both."""
+    db = connect(url)
+    try:
+        assert await migrate(db, MIGRATIONS[:1]) == 1
+        await db.execute_rows(
+            "INSERT INTO interlingua_usage (at, request_id, dialect, model, status, latency, "
+            "stream) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            [(1.0, "req_old", "openai", "m", 200, 0.5, False)],
+        )
+        assert "cost_usd" not in await _columns(url)
+        log = UsageLog(db)
+        await log.start()  # (migrates)
+        log.record(make_record(1, cache_write_tokens=7, cost_usd=Decimal("0.0123456")))
+        await log.flush()
+        rows = await db.fetch(
+            f"SELECT request_id, cache_write_tokens, cost_usd FROM {TABLE} ORDER BY at"
+        )
+        assert [(r[0], r[1], None if r[2] is None else Decimal(str(r[2]))) for r in rows] == [
+            ("req_old", 0, None),
+            ("req_1", 7, Decimal("0.0123456")),
+        ]
+        await log.aclose()
+    finally:
+        await db.aclose()
+    assert {"cache_write_tokens", "cost_usd"} <= set(await _columns(url))
+    assert await _versions(url) == list(range(1, LATEST + 1))

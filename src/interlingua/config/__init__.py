@@ -53,6 +53,7 @@ config back into YAML, :mod:`._values` the small validators.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -75,6 +76,7 @@ from ._values import (
     positive,
     reject_unknown,
 )
+from .prices import Price, match_price, parse_price, parse_prices
 from .printing import config_to_yaml
 from .sections import (
     COMMON_UPSTREAM_KEYS,
@@ -125,6 +127,7 @@ __all__ = [
     "LimitsConfig",
     "ModelConfig",
     "ModelOptions",
+    "Price",
     "ResponsesConfig",
     "RetriesConfig",
     "RoutingConfig",
@@ -212,19 +215,21 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from None
     try:
-        return parse_config(data if data is not None else {})
+        return parse_config(data if data is not None else {}, base=Path(path).parent)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def parse_config(data: Any) -> Config:
+def parse_config(data: Any, base: Path | None = None) -> Config:
     """Validate a decoded YAML document (a dict) into a :class:`Config`.
 
     With neither ``upstreams`` nor ``models`` given, they are the default config's (the
-    bundled local model); giving one without the other is an error.
+    bundled local model); giving one without the other is an error. ``base``: the
+    directory a relative ``prices:`` file is read from (the config file's).
     """
     root = mapping(data, "config")
     reject_unknown(root, _ROOT_KEYS, "config")
+    prices, price_table = parse_prices(root.get("prices"), base)
     sections = _Sections(
         server=_parse_server(root.get("server")),
         responses=_parse_responses(root.get("responses")),
@@ -233,6 +238,8 @@ def parse_config(data: Any) -> Config:
         state=parse_state(root.get("state")),
         usage=parse_usage(root.get("usage")),
         metrics=parse_metrics(root.get("metrics")),
+        prices=prices,
+        price_table=price_table,
     )
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
@@ -243,6 +250,14 @@ def parse_config(data: Any) -> Config:
         raise ConfigError("models: required when upstreams are listed")
     upstreams = _parse_upstreams(root["upstreams"])
     models = _parse_models(root["models"], upstreams)
+    if price_table:  # (an entry's own price beats the file's; a wildcard entry's
+        # upstream model is the name asked for: matched per request, usage/cost.py)
+        models = tuple(
+            m
+            if m.price or m.model == WILDCARD
+            else dataclasses.replace(m, price=match_price(price_table, m.model, m.name))
+            for m in models
+        )
     return Config(upstreams=upstreams, models=models, **sections)
 
 
@@ -256,6 +271,8 @@ class _Sections(TypedDict):
     state: StateConfig
     usage: UsageConfig
     metrics: bool
+    prices: str | None
+    price_table: tuple[tuple[str, Price], ...]
 
 
 _ROOT_KEYS = (
@@ -268,6 +285,7 @@ _ROOT_KEYS = (
     "state",
     "usage",
     "metrics",
+    "prices",
 )
 
 
@@ -543,6 +561,7 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
         on_stream_break=expect_choice(
             raw.get("on_stream_break", "error"), STREAM_BREAK_MODES, f"{where}.on_stream_break"
         ),
+        price=parse_price(raw["price"], f"{where}.price") if "price" in raw else None,
     )
 
 
@@ -558,6 +577,7 @@ _MODEL_KEYS = (
     "force_params",
     "drop_params",
     "on_stream_break",
+    "price",
 )
 
 

@@ -54,6 +54,8 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
         "usage": usage_doc(config.usage),
         "metrics": config.metrics,
     }
+    if config.prices is not None:
+        doc["prices"] = config.prices
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
@@ -112,4 +114,6 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
         doc["params"] = dict(cfg.params)
     if cfg.on_stream_break != "error":
         doc["on_stream_break"] = cfg.on_stream_break
+    if cfg.price is not None:  # (a price the file gave is printed as the entry's own)
+        doc["price"] = cfg.price.as_doc()
     return doc

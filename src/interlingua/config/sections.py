@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._values import ConfigError
+from .prices import Price, PriceTable
 from .team import KeyConfig, StateConfig, UsageConfig
 
 __all__ = [
@@ -220,6 +221,9 @@ class ModelConfig:
     #: one of :data:`STREAM_BREAK_MODES`: ``error`` ends a stream broken after its first
     #: byte with the in-band error; ``continue`` has the next candidate finish the answer
     on_stream_break: str = "error"
+    #: what its tokens cost (its own ``price``, else the ``prices:`` file's match; None:
+    #: unpriced, and its requests' cost is unknown, never 0)
+    price: Price | None = None
 
     @property
     def shapes_body(self) -> bool:
@@ -285,3 +289,6 @@ class Config:
     state: StateConfig = field(default_factory=StateConfig)
     usage: UsageConfig = field(default_factory=UsageConfig)
     metrics: bool = True
+    #: the ``prices:`` file as written (None: none) and its table (config/prices.py)
+    prices: str | None = None
+    price_table: PriceTable = ()

@@ -10,12 +10,13 @@ the events that carry one; :func:`usage_chunk` picks out the usage-only chunk th
 asked a Chat stream for (and cuts from it). Every dialect's shape is understood:
 
 * Chat Completions: ``usage`` of the body or of the last chunk: ``prompt_tokens``
-  (cached ones included), ``completion_tokens``, ``prompt_tokens_details.cached_tokens``,
+  (cached ones included), ``completion_tokens``, ``prompt_tokens_details.cached_tokens``
+  (and ``.cache_write_tokens``, which a proxy in front of Anthropic may add),
   ``completion_tokens_details.reasoning_tokens`` (and ``total_tokens``);
 * Messages: ``usage`` of the body, of ``message_start``'s ``message`` (input) and of
   ``message_delta`` (output, cumulative). ``input_tokens`` excludes the cache: the input
   is ``input_tokens`` + ``cache_creation_input_tokens`` + ``cache_read_input_tokens``,
-  the cached part the reads;
+  the cached part the reads, the cache writes ``cache_creation_input_tokens``;
 * Responses: ``usage`` of the body or of the terminal event's ``response``:
   ``input_tokens``, ``output_tokens``, ``input_tokens_details.cached_tokens``,
   ``output_tokens_details.reasoning_tokens`` (and ``total_tokens``).
@@ -48,6 +49,7 @@ from .loose_usage import loose_count, loose_usage
 __all__ = [
     "OUTPUT_LIMIT_FIELDS",
     "USAGE_MARK",
+    "Counts",
     "StreamUsage",
     "body_counts",
     "body_tokens",
@@ -73,16 +75,22 @@ USAGE_MARK = _USAGE
 # --- one usage object -------------------------------------------------------------------
 
 
-def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
-    """(input, output, cached, reasoning) tokens of one ``usage`` object of any dialect
+#: (input, output, cache read, reasoning, cache write) tokens: input counts all of the
+#: input, the cache's reads and writes included; output counts the reasoning
+Counts = tuple[int, int, int, int, int]
+
+
+def usage_counts(usage: dict[str, object]) -> Counts:
+    """(input, output, cached, reasoning, cache write) tokens of one ``usage`` object of any dialect
     (the module docstring says where each dialect keeps them; a value that is no count,
     a null, a negative or a bool, counts 0; one written oddly is read by :mod:`.loose_usage`).
 
-    >>> usage_counts({"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5})
-    (100, 5, 90, 0)
+    >>> usage_counts({"input_tokens": 10, "cache_read_input_tokens": 90,
+    ...               "cache_creation_input_tokens": 20, "output_tokens": 5})
+    (120, 5, 90, 0, 20)
     >>> usage_counts({"prompt_tokens": 7, "completion_tokens": 3,
     ...               "completion_tokens_details": {"reasoning_tokens": 2}})
-    (7, 3, 0, 2)
+    (7, 3, 0, 2, 0)
     """
     # (inline, not helper calls: this runs for every request the gateway counts)
     get = usage.get
@@ -90,15 +98,19 @@ def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
         prompt, completion = get("prompt_tokens"), get("completion_tokens")
         details = get("prompt_tokens_details")
         cached = details.get("cached_tokens") if type(details) is dict else None
+        # (no OpenAI model reports cache writes; a proxy in front of Anthropic may)
+        written = details.get("cache_write_tokens") if type(details) is dict else None
         details = get("completion_tokens_details")
         reasoning = details.get("reasoning_tokens") if type(details) is dict else None
         if (
             type(prompt) is int
             and type(completion) is int
             and (cached is None or type(cached) is int)
+            and (written is None or type(written) is int)
             and (reasoning is None or type(reasoning) is int)
             and "reasoning_tokens" not in usage
             and "cache_read_input_tokens" not in usage
+            and "cache_creation_input_tokens" not in usage
             and "prompt_cache_hit_tokens" not in usage
         ):
             return (
@@ -106,6 +118,7 @@ def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
                 completion if completion > 0 else 0,
                 cached if cached and cached > 0 else 0,
                 reasoning if reasoning and reasoning > 0 else 0,
+                written if written and written > 0 else 0,
             )
         return _loose_counts(usage)
     tokens_in, tokens_out = get("input_tokens"), get("output_tokens")
@@ -128,14 +141,21 @@ def usage_counts(usage: dict[str, object]) -> tuple[int, int, int, int]:
             tokens_out if tokens_out and tokens_out > 0 else 0,
             read or (cached if cached and cached > 0 else 0),
             reasoning if reasoning and reasoning > 0 else 0,
+            write,
         )
     return _loose_counts(usage)
 
 
-def _loose_counts(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+def _loose_counts(usage: dict[str, Any]) -> Counts:
     """:func:`usage_counts` of a usage object the fast reading found odd."""
     read = loose_usage(usage)
-    return read.input_tokens, read.output_tokens, read.cache_read_tokens, read.reasoning_tokens
+    return (
+        read.input_tokens,
+        read.output_tokens,
+        read.cache_read_tokens,
+        read.reasoning_tokens,
+        read.cache_write_tokens,
+    )
 
 
 def usage_tokens(usage: dict[str, Any]) -> int:
@@ -144,7 +164,7 @@ def usage_tokens(usage: dict[str, Any]) -> int:
     total = usage.get("total_tokens")
     if type(total) is int and total > 0:
         return total
-    tokens_in, tokens_out, _, _ = usage_counts(usage)
+    tokens_in, tokens_out = usage_counts(usage)[:2]
     return tokens_in + tokens_out
 
 
@@ -160,6 +180,7 @@ _Count = Annotated[int, msgspec.Meta(ge=0)]
 
 class _Details(msgspec.Struct):
     cached_tokens: _Count = 0
+    cache_write_tokens: _Count = 0  # (a proxy's, in front of Anthropic)
     reasoning_tokens: _Count = 0
 
 
@@ -193,7 +214,7 @@ _COUNTS_BODY = msgspec.json.Decoder(_CountsBody)
 _BODY = msgspec.json.Decoder(_Body)
 
 
-def body_counts(body: bytes) -> tuple[int, int, int, int] | None:
+def body_counts(body: bytes) -> Counts | None:
     """:func:`usage_counts` of a whole JSON answer's ``usage`` (None: it has none, or is
     no JSON), decoding nothing else.
 
@@ -226,7 +247,7 @@ def body_counts(body: bytes) -> tuple[int, int, int, int] | None:
     return _counts(usage)
 
 
-def _counts(usage: _Counts | None) -> tuple[int, int, int, int] | None:
+def _counts(usage: _Counts | None) -> Counts | None:
     if usage is None:
         return None
     if usage.prompt_tokens is not UNSET or usage.completion_tokens is not UNSET:
@@ -239,6 +260,8 @@ def _counts(usage: _Counts | None) -> tuple[int, int, int, int] | None:
             or usage.prompt_cache_hit_tokens
             or usage.cache_read_input_tokens,
             (reasoning.reasoning_tokens if reasoning is not None else 0) or usage.reasoning_tokens,
+            (details.cache_write_tokens if details is not None else 0)
+            or usage.cache_creation_input_tokens,
         )
     read = usage.cache_read_input_tokens
     details = usage.input_tokens_details
@@ -248,6 +271,7 @@ def _counts(usage: _Counts | None) -> tuple[int, int, int, int] | None:
         usage.output_tokens,
         read or (details.cached_tokens if details is not None else 0),
         (reasoning.reasoning_tokens if reasoning is not None else 0) or usage.reasoning_tokens,
+        usage.cache_creation_input_tokens,
     )
 
 

@@ -31,6 +31,10 @@ broken attempt gets a row of its own (error ``continued``, its tokens:
 (``StreamResponse.continued``, :meth:`Meter.continued`) and keeps only the finishing
 attempt's, so the rows of one request add up to what its client was shown. Its key is
 charged the sum.
+
+Each row's cost in dollars is set once, when it is finished (:class:`~..usage.cost.Pricing`
+prices its deployment: the one that answered, a fallback at its own price, a broken
+attempt's row at its own): no per-chunk work, and a sum of the rows is what was spent.
 """
 
 from __future__ import annotations
@@ -49,8 +53,16 @@ import orjson
 from ..core import Usage, aclose_iterator
 from ..dialects import Dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
-from ..dialects.relay_usage import USAGE_MARK, StreamUsage, body_counts, usage_chunk, usage_counts
+from ..dialects.relay_usage import (
+    USAGE_MARK,
+    Counts,
+    StreamUsage,
+    body_counts,
+    usage_chunk,
+    usage_counts,
+)
 from ..errors import ErrorKind, InterlinguaError, error_class_for_status
+from ..usage.cost import Pricing
 from ..usage.record import (
     CANCELLED,
     CLIENT_CLOSED_STATUS,
@@ -114,8 +126,11 @@ class Accounting:
     (``python -m bench.ab ... --together``, team on: +5 % requests/s).
     """
 
-    def __init__(self, sinks: Sequence[RecordSink]) -> None:
+    def __init__(self, sinks: Sequence[RecordSink], pricing: Pricing | None = None) -> None:
+        """``pricing``: what each deployment's tokens cost (None: every cost unknown)."""
         self.sinks = tuple(sinks)
+        #: the record's cost in dollars, when it is finished (None: no prices at all)
+        self._cost = pricing.cost if pricing is not None and pricing.any else None
         #: requests opened and not yet finished (the metrics' in-flight gauge)
         self.in_flight = 0
         self._done: list[Record] = []
@@ -177,6 +192,8 @@ class Accounting:
         (their own rows reach no key: :meth:`add_row`)."""
         record = tab.record
         record.latency = time.perf_counter() - record.latency
+        if self._cost is not None:
+            record.cost_usd = self._cost(record)
         key = tab.key
         if key is not None:
             key.end(tab.entry, record.input_tokens + record.output_tokens + before)
@@ -195,7 +212,9 @@ class Accounting:
         drain: the row of an attempt whose stream broke and was continued by another
         (usage/record.py ``CONTINUED``). ``record`` is complete (its latency a span);
         the requests in flight and the key's admission are the request's own record's
-        business, not this row's."""
+        business, not this row's. Its cost is its own deployment's."""
+        if self._cost is not None:
+            record.cost_usd = self._cost(record)
         done = self._done
         done.append(record)
         if len(done) >= DRAIN_MAX:
@@ -346,11 +365,12 @@ class Meter:
         rows carry), and :meth:`done` takes it out again. Several calls add up."""
         counts = self._prior
         if counts is None:
-            counts = self._prior = [0, 0, 0, 0]
+            counts = self._prior = [0, 0, 0, 0, 0]
         counts[0] += prior.input_tokens
         counts[1] += prior.output_tokens
         counts[2] += prior.cache_read_tokens
         counts[3] += prior.reasoning_tokens
+        counts[4] += prior.cache_write_tokens
 
     def finished(self, outcome: str) -> None:
         """The response's ``finished``: :meth:`done`, then the record to the sinks (and
@@ -394,6 +414,7 @@ class Meter:
                     max(0, record.output_tokens - prior[1]),
                     max(0, record.cached_tokens - prior[2]),
                     max(0, record.reasoning_tokens - prior[3]),
+                    max(0, record.cache_write_tokens - prior[4]),
                 ),
             )
 
@@ -506,17 +527,19 @@ def count_usage(record: Record, usage: Usage) -> None:
     record.output_tokens = usage.output_tokens
     record.cached_tokens = usage.cache_read_tokens
     record.reasoning_tokens = usage.reasoning_tokens
+    record.cache_write_tokens = usage.cache_write_tokens
 
 
 def _set_counts(record: Record, usage: dict[str, Any]) -> None:
     _put_counts(record, usage_counts(usage))
 
 
-def _put_counts(record: Record, counts: tuple[int, int, int, int]) -> None:
-    """(input, output, cached, reasoning) tokens into ``record``."""
+def _put_counts(record: Record, counts: Counts) -> None:
+    """(input, output, cached, reasoning, cache write) tokens into ``record``."""
     (
         record.input_tokens,
         record.output_tokens,
         record.cached_tokens,
         record.reasoning_tokens,
+        record.cache_write_tokens,
     ) = counts

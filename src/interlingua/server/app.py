@@ -48,6 +48,7 @@ from ..routing import CooldownBook, Cooldowns, Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
 from ..usage import ResponseStore, StoreError, UsageLog, open_store, open_usage_log
+from ..usage.cost import Pricing
 from ..usage.record import RecordSink
 from .accounting import RECORD, Accounting
 from .asgi_io import (
@@ -424,7 +425,7 @@ def create_app(
     )
     sinks = [*record_sinks, *(s for s in (usage_log, metrics, status_page) if s is not None)]
     limited_keys = any(key.limited for key in keys.keys)
-    accounting = Accounting(sinks) if sinks or limited_keys else None
+    accounting = Accounting(sinks, Pricing(config)) if sinks or limited_keys else None
     if accounting is not None:
         gateway.note_row = accounting.add_row  # (a continued stream's broken attempts)
     handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)

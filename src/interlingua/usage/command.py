@@ -28,7 +28,9 @@ _EPILOG = """\
   (2026-05-01, 2026-05-01T12:00, 2026-05-01T12:00+02:00; without an offset, UTC).
 --json: a list of objects, one per group: the --by names (key, model, ...), requests,
   errors, client_disconnects, continued, input_tokens, output_tokens, cached_tokens,
-  reasoning_tokens, p50_latency_s, p95_latency_s (seconds). An error is a request that
+  cache_write_tokens, reasoning_tokens, cost_usd (US dollars to the millionth; null when
+  no request of the group was priced), unpriced (requests whose model has no price),
+  p50_latency_s, p95_latency_s (seconds). An error is a request that
   failed: a status of 400 or more, or a stream that broke after it began (and that no
   other attempt continued). continued: attempts whose broken stream another attempt
   continued; their tokens are in the group's, but they are not requests.
@@ -55,6 +57,10 @@ def add_usage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--by", default="key,model", metavar="COLUMNS", type=_by,
         help="group by these, comma-separated, among key, model, upstream, dialect "
         "(default key,model)",
+    )  # fmt: skip
+    usage.add_argument(
+        "--cost", action="store_true",
+        help="add the cost in US dollars and the unpriced requests of each group",
     )  # fmt: skip
     usage.add_argument("--json", action="store_true", help="print JSON instead of a table")
     usage.set_defaults(func=usage_command)
@@ -100,8 +106,22 @@ def usage_command(args: argparse.Namespace) -> int:
         print(f"No requests since {start}.")
     else:
         print(f"Usage since {start}:\n")
-        sys.stdout.write(format_table(summary, by, total if len(summary) > 1 else None))
+        whole = total if len(summary) > 1 else summary[0]
+        sys.stdout.write(
+            format_table(summary, by, whole if len(summary) > 1 else None, cost=args.cost)
+        )
+        if args.cost and whole is not None:
+            print(f"\n{_unpriced(whole['unpriced'], whole['requests'])}")
     return 0
+
+
+def _unpriced(count: int, requests: int) -> str:
+    if not count:
+        return f"Every one of the {requests:,} requests was priced."
+    return (
+        f"{count:,} of {requests:,} requests were unpriced (no price for their model): "
+        "their cost is unknown and not in the sums."
+    )
 
 
 async def _read(

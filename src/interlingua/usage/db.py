@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -215,6 +216,9 @@ def _bind_plainly() -> None:
     """
     sqlite3.register_adapter(type(None), _as_is)
     sqlite3.register_adapter(bool, int)
+    # A cost (usage/cost.py) into a NUMERIC column, which keeps a non-integer as a float
+    # whatever it is given: the nearest double, as the text's conversion would make it
+    sqlite3.register_adapter(Decimal, float)
 
 
 class SQLiteDatabase:

@@ -4,7 +4,7 @@ The server fills a :class:`Record` while it answers (server/accounting.py): who 
 (the key's *name*, never the key), in which dialect, for which model; where it went (the
 upstream and its model name, of the attempt that answered or failed last); how it ended
 (the HTTP status, the error kind when it failed, before or during a stream); what it
-cost (tokens as the upstream reported them) and how long it took (``latency`` to the
+cost (tokens as the upstream reported them, and dollars: usage/cost.py) and how long it took (``latency`` to the
 last byte, ``ttft`` to the first streamed byte). When the answer has ended it is handed,
 once, to every :class:`RecordSink` (with the others that ended about then); a sink must
 neither block nor raise nor change the record (it is finished).
@@ -17,6 +17,7 @@ neither block nor raise nor change the record (it is finished).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Protocol
 
 import msgspec
@@ -92,8 +93,14 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     output_tokens: int = 0
     #: input tokens read from the provider's prompt cache (a part of input_tokens)
     cached_tokens: int = 0
+    #: input tokens written to the provider's prompt cache (a part of input_tokens;
+    #: Anthropic's ``cache_creation_input_tokens``, billed above plain input)
+    cache_write_tokens: int = 0
     #: output tokens spent on reasoning (a part of output_tokens)
     reasoning_tokens: int = 0
+    #: what the request cost in US dollars, exact (usage/cost.py), set when the record is
+    #: finished: None when the deployment that answered has no price (unknown, not 0)
+    cost_usd: Decimal | None = None
     #: seconds from arrival to the answer's last byte
     latency: float = 0.0
     #: seconds from arrival to the first streamed byte (None: not a stream)

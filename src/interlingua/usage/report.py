@@ -6,8 +6,10 @@ more: a stream that failed after its 200 counts; a client that hung up does not)
 ``client_disconnects`` (those, in the JSON), ``continued`` (the rows of attempts whose
 broken stream another attempt continued: their tokens count in the group's, but they
 are neither requests, whose row is the finishing attempt's, nor errors, nor latencies),
-``input_tokens``, ``output_tokens``, ``cached_tokens``, ``reasoning_tokens``, and the
-50th and 95th percentiles of latency in seconds (to the microsecond). Counts and sums
+``input_tokens``, ``output_tokens``, ``cached_tokens``, ``cache_write_tokens``,
+``reasoning_tokens``, ``cost_usd`` (the dollars of the priced rows, to the millionth;
+None when none was priced) and ``unpriced`` (requests whose cost is unknown: no price
+for their deployment, or logged before prices were), and the 50th and 95th percentiles of latency in seconds (to the microsecond). Counts and sums
 are SQL aggregates. The percentiles are linear
 interpolations between the two nearest ranks (as PostgreSQL's ``percentile_cont`` and
 numpy's default): one window query ranks each group's latencies (``ROW_NUMBER() OVER
@@ -27,6 +29,7 @@ import os
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from .db import Database, connect, sqlite_path
@@ -104,8 +107,8 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
     """One dict per group of rows at or after ``since`` (Unix seconds), sorted by the
     ``by`` columns (None first); ``by=()`` gives the one total. Keys: the ``by`` names,
     then ``requests``, ``errors``, ``client_disconnects``, ``continued``, ``input_tokens``,
-    ``output_tokens``, ``cached_tokens``, ``reasoning_tokens``, ``p50_latency_s``,
-    ``p95_latency_s``."""
+    ``output_tokens``, ``cached_tokens``, ``cache_write_tokens``, ``reasoning_tokens``,
+    ``cost_usd``, ``unpriced``, ``p50_latency_s``, ``p95_latency_s``."""
     for name in by:
         if name not in GROUPS:  # (the names become SQL: only ours)
             raise ValueError(f"cannot group by {name!r}: one of " + ", ".join(GROUPS))
@@ -117,7 +120,9 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
         f"CAST(SUM(CASE WHEN {_FAILED} THEN 1 ELSE 0 END) AS BIGINT), "
         f"CAST(SUM(CASE WHEN {_LEFT} THEN 1 ELSE 0 END) AS BIGINT), "
         "CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), "
-        "CAST(SUM(cached_tokens) AS BIGINT), CAST(SUM(reasoning_tokens) AS BIGINT) "
+        "CAST(SUM(cached_tokens) AS BIGINT), CAST(SUM(reasoning_tokens) AS BIGINT), "
+        "CAST(SUM(cache_write_tokens) AS BIGINT), SUM(cost_usd), "
+        f"CAST(SUM(CASE WHEN cost_usd IS NULL AND {_A_REQUEST} THEN 1 ELSE 0 END) AS BIGINT) "
         f"FROM {TABLE} WHERE at >= $1{group_by}",
         since,
     )
@@ -126,7 +131,10 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
     summary = []
     for row in totals:
         group = tuple(row[:width])
-        rows, continued, errors, left, input_tokens, output_tokens, cached, reasoning = row[width:]
+        rows, continued, errors, left, input_tokens, output_tokens, cached, reasoning = row[
+            width : width + 8
+        ]
+        written, cost, unpriced = row[width + 8 :]
         if not rows:
             continue  # (no GROUP BY: the total of no rows is one row of zeros and NULLs)
         requests = int(rows) - int(continued or 0)
@@ -139,7 +147,10 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
             input_tokens=int(input_tokens or 0),
             output_tokens=int(output_tokens or 0),
             cached_tokens=int(cached or 0),
+            cache_write_tokens=int(written or 0),
             reasoning_tokens=int(reasoning or 0),
+            cost_usd=_dollars(cost),
+            unpriced=int(unpriced or 0),
         )
         ranked = latencies.get(group, {})
         for p in _PERCENTILES:
@@ -147,6 +158,17 @@ async def summarize(db: Database, since: float, by: Sequence[str]) -> list[dict[
         summary.append(entry)
     summary.sort(key=lambda entry: [(entry[n] is not None, entry[n] or "") for n in by])
     return summary
+
+
+def _dollars(total: Any) -> float | None:
+    """A SUM of ``cost_usd`` (PostgreSQL: an exact Decimal; SQLite: a float) to the
+    millionth of a dollar, for JSON; None when no row of the group was priced."""
+    if total is None:
+        return None
+    return float(Decimal(str(total)).quantize(_MICRO, rounding=ROUND_HALF_EVEN))
+
+
+_MICRO = Decimal("0.000001")
 
 
 async def _percentile_rows(
@@ -203,10 +225,15 @@ async def read_summary(url: str, since: float, by: Sequence[str]) -> list[dict[s
 
 
 def format_table(
-    summary: list[dict[str, Any]], by: Sequence[str], total: dict[str, Any] | None
+    summary: list[dict[str, Any]],
+    by: Sequence[str],
+    total: dict[str, Any] | None,
+    *,
+    cost: bool = False,
 ) -> str:
     """``summary`` as an aligned text table (one line per group, then ``total`` when
-    given); latencies in milliseconds."""
+    given); latencies in milliseconds; with ``cost``, the dollars and the unpriced
+    requests of each group too."""
     headers = [name.upper() for name in by] + [
         "REQUESTS",
         "ERRORS",
@@ -215,10 +242,11 @@ def format_table(
         "OUTPUT TOKENS",
         "P50 LATENCY",
         "P95 LATENCY",
+        *(("COST (USD)", "UNPRICED") if cost else ()),
     ]
-    lines = [_cells(entry, by) for entry in summary]
+    lines = [_cells(entry, by, cost) for entry in summary]
     if total is not None and by:
-        lines.append(["TOTAL"] + [""] * (len(by) - 1) + _cells(total, ()))
+        lines.append(["TOTAL"] + [""] * (len(by) - 1) + _cells(total, (), cost))
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     text_columns = len(by)
 
@@ -231,7 +259,11 @@ def format_table(
     return "\n".join([render(headers), *(render(line) for line in lines)]) + "\n"
 
 
-def _cells(entry: dict[str, Any], by: Sequence[str]) -> list[str]:
+def _cells(entry: dict[str, Any], by: Sequence[str], cost: bool = False) -> list[str]:
+    money: tuple[str, ...] = ()
+    if cost:
+        dollars = entry["cost_usd"]
+        money = ("-" if dollars is None else f"{dollars:,.4f}", f"{entry['unpriced']:,}")
     return [
         *("-" if entry[name] is None else str(entry[name]) for name in by),
         f"{entry['requests']:,}",
@@ -241,6 +273,7 @@ def _cells(entry: dict[str, Any], by: Sequence[str]) -> list[str]:
         f"{entry['output_tokens']:,}",
         _duration(entry["p50_latency_s"]),
         _duration(entry["p95_latency_s"]),
+        *money,
     ]
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Annotated, Any
 
 import msgspec
@@ -74,6 +75,13 @@ def _optional_real(value: Any) -> float | None:
     return None if value is None else _real(value)
 
 
+def _optional_decimal(value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    number = value if type(value) is Decimal else Decimal(str(value))
+    return number if number.is_finite() else None
+
+
 _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
 _Count = Annotated[int, msgspec.Meta(ge=0, le=_MAX_BIGINT)]
 _Real = Annotated[float, msgspec.Meta(ge=-_MAX_REAL, le=_MAX_REAL)]
@@ -94,7 +102,9 @@ _COLUMN_TYPES: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "input_tokens": (_Count, _count),
     "output_tokens": (_Count, _count),
     "cached_tokens": (_Count, _count),
+    "cache_write_tokens": (_Count, _count),
     "reasoning_tokens": (_Count, _count),
+    "cost_usd": (Decimal | None, _optional_decimal),
     "latency": (_Real, _real),
     "ttft": (_Real | None, _optional_real),
     "stream": (bool, bool),

@@ -63,7 +63,9 @@ COLUMNS: tuple[str, ...] = (
     "input_tokens",
     "output_tokens",
     "cached_tokens",
+    "cache_write_tokens",
     "reasoning_tokens",
+    "cost_usd",
     "latency",
     "ttft",
     "stream",
@@ -135,6 +137,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             # within it. A (key, model) index cost 2 µs a row on SQLite's writes (4.7 ->
             # 2.7 µs, 500-row batches) and served no query.
             f"CREATE INDEX {TABLE}_at ON {TABLE} (at)",
+        ),
+    ),
+    Migration(
+        2,
+        "cache writes and cost in dollars",
+        (
+            f"ALTER TABLE {TABLE} ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0",
+            # NUMERIC: exact on PostgreSQL (SUM too); SQLite keeps a non-integer as an
+            # 8-byte float, 15 significant digits (a request's cost to far below a cent)
+            # and sums it as one. NULL: the deployment had no price (unknown, not 0).
+            f"ALTER TABLE {TABLE} ADD COLUMN cost_usd NUMERIC",
         ),
     ),
 )

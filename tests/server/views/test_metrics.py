@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -23,7 +24,7 @@ from interlingua.server.views.metrics import OTHER_MODEL, Metrics
 from interlingua.server.views.multiproc import MULTIPROC_ENV, multiprocess_dir, shared_dir
 from interlingua.upstreams.fake import FakeUpstream
 from interlingua.upstreams.limited import LimitedUpstream
-from interlingua.usage.record import Record
+from interlingua.usage.record import CONTINUED, Record
 
 from ..gateway_process import env as gateway_env
 from ..gateway_process import serve
@@ -118,6 +119,26 @@ def test_values_after_known_requests() -> None:
     assert value(found, ttft + "_sum", model="m") == pytest.approx(0.24)
     assert value(found, ttft + "_bucket", model="m", le="0.05") == 1
     assert value(found, ttft + "_count", model="other-model") == 0
+
+
+def test_cost_per_key_and_model() -> None:
+    """Exact dollars summed per (key, model), continued attempts included, exported as
+    the counter's float; an unpriced model shows no cost series at all (not a 0)."""
+    metrics = Metrics()
+    priced = [row(), row(stream=True), row(key="team-b"), row(error=CONTINUED)]
+    for out, cost in zip(priced, ("0.2133", "0.5615", "0.1", "0.0000001"), strict=True):
+        out.cost_usd = Decimal(cost)
+    for out in priced:
+        metrics.record(out)
+    metrics.record(row("free"))  # unpriced: cost_usd None
+    found = scrape(metrics)
+    cost = "interlingua_cost_usd_total"
+    assert value(found, cost, key="team-a", model="m") == pytest.approx(0.7748001, abs=1e-12)
+    assert value(found, cost, key="team-b", model="m") == 0.1
+    assert not [k for k in found if k[0] == cost and ("model", "free") in k[1]]
+    metrics.record(priced[0])  # (counted on: a counter)
+    found = scrape(metrics)
+    assert value(found, cost, key="team-a", model="m") == pytest.approx(0.9881001, abs=1e-12)
 
 
 def test_in_flight_and_attempts() -> None:

@@ -21,6 +21,10 @@ What is counted (``model`` is the name the client asked for; ``key`` is the clie
 * ``interlingua_tokens_total{model,key,direction}`` -- ``input`` and ``output`` tokens as
   the upstream reported them, and the ``cached`` (a part of input) and ``reasoning`` (a
   part of output) among them: do not sum all four directions;
+* ``interlingua_cost_usd_total{key,model}`` -- US dollars spent, at the price of the
+  deployment that answered each request (docs/usage-log.md, "Cost"): summed exactly per
+  flush, exported as the float a counter holds; a model without a price adds nothing
+  (its requests are unpriced, not free: ``interlingua usage --cost`` counts them);
 * ``interlingua_in_flight`` -- requests being answered now;
 * ``interlingua_upstream_attempts_total{upstream,outcome}`` -- calls of each upstream
   (``outcome``: ``ok`` or ``error``; retries and fallbacks each count), and
@@ -61,6 +65,7 @@ import logging
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -99,6 +104,7 @@ TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60
 FLUSH_SECONDS = 1.0
 
 _DIRECTIONS = ("input", "output", "cached", "reasoning")
+_NO_COST = Decimal(0)
 #: the bucket index of a duration, of a time to first token (the last: above every bound)
 _DURATION_AT = partial(bisect_left, DURATION_BUCKETS)
 _TTFT_AT = partial(bisect_left, TTFT_BUCKETS)
@@ -109,6 +115,9 @@ class _Requests:
     the label children it is flushed into."""
 
     __slots__ = (
+        "cost",
+        "cost_child",
+        "cost_labels",
         "dirty",
         "duration",
         "duration_child",
@@ -136,9 +145,20 @@ class _Requests:
         self.ttft = [0] * (len(TTFT_BUCKETS) + 1)
         self.ttft_sum = 0.0
         self.tokens = [0, 0, 0, 0]
+        #: the dollars of the priced requests since the last flush, exact
+        self.cost = _NO_COST
+        #: its counter child, made at the first priced request (an unpriced model shows
+        #: no cost at all rather than a misleading 0)
+        self.cost_child: Any = None
+        self.cost_labels = partial(metrics.cost.labels, key, model)
 
     def flush(self) -> None:
         self.dirty = False
+        if self.cost:
+            if self.cost_child is None:
+                self.cost_child = self.cost_labels()
+            self.cost_child.inc(float(self.cost))
+            self.cost = _NO_COST
         self.requests_child.inc(self.requests)
         self.requests = 0
         _observed(self.duration_child, self.duration, self.duration_sum)
@@ -287,6 +307,13 @@ class Metrics:
             ["model", "key", "direction"],
             registry=r,
         )
+        self.cost = Counter(
+            "interlingua_cost_usd_total",
+            "US dollars spent, at the price of the deployment that answered (unpriced "
+            "models add nothing).",
+            ["key", "model"],
+            registry=r,
+        )
         self.in_flight = Gauge(
             "interlingua_in_flight",
             "Requests being answered now.",
@@ -413,6 +440,9 @@ class Metrics:
                 tokens[1] += row.output_tokens
                 tokens[2] += row.cached_tokens
                 tokens[3] += row.reasoning_tokens
+                cost = row.cost_usd
+                if cost is not None:
+                    counts.cost += cost
                 counts.requests += 1
                 if not counts.dirty:
                     counts.dirty = True
@@ -433,6 +463,8 @@ class Metrics:
         tokens[1] += row.output_tokens
         tokens[2] += row.cached_tokens
         tokens[3] += row.reasoning_tokens
+        if row.cost_usd is not None:  # (its tokens were paid for too)
+            counts.cost += row.cost_usd
         if not counts.dirty:
             counts.dirty = True
             self._dirty.append(counts)
