@@ -101,10 +101,12 @@ from .team import (
     KeyConfig,
     KeyLimits,
     StateConfig,
+    TelemetryConfig,
     UsageConfig,
     parse_keys,
     parse_metrics,
     parse_state,
+    parse_telemetry,
     parse_usage,
 )
 
@@ -130,6 +132,7 @@ __all__ = [
     "RoutingConfig",
     "ServerConfig",
     "StateConfig",
+    "TelemetryConfig",
     "TimeoutConfig",
     "UpstreamConfig",
     "UsageConfig",
@@ -233,6 +236,7 @@ def parse_config(data: Any) -> Config:
         state=parse_state(root.get("state")),
         usage=parse_usage(root.get("usage")),
         metrics=parse_metrics(root.get("metrics")),
+        telemetry=parse_telemetry(root.get("telemetry")),
     )
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
@@ -256,6 +260,7 @@ class _Sections(TypedDict):
     state: StateConfig
     usage: UsageConfig
     metrics: bool
+    telemetry: TelemetryConfig | None
 
 
 _ROOT_KEYS = (
@@ -268,6 +273,7 @@ _ROOT_KEYS = (
     "state",
     "usage",
     "metrics",
+    "telemetry",
 )
 
 
