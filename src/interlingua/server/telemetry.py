@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,6 +49,8 @@ _INPUT = ("messages", "input")
 _SYSTEM = ("system", "instructions")
 #: seconds the exporter waits for the collector per batch
 _EXPORT_TIMEOUT = 5.0
+#: seconds the gateway's exit waits for the last spans to be exported
+_SHUTDOWN_WAIT = 1.0
 
 
 class Telemetry:
@@ -197,10 +200,21 @@ class _Otel:
         self._span = ReadableSpan
         self._resource = Resource.create({"service.name": settings.service_name})
         self._scope = InstrumentationScope("interlingua", __version__)
-        exporter = OTLPSpanExporter(
+
+        class Exporter(OTLPSpanExporter):
+            """Stopped once: :meth:`_Otel.shutdown` stops it early, the processor again."""
+
+            stopped = False
+
+            def shutdown(self) -> None:
+                if not self.stopped:
+                    self.stopped = True
+                    super().shutdown()  # type: ignore[no-untyped-call]
+
+        self._exporter = Exporter(
             endpoint=f"{settings.otlp_endpoint}/v1/traces", timeout=_EXPORT_TIMEOUT
         )
-        self._processor: Any = BatchSpanProcessor(exporter)
+        self._processor: Any = BatchSpanProcessor(self._exporter)
 
     def span(
         self,
@@ -249,7 +263,16 @@ class _Otel:
             on_end(span)
 
     def shutdown(self) -> None:
-        self._processor.shutdown()
+        """Export what is queued, for a bounded time: a collector that is away would hold
+        the exit for the exporter's whole retry time, so after the flush's time the
+        exporter is stopped (its retries end). (The SDK's ``force_flush`` timeout does not
+        bound an export already retrying.)"""
+        closing = threading.Thread(target=self._processor.shutdown, daemon=True)
+        closing.start()
+        closing.join(_SHUTDOWN_WAIT)
+        if closing.is_alive():
+            self._exporter.shutdown()
+            closing.join()
 
 
 def _answer(body: bytes) -> dict[str, Any] | None:
