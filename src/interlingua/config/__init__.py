@@ -103,10 +103,12 @@ from .team import (
     KeyConfig,
     KeyLimits,
     StateConfig,
+    TelemetryConfig,
     UsageConfig,
     parse_keys,
     parse_metrics,
     parse_state,
+    parse_telemetry,
     parse_usage,
 )
 
@@ -133,6 +135,7 @@ __all__ = [
     "RoutingConfig",
     "ServerConfig",
     "StateConfig",
+    "TelemetryConfig",
     "TimeoutConfig",
     "UpstreamConfig",
     "UsageConfig",
@@ -240,6 +243,7 @@ def parse_config(data: Any, base: Path | None = None) -> Config:
         metrics=parse_metrics(root.get("metrics")),
         prices=prices,
         price_table=price_table,
+        telemetry=parse_telemetry(root.get("telemetry")),
     )
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
@@ -273,6 +277,7 @@ class _Sections(TypedDict):
     metrics: bool
     prices: str | None
     price_table: tuple[tuple[str, Price], ...]
+    telemetry: TelemetryConfig | None
 
 
 _ROOT_KEYS = (
@@ -286,6 +291,7 @@ _ROOT_KEYS = (
     "usage",
     "metrics",
     "prices",
+    "telemetry",
 )
 
 

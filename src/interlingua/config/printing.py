@@ -20,7 +20,7 @@ from .sections import (
     TimeoutConfig,
     UpstreamConfig,
 )
-from .team import key_doc, state_doc, usage_doc
+from .team import key_doc, state_doc, telemetry_doc, usage_doc
 
 __all__ = ["config_to_yaml"]
 
@@ -56,6 +56,8 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
     }
     if config.prices is not None:
         doc["prices"] = config.prices
+    if config.telemetry is not None:  # (absent: off, as in the file)
+        doc["telemetry"] = telemetry_doc(config.telemetry)
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 

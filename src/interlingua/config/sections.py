@@ -9,7 +9,7 @@ from typing import Any
 
 from ._values import ConfigError
 from .prices import Price, PriceTable
-from .team import KeyConfig, StateConfig, UsageConfig
+from .team import KeyConfig, StateConfig, TelemetryConfig, UsageConfig
 
 __all__ = [
     "COMMON_UPSTREAM_KEYS",
@@ -292,3 +292,5 @@ class Config:
     #: the ``prices:`` file as written (None: none) and its table (config/prices.py)
     prices: str | None = None
     price_table: PriceTable = ()
+    #: traces over OTLP/HTTP (None: off)
+    telemetry: TelemetryConfig | None = None

@@ -1,7 +1,8 @@
-"""The sections a team running the gateway sets: ``keys``, ``state``, ``usage``, ``metrics``.
+"""The sections a team running the gateway sets: ``keys``, ``state``, ``usage``, ``metrics``,
+``telemetry``.
 
-The shape is a contract (docs/config.md, "Keys", "Shared state (Redis)", "Usage log" and
-"Metrics and the status page")::
+The shape is a contract (docs/config.md, "Keys", "Shared state (Redis)", "Usage log",
+"Metrics and the status page" and "Traces (OpenTelemetry)")::
 
     keys:                                  # when present, every request carries one
       - name: team-a                       # what logs, usage and metrics show
@@ -14,6 +15,10 @@ The shape is a contract (docs/config.md, "Keys", "Shared state (Redis)", "Usage 
     usage: {url: "sqlite:///var/lib/interlingua/usage.db"}   # or postgresql://...;
                                                               # `usage: false`: off
     metrics: true                          # GET /metrics; default on
+    telemetry:                             # OTLP/HTTP traces; off when absent
+      otlp_endpoint: http://otel-collector:4318
+      service_name: llm-gateway            # default: interlingua
+      content: false                       # export prompts and answers too
 
 Nothing secret is written here: a key is named by its variable or stored as a digest.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import os
 import re
 from dataclasses import dataclass, field
@@ -44,13 +50,16 @@ __all__ = [
     "KeyConfig",
     "KeyLimits",
     "StateConfig",
+    "TelemetryConfig",
     "UsageConfig",
     "key_doc",
     "parse_keys",
     "parse_metrics",
     "parse_state",
+    "parse_telemetry",
     "parse_usage",
     "state_doc",
+    "telemetry_doc",
     "usage_doc",
 ]
 
@@ -115,6 +124,16 @@ class UsageConfig:
 
     enabled: bool = True
     url: str | None = None
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """Where the gateway's traces go (OTLP over HTTP), under which service name, and
+    whether prompts and answers go with them."""
+
+    otlp_endpoint: str
+    service_name: str = "interlingua"
+    content: bool = False
 
 
 def parse_keys(data: Any) -> tuple[KeyConfig, ...]:
@@ -224,3 +243,41 @@ def usage_doc(usage: UsageConfig) -> Any:
     if not usage.enabled:
         return False
     return {"url": usage.url} if usage.url else {}
+
+
+def parse_telemetry(data: Any) -> TelemetryConfig | None:
+    """The ``telemetry`` section (None: off). The exporter is an optional install, so a
+    config that asks for traces without it is refused here, before serving, rather
+    than at the first request."""
+    if data is None:
+        return None
+    raw = mapping(data, "telemetry")
+    reject_unknown(raw, ("otlp_endpoint", "service_name", "content"), "telemetry")
+    endpoint = expect_str(raw.get("otlp_endpoint"), "telemetry.otlp_endpoint").rstrip("/")
+    if not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"telemetry.otlp_endpoint: expected an OTLP/HTTP URL such as "
+            f"http://otel-collector:4318, got {endpoint!r}"
+        )
+    service = expect_str(raw.get("service_name", "interlingua"), "telemetry.service_name")
+    content = expect_bool(raw.get("content", False), "telemetry.content")
+    if not _installed("opentelemetry.sdk") or not _installed(
+        "opentelemetry.exporter.otlp.proto.http"
+    ):
+        raise ConfigError(
+            "telemetry: needs the OpenTelemetry exporter, an optional extra: "
+            "pip install 'interlingua[otel]'"
+        )
+    return TelemetryConfig(endpoint, service, content)
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # (a parent package is missing)
+        return False
+
+
+def telemetry_doc(telemetry: TelemetryConfig) -> dict[str, Any]:
+    return dataclasses.asdict(telemetry)

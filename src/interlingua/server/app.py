@@ -67,6 +67,7 @@ from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
 from .responses.state import respond
 from .responses.websocket import ResponsesSocket
+from .telemetry import Telemetry
 from .views.metrics import Metrics, metrics_routes
 from .views.multiproc import multiprocess_dir
 from .views.status_page import StatusPage
@@ -99,6 +100,7 @@ class Handlers:
         drain: Drain,
         store: ResponseStore | None = None,
         accounting: Accounting | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.gateway = gateway
         self.keys = keys
@@ -108,6 +110,8 @@ class Handlers:
         #: each generation's record for the usage log and metrics; None when nothing
         #: reads them and no key has limits (then a request pays nothing for it)
         self.accounting = accounting
+        #: the requests' traces (``telemetry``; None: off, and the requests never look)
+        self.telemetry = telemetry
 
     def _check_auth(self, headers: Mapping[str, str]) -> ClientKey | None:
         """The key the request presents (None: the gateway is open); 401 when wrong."""
@@ -186,6 +190,7 @@ class Handlers:
         tab = accounting.open(request_id, dialect.name)
         record = tab.record
         token = RECORD.set(record)
+        trace = self.telemetry.begin(headers, record) if self.telemetry is not None else None
         try:
             try:
                 key = self.keys.authenticate(headers)
@@ -197,6 +202,8 @@ class Handlers:
                     body = decode_json_object(raw)
                 else:
                     raw = b""
+                if trace is not None:
+                    trace.body = body
                 model = _model_name(body)
                 record.model = model
                 record.stream = body.get("stream") is True
@@ -230,6 +237,8 @@ class Handlers:
             raise
         finally:
             RECORD.reset(token)
+        if trace is not None and isinstance(response, BytesResponse):
+            trace.answer = response.body  # (its finish reasons, read when its span is made)
         return accounting.close(tab, response, dialect)
 
     def _dispatch(
@@ -407,11 +416,13 @@ def create_app(
     # GET /metrics (Prometheus) and GET /ui, /ui/data (the status page) are both off with
     # ``metrics: false`` (then /metrics is a 404); both are RecordSinks.
     metrics = Metrics(upstreams) if config.metrics else None
+    # telemetry: each request's spans, made from its record when it ends (a sink too)
+    telemetry = Telemetry(config) if config.telemetry is not None else None
     router = Router(
         config,
         upstreams,
         cooldowns=_cooldowns(config, counters),
-        observe=metrics.attempt if metrics is not None else None,
+        observe=_observer(metrics, telemetry),
         continued=metrics.continued if metrics is not None else None,
     )
     sealer = Sealer(sealing_key(config.responses))
@@ -423,13 +434,17 @@ def create_app(
     status_page = (
         StatusPage(router, keys.authenticate, share_dir=multiprocess_dir()) if metrics else None
     )
-    sinks = [*record_sinks, *(s for s in (usage_log, metrics, status_page) if s is not None)]
+    sinks = [
+        *record_sinks,
+        *(s for s in (usage_log, metrics, status_page, telemetry) if s is not None),
+    ]
     limited_keys = any(key.limited for key in keys.keys)
     accounting = Accounting(sinks, Pricing(config)) if sinks or limited_keys else None
     if accounting is not None:
         gateway.note_row = accounting.add_row  # (a continued stream's broken attempts)
-    handlers = Handlers(gateway, keys, drain or Drain(), store, accounting)
+    handlers = Handlers(gateway, keys, drain or Drain(), store, accounting, telemetry)
     services = _Services(upstreams, counters, usage_log, store, accounting, own_transports)
+    services.telemetry = telemetry
     generation = _generation(handlers)
     app = Starlette(
         routes=_routes(handlers, generation, metrics, status_page),
@@ -440,6 +455,23 @@ def create_app(
     # header. The generation routes answer with or without the slash (server/middleware.py).
     app.router.redirect_slashes = False
     return Front(app, {("POST", path): handler for path, handler in generation.items()})
+
+
+def _observer(
+    metrics: Metrics | None, telemetry: Telemetry | None
+) -> Callable[[str, str], None] | None:
+    """The router's attempt observer: the metrics' count, the telemetry's attempt span."""
+    if telemetry is None:
+        return metrics.attempt if metrics is not None else None
+    if metrics is None:
+        return telemetry.observe
+    count, trace = metrics.attempt, telemetry.observe
+
+    def observe(upstream: str, outcome: str) -> None:
+        count(upstream, outcome)
+        trace(upstream, outcome)
+
+    return observe
 
 
 def _cooldowns(config: Config, counters: SharedCounters | None) -> CooldownBook:
@@ -500,12 +532,15 @@ class _Services:
         self.accounting = accounting
         #: the app's own HTTP engines (None: the caller's, which the caller closes)
         self.transports = transports
+        self.telemetry: Telemetry | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             if self.transports is not None:
                 stack.push_async_callback(self.transports.aclose)
+            if self.telemetry is not None:  # (closed after the last records' drain)
+                stack.push_async_callback(self.telemetry.aclose)
             if self.counters is not None:
                 await self.counters.start()  # (Redis away: logged once; limits per process)
                 stack.push_async_callback(self.counters.aclose)

@@ -67,6 +67,7 @@ from ..http_pool import (
 )
 from ..http_pool.engines import EngineAnswer, Transports
 from ..sse import SSEEvent
+from ..tracing import TRACE
 from .base import RawResponse, Upstream, note_answer_id
 from .deadlines import Pace, PhaseTimeout, SilentTimeoutError, has_content, paced
 from .prefill import prefill_fields, take_prefill
@@ -428,12 +429,18 @@ class HttpUpstream(Upstream):
     async def _post(
         self, url: str, body: bytes, extra: Mapping[str, str] | None = None
     ) -> EngineAnswer:
+        trace = TRACE.get()
+        if trace is not None:  # (telemetry on: this request is an attempt span's child)
+            extra = trace.attempt(self.name, extra)
         try:
-            return await self._transport.post(
+            resp = await self._transport.post(
                 url, body, self._headers, timeout=self.timeout, extra=extra
             )
         except TransportError as exc:
             raise self.transport_error(exc) from exc
+        if trace is not None:
+            trace.answered(resp.status)
+        return resp
 
     async def _post_paced(
         self, body: bytes, pace: Pace, extra: Mapping[str, str] | None = None
