@@ -75,11 +75,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .server.process.factory import configure_logging
     from .server.process.serve import run
+    from .server.reload import ConfigSource
 
     configure_logging(args.log_level)
     # uvicorn with the connection guard and graceful drain (server/process/serve.py); with
-    # --workers each worker process builds its own app, guard and drain.
-    return run(config, workers=args.workers, log_level=args.log_level)
+    # --workers each worker process builds its own app, guard and drain. SIGHUP reads
+    # the --config file again (server/reload.py).
+    source = ConfigSource(args.config, args.fake, args.host, args.port)
+    return run(config, workers=args.workers, log_level=args.log_level, source=source)
 
 
 def _check_config(config: Config, args: argparse.Namespace) -> None:

@@ -98,10 +98,12 @@ from .sections import (
     UpstreamConfig,
 )
 from .team import (
+    AdminConfig,
     KeyConfig,
     KeyLimits,
     StateConfig,
     UsageConfig,
+    parse_admin,
     parse_keys,
     parse_metrics,
     parse_state,
@@ -117,6 +119,7 @@ __all__ = [
     "STRATEGIES",
     "STREAM_BREAK_MODES",
     "WILDCARD",
+    "AdminConfig",
     "Config",
     "ConfigError",
     "CooldownConfig",
@@ -233,6 +236,7 @@ def parse_config(data: Any) -> Config:
         state=parse_state(root.get("state")),
         usage=parse_usage(root.get("usage")),
         metrics=parse_metrics(root.get("metrics")),
+        admin=parse_admin(root.get("admin")),
     )
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
@@ -256,6 +260,7 @@ class _Sections(TypedDict):
     state: StateConfig
     usage: UsageConfig
     metrics: bool
+    admin: AdminConfig | None
 
 
 _ROOT_KEYS = (
@@ -268,6 +273,7 @@ _ROOT_KEYS = (
     "state",
     "usage",
     "metrics",
+    "admin",
 )
 
 

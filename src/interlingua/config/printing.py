@@ -20,7 +20,7 @@ from .sections import (
     TimeoutConfig,
     UpstreamConfig,
 )
-from .team import key_doc, state_doc, usage_doc
+from .team import admin_doc, key_doc, state_doc, usage_doc
 
 __all__ = ["config_to_yaml"]
 
@@ -54,6 +54,8 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
         "usage": usage_doc(config.usage),
         "metrics": config.metrics,
     }
+    if config.admin is not None:
+        doc["admin"] = admin_doc(config.admin)
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 

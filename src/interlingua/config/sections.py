@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._values import ConfigError
-from .team import KeyConfig, StateConfig, UsageConfig
+from .team import AdminConfig, KeyConfig, StateConfig, UsageConfig
 
 __all__ = [
     "COMMON_UPSTREAM_KEYS",
@@ -285,3 +285,5 @@ class Config:
     state: StateConfig = field(default_factory=StateConfig)
     usage: UsageConfig = field(default_factory=UsageConfig)
     metrics: bool = True
+    #: ``/admin/*`` and its key; None: no admin routes
+    admin: AdminConfig | None = None

@@ -1,5 +1,9 @@
 """The outermost ASGI layer: request ids, the access log, and hot-route dispatch.
 
+Every request is counted on the config bundle it began on (``Live.users``,
+server/reload.py), until its response has been sent to the end: a reload closes the
+upstreams that left once the old bundle has no user.
+
 Every response carries a request id, sent back as both ``x-request-id`` (OpenAI's name)
 and ``request-id`` (Anthropic's) so either SDK exposes it to its caller; it is also put
 in ``scope["state"]["request_id"]`` for handlers (Anthropic error bodies carry it) and in
@@ -22,6 +26,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from typing import Any
 
 from starlette.requests import Request as HTTPRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -63,11 +68,31 @@ def new_request_id() -> str:
 class Front:
     """Assign a request id, log one access line, and dispatch the hot routes directly."""
 
-    def __init__(self, app: ASGIApp, fast_routes: Mapping[tuple[str, str], FastHandler]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        fast_routes: Mapping[tuple[str, str], FastHandler],
+        holder: Any = None,
+    ) -> None:
+        """``holder``: whose ``live`` bundle (server/reload.py: ``Live``, not imported:
+        it sits above this module) each request is counted on; the handlers read the
+        same one, before the request's first suspension."""
         self.app = app
         self.fast_routes = fast_routes
+        self.holder = holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.holder is None:
+            await self._serve(scope, receive, send)
+            return
+        live = self.holder.live
+        live.users += 1
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            live.left()
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
