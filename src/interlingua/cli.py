@@ -122,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the gateway",
         description="Serve /v1/chat/completions, /v1/messages, /v1/messages/count_tokens, "
         "/v1/responses (HTTP and WebSocket), /v1/models, /health, /metrics and /ui (the "
-        "status page). With no --config, serves the bundled local model.",
+        "status page). With no --config, serves the bundled local model. SIGHUP reads the "
+        "--config file again and serves it without a restart (docs/config.md, 'Reloading "
+        "the config').",
     )
     serve.add_argument("--config", "-c", metavar="PATH", help="YAML config (see docs/config.md)")
     serve.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
