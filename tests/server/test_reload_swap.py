@@ -96,3 +96,18 @@ async def test_a_changed_key_is_new_and_no_source_refuses(tmp_path: Path) -> Non
     refused = await _post(_app(path, source=False), "/admin/reload")
     assert refused.status_code == 400
     assert "no config file to re-read" in refused.json()["error"]["message"]
+
+
+async def test_the_lifespan_is_no_user_of_the_first_config(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(_config(("a",))))
+    app = _app(path, source=False)
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    task = asyncio.create_task(app({"type": "lifespan", "state": {}}, inbox.get, outbox.put))
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    assert app.holder.live.users == 0  # (else no reload could retire it)
+    await inbox.put({"type": "lifespan.shutdown"})
+    assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
+    await task

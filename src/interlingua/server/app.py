@@ -542,7 +542,7 @@ class _Services:
                 # (the last tenth of a second's records; one accounting across reloads)
                 stack.callback(live.accounting.drain)
             if reloader.source is not None:
-                reloader.listen()
+                stack.callback(reloader.listen())
             yield
 
 

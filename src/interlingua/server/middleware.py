@@ -82,7 +82,9 @@ class Front:
         self.holder = holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.holder is None:
+        if self.holder is None or scope["type"] == "lifespan":
+            # (the lifespan lasts as long as the process: counted, it would keep the
+            # first config's bundle in use forever)
             await self._serve(scope, receive, send)
             return
         live = self.holder.live

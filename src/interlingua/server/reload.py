@@ -315,9 +315,12 @@ class Reloader:
         except Exception:
             log.exception("config reload failed, the old config serves on")
 
-    def listen(self) -> None:
-        """Reload on SIGHUP in the running loop (the serving process's main thread)."""
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.on_hangup)
+    def listen(self) -> Callable[[], None]:
+        """Reload on SIGHUP in the running loop (the serving process's main thread);
+        what stops it (at shutdown: no reload while draining)."""
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, self.on_hangup)
+        return lambda: loop.add_signal_handler(signal.SIGHUP, _ignored)
 
     async def admin_reload(self, request: Any) -> BytesResponse:
         """``POST /admin/reload``: the admin key only; 200 with what changed, or 400
@@ -341,6 +344,10 @@ class Reloader:
             os.kill(os.getppid(), signal.SIGHUP)
         body = {"reloaded": True, **dataclasses.asdict(outcome)}
         return BytesResponse(orjson.dumps(body))
+
+
+def _ignored() -> None:
+    """A SIGHUP while shutting down (its default action would kill the process)."""
 
 
 def _check_admin(live: Live, request: Any) -> None:
