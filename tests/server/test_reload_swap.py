@@ -84,15 +84,22 @@ async def test_unchanged_entries_are_the_same_objects_and_a_left_upstream_waits(
     assert closed == ["b"]
 
 
-async def test_a_changed_key_is_new_and_no_source_refuses(tmp_path: Path) -> None:
+async def test_a_changed_key_is_new_the_cooldown_rules_apply_and_no_source_refuses(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "gw.yaml"
     path.write_text(yaml.safe_dump(_config(("a",))))
     app = _app(path)
     old: Live = app.holder.live
-    path.write_text(yaml.safe_dump(_config(("a",), key_rpm=9)))
+    changed = _config(("a",), key_rpm=9)
+    changed["routing"] = {"cooldown": {"failures": 1, "window": 5, "duration": 7}}
+    path.write_text(yaml.safe_dump(changed))
     answer = await _post(app, "/admin/reload")
-    assert answer.json()["changes"] == ["keys changed: k1"]
+    assert answer.json()["changes"] == ["keys changed: k1", "routing changed"]
     assert app.holder.live.keys.keys[0] is not old.keys.keys[0]
+    cooldowns = app.holder.live.gateway.router.cooldowns
+    assert cooldowns is old.gateway.router.cooldowns
+    assert cooldowns.config.duration == 7  # (the new rules, on the deployments it holds)
     refused = await _post(_app(path, source=False), "/admin/reload")
     assert refused.status_code == 400
     assert "no config file to re-read" in refused.json()["error"]["message"]

@@ -152,8 +152,11 @@ class Process:
         """``config``'s router; ``old``'s cooldown book (by deployment) carries over."""
         if old is not None:
             cooldowns = old.gateway.router.cooldowns
-            if isinstance(cooldowns, Cooldowns):
-                cooldowns.config = config.routing.cooldown
+            # (the rules apply to the deployments cooling now; a shared book keeps a
+            # local one too: limits/shared_cooldowns.py)
+            for book in (cooldowns, getattr(cooldowns, "local", None)):
+                if isinstance(book, Cooldowns) or hasattr(book, "local"):
+                    book.config = config.routing.cooldown  # type: ignore[union-attr]
         else:
             cooldowns = _cooldowns(config, self.counters)
         return Router(
@@ -273,7 +276,8 @@ class Reloader:
         built = build_upstreams(
             replace(new, upstreams=changed), process.transports, process.counters
         )
-        return {name: same.get(name) or built[name] for name in new.upstreams}, [*built.values()]
+        every = {name: same[name] if name in same else built[name] for name in new.upstreams}
+        return every, [*built.values()]
 
     def _retire(self, old: Live, leaving: list[Upstream]) -> None:
         """Close ``leaving`` once the requests on ``old`` have ended."""
