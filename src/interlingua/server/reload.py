@@ -149,14 +149,10 @@ class Process:
     def router(
         self, config: Config, upstreams: Mapping[str, Upstream], old: Live | None = None
     ) -> Router:
-        """``config``'s router; ``old``'s cooldown book (by deployment) carries over."""
+        """``config``'s router; ``old``'s cooldown book (by deployment) carries over
+        (its rules are changed once the new bundle serves: :func:`_cooldown_rules`)."""
         if old is not None:
             cooldowns = old.gateway.router.cooldowns
-            # (the rules apply to the deployments cooling now; a shared book keeps a
-            # local one too: limits/shared_cooldowns.py)
-            for book in (cooldowns, getattr(cooldowns, "local", None)):
-                if isinstance(book, Cooldowns) or hasattr(book, "local"):
-                    book.config = config.routing.cooldown  # type: ignore[union-attr]
         else:
             cooldowns = _cooldowns(config, self.counters)
         return Router(
@@ -193,6 +189,14 @@ def _cooldowns(config: Config, counters: SharedCounters | None) -> CooldownBook:
     """The router's cooldowns: in this process, or shared through Redis (``state.url``)."""
     local = Cooldowns(config.routing.cooldown)
     return counters.cooldowns(local) if counters is not None else local
+
+
+def _cooldown_rules(book: Any, config: Config) -> None:
+    """``config``'s cooldown rules on the book that carried over, for the deployments
+    cooling now too (a shared book keeps a local one: limits/shared_cooldowns.py)."""
+    for each in (book, getattr(book, "local", None)):
+        if each is not None and hasattr(each, "config"):
+            each.config = config.routing.cooldown
 
 
 class Holder(Protocol):
@@ -259,6 +263,7 @@ class Reloader:
                 await upstream.aclose()
             raise
         self.holder.live = live  # the swap: requests that begin from now on use it
+        _cooldown_rules(live.gateway.router.cooldowns, new)
         self.on_swap(live)
         kept = {id(u) for u in upstreams.values()}
         self._retire(old, [u for u in old.upstreams.values() if id(u) not in kept])
