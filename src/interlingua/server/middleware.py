@@ -72,7 +72,7 @@ class Front:
         self,
         app: ASGIApp,
         fast_routes: Mapping[tuple[str, str], FastHandler],
-        holder: Any = None,
+        holder: Any,
     ) -> None:
         """``holder``: whose ``live`` bundle (server/reload.py: ``Live``, not imported:
         it sits above this module) each request is counted on; the handlers read the
@@ -82,22 +82,22 @@ class Front:
         self.holder = holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.holder is None or scope["type"] == "lifespan":
-            # (the lifespan lasts as long as the process: counted, it would keep the
-            # first config's bundle in use forever)
-            await self._serve(scope, receive, send)
-            return
-        live = self.holder.live
-        live.users += 1
-        try:
-            await self._serve(scope, receive, send)
-        finally:
-            live.left()
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            if scope["type"] == "lifespan":
+                # (not counted: it lasts as long as the process, and would keep the first
+                # config's bundle in use forever)
+                await self.app(scope, receive, send)
+                return
+            socket_live = self.holder.live
+            socket_live.users += 1
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                socket_live.left()
             return
+        # (counted here, in this coroutine's own try: a wrapping coroutine would cost
+        # every request a frame)
+        live = self.holder.live
         request_id = new_request_id()
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
@@ -106,6 +106,7 @@ class Front:
         id_headers = [(b"x-request-id", request_id.encode()), (b"request-id", request_id.encode())]
         started = time.perf_counter()
         status = 0
+        live.users += 1
         try:
             path = scope["path"]
             handler = self.fast_routes.get((scope["method"], path))
@@ -136,6 +137,7 @@ class Front:
             status = 499
             log.info("client disconnected before the answer; its request was cancelled")
         finally:
+            live.left()
             REQUEST_ID.reset(token)
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
