@@ -75,11 +75,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .server.process.factory import configure_logging
     from .server.process.serve import run
+    from .server.reload import ConfigSource
 
     configure_logging(args.log_level)
     # uvicorn with the connection guard and graceful drain (server/process/serve.py); with
-    # --workers each worker process builds its own app, guard and drain.
-    return run(config, workers=args.workers, log_level=args.log_level)
+    # --workers each worker process builds its own app, guard and drain. SIGHUP reads
+    # the --config file again (server/reload.py).
+    source = ConfigSource(args.config, args.fake, args.host, args.port)
+    return run(config, workers=args.workers, log_level=args.log_level, source=source)
 
 
 def _check_config(config: Config, args: argparse.Namespace) -> None:
@@ -119,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the gateway",
         description="Serve /v1/chat/completions, /v1/messages, /v1/messages/count_tokens, "
         "/v1/responses (HTTP and WebSocket), /v1/models, /health, /metrics and /ui (the "
-        "status page). With no --config, serves the bundled local model.",
+        "status page). With no --config, serves the bundled local model. SIGHUP reads the "
+        "--config file again and serves it without a restart (docs/config.md, 'Reloading "
+        "the config').",
     )
     serve.add_argument("--config", "-c", metavar="PATH", help="YAML config (see docs/config.md)")
     serve.add_argument("--host", help="interface to listen on (default 127.0.0.1)")

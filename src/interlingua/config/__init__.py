@@ -100,11 +100,13 @@ from .sections import (
     UpstreamConfig,
 )
 from .team import (
+    AdminConfig,
     KeyConfig,
     KeyLimits,
     StateConfig,
     TelemetryConfig,
     UsageConfig,
+    parse_admin,
     parse_keys,
     parse_metrics,
     parse_state,
@@ -121,6 +123,7 @@ __all__ = [
     "STRATEGIES",
     "STREAM_BREAK_MODES",
     "WILDCARD",
+    "AdminConfig",
     "Config",
     "ConfigError",
     "CooldownConfig",
@@ -244,6 +247,7 @@ def parse_config(data: Any, base: Path | None = None) -> Config:
         prices=prices,
         price_table=price_table,
         telemetry=parse_telemetry(root.get("telemetry")),
+        admin=parse_admin(root.get("admin")),
     )
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
@@ -278,6 +282,7 @@ class _Sections(TypedDict):
     prices: str | None
     price_table: tuple[tuple[str, Price], ...]
     telemetry: TelemetryConfig | None
+    admin: AdminConfig | None
 
 
 _ROOT_KEYS = (
@@ -292,6 +297,7 @@ _ROOT_KEYS = (
     "metrics",
     "prices",
     "telemetry",
+    "admin",
 )
 
 

@@ -20,7 +20,7 @@ from .sections import (
     TimeoutConfig,
     UpstreamConfig,
 )
-from .team import key_doc, state_doc, telemetry_doc, usage_doc
+from .team import admin_doc, key_doc, state_doc, telemetry_doc, usage_doc
 
 __all__ = ["config_to_yaml"]
 
@@ -58,6 +58,8 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
         doc["prices"] = config.prices
     if config.telemetry is not None:  # (absent: off, as in the file)
         doc["telemetry"] = telemetry_doc(config.telemetry)
+    if config.admin is not None:
+        doc["admin"] = admin_doc(config.admin)
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 

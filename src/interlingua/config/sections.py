@@ -9,7 +9,7 @@ from typing import Any
 
 from ._values import ConfigError
 from .prices import Price, PriceTable
-from .team import KeyConfig, StateConfig, TelemetryConfig, UsageConfig
+from .team import AdminConfig, KeyConfig, StateConfig, TelemetryConfig, UsageConfig
 
 __all__ = [
     "COMMON_UPSTREAM_KEYS",
@@ -294,3 +294,5 @@ class Config:
     price_table: PriceTable = ()
     #: traces over OTLP/HTTP (None: off)
     telemetry: TelemetryConfig | None = None
+    #: ``/admin/*`` and its key; None: no admin routes
+    admin: AdminConfig | None = None

@@ -1,5 +1,5 @@
 """The sections a team running the gateway sets: ``keys``, ``state``, ``usage``, ``metrics``,
-``telemetry``.
+``telemetry``, ``admin``.
 
 The shape is a contract (docs/config.md, "Keys", "Shared state (Redis)", "Usage log",
 "Metrics and the status page" and "Traces (OpenTelemetry)")::
@@ -19,6 +19,7 @@ The shape is a contract (docs/config.md, "Keys", "Shared state (Redis)", "Usage 
       otlp_endpoint: http://otel-collector:4318
       service_name: llm-gateway            # default: interlingua
       content: false                       # export prompts and answers too
+    admin: {key_env: GATEWAY_ADMIN_KEY}    # /admin/* with this key; absent: no /admin
 
 Nothing secret is written here: a key is named by its variable or stored as a digest.
 """
@@ -47,12 +48,15 @@ from ._values import (
 )
 
 __all__ = [
+    "AdminConfig",
     "KeyConfig",
     "KeyLimits",
     "StateConfig",
     "TelemetryConfig",
     "UsageConfig",
+    "admin_doc",
     "key_doc",
+    "parse_admin",
     "parse_keys",
     "parse_metrics",
     "parse_state",
@@ -134,6 +138,38 @@ class TelemetryConfig:
     otlp_endpoint: str
     service_name: str = "interlingua"
     content: bool = False
+
+
+@dataclass(frozen=True)
+class AdminConfig:
+    """The operator's key for ``/admin/*`` (e.g. ``POST /admin/reload``): its value is
+    read from ``key_env`` when the app is built, never written in the file."""
+
+    key_env: str
+
+    def digest(self) -> bytes:
+        """The admin key's SHA-256; ConfigError when its variable is unset or empty (an
+        admin section nobody can use is a mistake worth refusing)."""
+        value = os.environ.get(self.key_env)
+        if not value:
+            raise ConfigError(f"admin.key_env: environment variable {self.key_env} is not set")
+        return hashlib.sha256(value.encode()).digest()
+
+
+def parse_admin(data: Any) -> AdminConfig | None:
+    """The ``admin`` section; None when absent (then no /admin route answers)."""
+    if data is None:
+        return None
+    raw = mapping(data, "admin")
+    reject_unknown(raw, ("key_env",), "admin")
+    key_env = expect_str(raw.get("key_env"), "admin.key_env")
+    if not ENV_NAME.match(key_env):
+        raise ConfigError(f"admin.key_env: the name of an environment variable, got {key_env!r}")
+    return AdminConfig(key_env)
+
+
+def admin_doc(admin: AdminConfig) -> dict[str, Any]:
+    return {"key_env": admin.key_env}
 
 
 def parse_keys(data: Any) -> tuple[KeyConfig, ...]:

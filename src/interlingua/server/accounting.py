@@ -45,6 +45,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextvars import ContextVar
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -130,7 +131,8 @@ class Accounting:
         """``pricing``: what each deployment's tokens cost (None: every cost unknown)."""
         self.sinks = tuple(sinks)
         #: the record's cost in dollars, when it is finished (None: no prices at all)
-        self._cost = pricing.cost if pricing is not None and pricing.any else None
+        self._cost: Callable[[Record], Decimal | None] | None = None
+        self.reprice(pricing)
         #: requests opened and not yet finished (the metrics' in-flight gauge)
         self.in_flight = 0
         self._done: list[Record] = []
@@ -141,6 +143,11 @@ class Accounting:
                 sink.catch_up = self.drain
             if hasattr(sink, "live"):  # (the metrics' in-flight gauge reads our count)
                 sink.live = self._live
+
+    def reprice(self, pricing: Pricing | None) -> None:
+        """Price the records finished from now on with ``pricing`` (a reloaded config's:
+        one accounting serves every config a process loads)."""
+        self._cost = pricing.cost if pricing is not None and pricing.any else None
 
     def _live(self) -> int:
         return self.in_flight

@@ -44,13 +44,11 @@ from ..errors import (
     NotFoundError,
 )
 from ..limits import SharedCounters
-from ..routing import CooldownBook, Cooldowns, Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
 from ..usage import ResponseStore, StoreError, UsageLog, open_store, open_usage_log
-from ..usage.cost import Pricing
 from ..usage.record import RecordSink
-from .accounting import RECORD, Accounting
+from .accounting import RECORD
 from .asgi_io import (
     JSON_CT,
     BytesResponse,
@@ -61,8 +59,9 @@ from .asgi_io import (
 )
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
-from .keys import ClientKey, KeyRing
+from .keys import ClientKey
 from .middleware import REQUEST_ID, Front
+from .reload import ConfigSource, Live, Process, Reloader, build_live
 from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
 from .responses.state import respond
@@ -91,31 +90,33 @@ def _client_dialect(request: HTTPRequest) -> Dialect:
 
 
 class Handlers:
-    """The endpoint functions, bound to one :class:`Gateway`."""
+    """The endpoint functions, over the bundle of the config being served (``live``:
+    swapped whole by a reload, server/reload.py). A request reads ``self.live`` once, as
+    it begins (before its first suspension, so the front layer counted it on the same
+    bundle), and finishes on that bundle."""
 
     def __init__(
         self,
-        gateway: Gateway,
-        keys: KeyRing,
+        live: Live,
         drain: Drain,
         store: ResponseStore | None = None,
-        accounting: Accounting | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
-        self.gateway = gateway
-        self.keys = keys
+        self.live = live
         self.drain = drain
         #: the stored Responses objects; None when ``responses.store`` is false
         self.store = store
-        #: each generation's record for the usage log and metrics; None when nothing
-        #: reads them and no key has limits (then a request pays nothing for it)
-        self.accounting = accounting
         #: the requests' traces (``telemetry``; None: off, and the requests never look)
         self.telemetry = telemetry
 
+    @property
+    def gateway(self) -> Gateway:
+        """The serving gateway (what a WebSocket session and the error pages use)."""
+        return self.live.gateway
+
     def _check_auth(self, headers: Mapping[str, str]) -> ClientKey | None:
         """The key the request presents (None: the gateway is open); 401 when wrong."""
-        return self.keys.authenticate(headers)
+        return self.live.keys.authenticate(headers)
 
     async def answer(
         self, request: HTTPRequest, dialect: Dialect, work: Awaitable[T]
@@ -129,24 +130,30 @@ class Handlers:
         # (the scope's path, not request.url.path: building the URL cost every request
         # ~300 bytecodes for a name that only an unexpected failure's log line shows)
         path = request.scope["path"]
-        return await _as_response(self.gateway, dialect, work, _request_id(request), path)
+        return await _as_response(self.live.gateway, dialect, work, _request_id(request), path)
 
     async def _generate(
         self, request: HTTPRequest, dialect: Dialect
     ) -> BytesResponse | StreamResponse:
+        live = self.live
         if self.drain.draining:
             return self._shutting_down(request, dialect)
         try:
-            if self.accounting is not None:
+            if live.accounting is not None:
                 response = await self.counted(
                     dialect,
                     plain_headers(request),
                     _request_id(request),
                     request.receive,
                     request=request,
+                    live=live,
                 )
             else:
-                response = await self.answer(request, dialect, self._generation(request, dialect))
+                work = self._generation(request, dialect, live)
+                path = request.scope["path"]
+                response = await _as_response(
+                    live.gateway, dialect, work, _request_id(request), path
+                )
         except asyncio.CancelledError:
             # The drain's shutdown_timeout passed before the answer began (server/drain.py).
             task = asyncio.current_task()
@@ -159,17 +166,17 @@ class Handlers:
         return response
 
     async def _generation(
-        self, request: HTTPRequest, dialect: Dialect
+        self, request: HTTPRequest, dialect: Dialect, live: Live
     ) -> BytesResponse | StreamResponse:
         """The lean path, when nothing counts requests (:meth:`counted` otherwise)."""
         headers = plain_headers(request)
-        key = self.keys.authenticate(headers)
-        raw = await read_body(request, self.gateway.max_body, headers)
+        key = live.keys.authenticate(headers)
+        raw = await read_body(request, live.gateway.max_body, headers)
         body = decode_json_object(raw)
         # (a key without model globs allows all: two calls a request fewer)
         if key is not None and key.models and (model := _model_name(body)):
             key.check_model(model)
-        return await self._dispatch(dialect, body, headers, request.receive, key)
+        return await self._dispatch(live.gateway, dialect, body, headers, request.receive, key)
 
     async def counted(
         self,
@@ -180,12 +187,14 @@ class Handlers:
         *,
         request: HTTPRequest | None = None,
         body: dict[str, Any] | None = None,
+        live: Live | None = None,
     ) -> BytesResponse | StreamResponse:
         """A generation with its record kept and its key's limits applied: the body is
         read from ``request`` (HTTP) or given (a WebSocket frame). Errors come back as
         responses in ``dialect`` so that they are counted too. (One coroutine, not
         three: each await layer cost a few µs on the hot path.)"""
-        accounting = self.accounting
+        live = live or self.live
+        accounting, gateway = live.accounting, live.gateway
         assert accounting is not None
         tab = accounting.open(request_id, dialect.name)
         record = tab.record
@@ -193,12 +202,12 @@ class Handlers:
         trace = self.telemetry.begin(headers, record) if self.telemetry is not None else None
         try:
             try:
-                key = self.keys.authenticate(headers)
+                key = live.keys.authenticate(headers)
                 if key is not None:
                     record.key = key.name
                 if body is None:
                     assert request is not None
-                    raw = await read_body(request, self.gateway.max_body, headers)
+                    raw = await read_body(request, gateway.max_body, headers)
                     body = decode_json_object(raw)
                 else:
                     raw = b""
@@ -218,17 +227,15 @@ class Handlers:
                         else:
                             tab.key, tab.entry = key, entry
                 if dialect is RESPONSES:
-                    response = await respond(
-                        self.gateway, self.store, body, headers, receive, key=key
-                    )
+                    response = await respond(gateway, self.store, body, headers, receive, key=key)
                 else:
-                    response = await self.gateway.generate(dialect, body, headers, receive)
+                    response = await gateway.generate(dialect, body, headers, receive)
             except InterlinguaError as err:
-                response = self.gateway.error_response(dialect, err, request_id)
+                response = gateway.error_response(dialect, err, request_id)
             except Exception as exc:
                 where = request.url.path if request is not None else "a WebSocket frame"
                 log.exception("unexpected failure on %s", where)
-                response = self.gateway.error_response(dialect, internal_error(exc), request_id)
+                response = gateway.error_response(dialect, internal_error(exc), request_id)
         except BaseException as exc:
             # Cancelled before an answer: by the client leaving (the connection guard,
             # a WebSocket's hang-up), unless the shutdown's timeout did it.
@@ -243,6 +250,7 @@ class Handlers:
 
     def _dispatch(
         self,
+        gateway: Gateway,
         dialect: Dialect,
         body: dict[str, Any],
         headers: Mapping[str, str],
@@ -251,8 +259,8 @@ class Handlers:
     ) -> Awaitable[BytesResponse | StreamResponse]:
         if dialect is RESPONSES:
             # the key owns what the request stores and is all it may continue
-            return respond(self.gateway, self.store, body, headers, receive, key=key)
-        return self.gateway.generate(dialect, body, headers, receive)
+            return respond(gateway, self.store, body, headers, receive, key=key)
+        return gateway.generate(dialect, body, headers, receive)
 
     async def responses_from_body(
         self, body: dict[str, Any], headers: Mapping[str, str], receive: Any = None
@@ -260,15 +268,19 @@ class Handlers:
         """A decoded Responses request of a WebSocket frame (server/responses/websocket.py), after
         the connection's authentication: its key's model check and limits apply, and it
         is counted, per frame."""
-        if self.accounting is not None:
-            return await self.counted(RESPONSES, headers, REQUEST_ID.get(), receive, body=body)
-        key = self.keys.authenticate(headers)
+        live = self.live
+        if live.accounting is not None:
+            return await self.counted(
+                RESPONSES, headers, REQUEST_ID.get(), receive, body=body, live=live
+            )
+        key = live.keys.authenticate(headers)
         if key is not None and key.models and (model := _model_name(body)):
             key.check_model(model)
-        return await respond(self.gateway, self.store, body, headers, receive, key=key)
+        return await respond(live.gateway, self.store, body, headers, receive, key=key)
 
     def _shutting_down(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
-        response = self.gateway.error_response(dialect, shutting_down_error(), _request_id(request))
+        error = shutting_down_error()
+        response = self.live.gateway.error_response(dialect, error, _request_id(request))
         response.headers.append((b"connection", b"close"))
         return response
 
@@ -286,12 +298,13 @@ class Handlers:
 
     async def _count_tokens(self, request: HTTPRequest) -> BytesResponse:
         headers = plain_headers(request)
-        key = self._check_auth(headers)
-        body = decode_json_object(await read_body(request, self.gateway.max_body, headers))
+        live = self.live
+        key = live.keys.authenticate(headers)
+        body = decode_json_object(await read_body(request, live.gateway.max_body, headers))
         parsed = ANTHROPIC.parse_count_tokens_request(body)
         if key is not None:
             key.check_model(parsed.model)
-        count = await self.gateway.count_tokens(parsed)
+        count = await live.gateway.count_tokens(parsed)
         return BytesResponse(orjson.dumps({"input_tokens": count}))
 
     async def models(self, request: HTTPRequest) -> BytesResponse:
@@ -299,8 +312,9 @@ class Handlers:
         return await self.answer(request, dialect, self._models(request, dialect))
 
     async def _models(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
-        key = self._check_auth(request.headers)
-        names = self.gateway.router.model_names()
+        live = self.live
+        key = live.keys.authenticate(request.headers)
+        names = live.gateway.router.model_names()
         if key is not None and key.models:
             names = [name for name in names if key.allows(name)]
         return BytesResponse(orjson.dumps(dialect.render_model_list(names, _STARTED)))
@@ -366,8 +380,8 @@ GENERATION_ROUTES: dict[str, Endpoint] = {
 class _NotFoundAsError:
     """Starlette's 404/405 pages rendered as the caller's dialect error instead of text."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, handlers: Handlers) -> None:
+        self.handlers = handlers
 
     async def __call__(self, request: HTTPRequest, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -380,7 +394,7 @@ class _NotFoundAsError:
             allow = (exc.headers or {}).get("Allow", "")
             message = f"Method not allowed: {request.method} {request.url.path} (allowed: {allow})."
             error = InvalidRequestError(message, status=exc.status_code, code="method_not_allowed")
-        rendered = self.gateway.error_response(dialect, error, _request_id(request))
+        rendered = self.handlers.gateway.error_response(dialect, error, _request_id(request))
         # Starlette's exception handlers must return its own Response type.
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in rendered.headers}
         # The status is Starlette's (404/405), not the dialect's: Anthropic renders every
@@ -396,6 +410,7 @@ def create_app(
     transports: Transports | None = None,
     drain: Drain | None = None,
     record_sinks: Sequence[RecordSink] = (),
+    source: ConfigSource | None = None,
 ) -> ASGIApp:
     """Build the gateway ASGI app.
 
@@ -403,10 +418,11 @@ def create_app(
     ``transports`` replaces the app's own HTTP engines (the caller closes them); ``drain``
     is the shutdown state the server's connection guard sets (server/process/serve.py;
     default: one never set); ``record_sinks`` are told of every finished generation
-    request besides the usage log and the metrics (usage/record.py).
+    request besides the usage log and the metrics (usage/record.py); ``source`` is where
+    ``config`` came from: given, SIGHUP and ``POST /admin/reload`` read it again
+    (server/reload.py; ``serve`` gives it, in the process's main thread).
     """
     check_config(config)  # the kinds' half of validation: refuse a bad entry before serving
-    secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
     # state.url: limits and cooldowns counted in Redis with the other replicas (nothing
     # connects before the first request, in the worker's own loop)
     counters = SharedCounters(config.state.url) if config.state.url else None
@@ -418,43 +434,44 @@ def create_app(
     metrics = Metrics(upstreams) if config.metrics else None
     # telemetry: each request's spans, made from its record when it ends (a sink too)
     telemetry = Telemetry(config) if config.telemetry is not None else None
-    router = Router(
-        config,
-        upstreams,
-        cooldowns=_cooldowns(config, counters),
+    process = Process(
+        transports or own_transports,
+        counters,
+        ResponsesDialect(Sealer(sealing_key(config.responses))),
         observe=_observer(metrics, telemetry),
         continued=metrics.continued if metrics is not None else None,
     )
-    sealer = Sealer(sealing_key(config.responses))
-    gateway = Gateway(config, router, secrets, ResponsesDialect(sealer))
+    router = process.router(config, upstreams)
     stored = config.responses
     store = open_store(stored.url, stored.expire_after) if stored.store else None
-    keys = KeyRing.from_config(config, counters)
     usage_log = open_usage_log(config.usage)  # (None with `usage: false`)
-    status_page = (
-        StatusPage(router, keys.authenticate, share_dir=multiprocess_dir()) if metrics else None
+
+    def authorize(headers: Mapping[str, str]) -> ClientKey | None:
+        return handlers.live.keys.authenticate(headers)  # (the keys serving now)
+
+    status_page = StatusPage(router, authorize, share_dir=multiprocess_dir()) if metrics else None
+    sinks = (usage_log, metrics, status_page, telemetry)
+    process.sinks = [*record_sinks, *(s for s in sinks if s is not None)]
+    handlers = Handlers(
+        build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
-    sinks = [
-        *record_sinks,
-        *(s for s in (usage_log, metrics, status_page, telemetry) if s is not None),
-    ]
-    limited_keys = any(key.limited for key in keys.keys)
-    accounting = Accounting(sinks, Pricing(config)) if sinks or limited_keys else None
-    if accounting is not None:
-        gateway.note_row = accounting.add_row  # (a continued stream's broken attempts)
-    handlers = Handlers(gateway, keys, drain or Drain(), store, accounting, telemetry)
-    services = _Services(upstreams, counters, usage_log, store, accounting, own_transports)
+    reloader = Reloader(source, handlers, process, _router_to(status_page))
+    services = _Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
     generation = _generation(handlers)
     app = Starlette(
-        routes=_routes(handlers, generation, metrics, status_page),
+        routes=[
+            *_routes(handlers, generation, metrics, status_page),
+            Route("/admin/reload", reloader.admin_reload, methods=["POST"]),
+        ],
         lifespan=services.lifespan,
-        exception_handlers={HTTPException: _NotFoundAsError(gateway)},
+        exception_handlers={HTTPException: _NotFoundAsError(handlers)},
     )
     # No redirects to the slash-less path: the Location would come from the client's Host
     # header. The generation routes answer with or without the slash (server/middleware.py).
     app.router.redirect_slashes = False
-    return Front(app, {("POST", path): handler for path, handler in generation.items()})
+    fast = {("POST", path): handler for path, handler in generation.items()}
+    return Front(app, fast, handlers)
 
 
 def _observer(
@@ -474,10 +491,14 @@ def _observer(
     return observe
 
 
-def _cooldowns(config: Config, counters: SharedCounters | None) -> CooldownBook:
-    """The router's cooldowns: in this process, or shared through Redis (``state.url``)."""
-    local = Cooldowns(config.routing.cooldown)
-    return counters.cooldowns(local) if counters is not None else local
+def _router_to(status_page: StatusPage | None) -> Callable[[Live], None]:
+    """What a reload tells the status page: the router it now shows."""
+
+    def swapped(live: Live) -> None:
+        if status_page is not None:
+            status_page.router = live.gateway.router
+
+    return swapped
 
 
 def _generation(handlers: Handlers) -> dict[str, Callable[[HTTPRequest], Awaitable[Any]]]:
@@ -518,24 +539,24 @@ class _Services:
 
     def __init__(
         self,
-        upstreams: Mapping[str, Upstream],
+        reloader: Reloader,
         counters: SharedCounters | None,
         usage_log: UsageLog | None,
         store: ResponseStore | None,
-        accounting: Accounting | None,
         transports: Transports | None,
     ) -> None:
-        self.upstreams = upstreams
+        self.reloader = reloader
         self.counters = counters
         self.usage_log = usage_log
         self.store = store
-        self.accounting = accounting
         #: the app's own HTTP engines (None: the caller's, which the caller closes)
         self.transports = transports
         self.telemetry: Telemetry | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        reloader = self.reloader
+        live = reloader.holder.live
         async with contextlib.AsyncExitStack() as stack:
             if self.transports is not None:
                 stack.push_async_callback(self.transports.aclose)
@@ -550,11 +571,16 @@ class _Services:
             if self.store is not None:
                 await _open_store(self.store)
                 stack.push_async_callback(self.store.aclose)
-            for upstream in self.upstreams.values():
+            # (the upstreams serving at shutdown: those a reload added too, and those it
+            # retired whose last requests have not ended)
+            stack.push_async_callback(reloader.aclose)
+            for upstream in live.upstreams.values():
                 await upstream.start()
-                stack.push_async_callback(upstream.aclose)
-            if self.accounting is not None:
-                stack.callback(self.accounting.drain)  # (the last tenth of a second's records)
+            if live.accounting is not None:
+                # (the last tenth of a second's records; one accounting across reloads)
+                stack.callback(live.accounting.drain)
+            if reloader.source is not None:
+                stack.callback(reloader.listen())
             yield
 
 

@@ -231,12 +231,18 @@ class KeyRing:
         self.keys = tuple(keys)
 
     @classmethod
-    def from_config(cls, config: Config, counters: Counters | None = None) -> KeyRing:
+    def from_config(
+        cls, config: Config, counters: Counters | None = None, previous: KeyRing | None = None
+    ) -> KeyRing:
         """The ring of ``config``'s ``keys`` and ``server.api_keys`` (a ``key_env`` is
-        read now: ConfigError when its variable is unset)."""
+        read now: ConfigError when its variable is unset). A key of ``previous`` (the
+        ring a reloaded config replaces) whose name, digest, models and limits are all
+        unchanged is kept, the same object: its counts (a minute's requests, a day's
+        tokens, its requests in flight) carry over."""
+        kept = {key.name: key for key in previous.keys if key.name} if previous else {}
         return cls(
             [
-                *(_named(key, counters) for key in config.keys),
+                *(_named(key, counters, kept.get(key.name)) for key in config.keys),
                 *(
                     ClientKey(None, hashlib.sha256(plain.encode()).digest())
                     for plain in config.server.api_keys
@@ -270,5 +276,13 @@ class KeyRing:
         return found
 
 
-def _named(key: KeyConfig, counters: Counters | None) -> ClientKey:
-    return ClientKey(key.name, bytes.fromhex(key.digest()), key.models, key.limits, counters)
+def _named(key: KeyConfig, counters: Counters | None, old: ClientKey | None) -> ClientKey:
+    digest = bytes.fromhex(key.digest())
+    if (
+        old is not None
+        and old.digest == digest
+        and old.models == key.models
+        and old.limits == key.limits
+    ):
+        return old
+    return ClientKey(key.name, digest, key.models, key.limits, counters)

@@ -1,5 +1,9 @@
 """The outermost ASGI layer: request ids, the access log, and hot-route dispatch.
 
+Every request is counted on the config bundle it began on (``Live.users``,
+server/reload.py), until its response has been sent to the end: a reload closes the
+upstreams that left once the old bundle has no user.
+
 Every response carries a request id, sent back as both ``x-request-id`` (OpenAI's name)
 and ``request-id`` (Anthropic's) so either SDK exposes it to its caller; it is also put
 in ``scope["state"]["request_id"]`` for handlers (Anthropic error bodies carry it) and in
@@ -22,6 +26,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from typing import Any
 
 from starlette.requests import Request as HTTPRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -63,14 +68,36 @@ def new_request_id() -> str:
 class Front:
     """Assign a request id, log one access line, and dispatch the hot routes directly."""
 
-    def __init__(self, app: ASGIApp, fast_routes: Mapping[tuple[str, str], FastHandler]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        fast_routes: Mapping[tuple[str, str], FastHandler],
+        holder: Any,
+    ) -> None:
+        """``holder``: whose ``live`` bundle (server/reload.py: ``Live``, not imported:
+        it sits above this module) each request is counted on; the handlers read the
+        same one, before the request's first suspension."""
         self.app = app
         self.fast_routes = fast_routes
+        self.holder = holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            if scope["type"] == "lifespan":
+                # (not counted: it lasts as long as the process, and would keep the first
+                # config's bundle in use forever)
+                await self.app(scope, receive, send)
+                return
+            socket_live = self.holder.live
+            socket_live.users += 1
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                socket_live.left()
             return
+        # (counted here, in this coroutine's own try: a wrapping coroutine would cost
+        # every request a frame)
+        live = self.holder.live
         request_id = new_request_id()
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
@@ -79,6 +106,7 @@ class Front:
         id_headers = [(b"x-request-id", request_id.encode()), (b"request-id", request_id.encode())]
         started = time.perf_counter()
         status = 0
+        live.users += 1
         try:
             path = scope["path"]
             handler = self.fast_routes.get((scope["method"], path))
@@ -109,6 +137,7 @@ class Front:
             status = 499
             log.info("client disconnected before the answer; its request was cancelled")
         finally:
+            live.left()
             REQUEST_ID.reset(token)
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(

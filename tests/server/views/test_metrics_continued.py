@@ -9,7 +9,7 @@ import pytest
 
 from interlingua.config import fake_config, parse_config
 from interlingua.routing import Router
-from interlingua.server import app as app_module
+from interlingua.server import reload as reload_module
 from interlingua.server.app import create_app
 from interlingua.server.views.metrics import Metrics
 from interlingua.upstreams.fake import FakeUpstream
@@ -75,7 +75,7 @@ async def test_the_gateway_wires_the_routers_hook_to_the_metrics(
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             routers.append(self)
 
-    monkeypatch.setattr(app_module, "Router", Kept)
+    monkeypatch.setattr(reload_module, "Router", Kept)  # (where the app builds its router)
     app = create_app(fake_config())
     [router] = routers
     assert router.continued is not None

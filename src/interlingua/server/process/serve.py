@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import signal
 import sys
+from dataclasses import replace
 from typing import Any
 
 import uvicorn
@@ -30,6 +32,7 @@ from ...config import Config
 from ...upstreams.base import Upstream
 from ..app import create_app
 from ..drain import Drain
+from ..reload import ConfigSource
 from ..views.multiproc import shared_dir
 from .factory import configure_logging
 from .guard import Guard, GuardedProtocol, derive_max_connections, raise_fd_limit
@@ -65,9 +68,12 @@ class GatewayServerConfig(uvicorn.Config):
         log_level: str = "info",
         upstreams: dict[str, Upstream] | None = None,
         freeze_gc: bool = False,
+        source: ConfigSource | None = None,
         **overrides: Any,
     ) -> None:
         self.gateway_config = config
+        #: where the config came from, read again on SIGHUP (server/reload.py)
+        self.gateway_source = source
         self.freeze_gc = freeze_gc
         self.gateway_log_level = log_level
         self.gateway_upstreams = upstreams
@@ -96,9 +102,18 @@ class GatewayServerConfig(uvicorn.Config):
     def load(self) -> None:
         """Build this process's guard and app, then let uvicorn load them."""
         configure_logging(self.gateway_log_level)  # again in each worker process
+        if self.gateway_source is not None:
+            # A SIGHUP's default kills the process: until the app listens for it (in its
+            # lifespan, in the running loop), one that arrives is ignored.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
         drain = Drain()
         self.guard = build_guard(self.gateway_config, drain)
-        self.app = create_app(self.gateway_config, upstreams=self.gateway_upstreams, drain=drain)
+        self.app = create_app(
+            self.gateway_config,
+            upstreams=self.gateway_upstreams,
+            drain=drain,
+            source=self.gateway_source,
+        )
         super().load()
         if self.freeze_gc:
             # The modules, the config, the routes and the app live as long as the process;
@@ -110,10 +125,19 @@ class GatewayServerConfig(uvicorn.Config):
             gc.freeze()
 
 
-def run(config: Config, *, workers: int = 1, log_level: str = "info") -> int:
-    """Serve ``config`` until SIGTERM/SIGINT, then drain; the exit status (0 when clean)."""
+def run(
+    config: Config,
+    *,
+    workers: int = 1,
+    log_level: str = "info",
+    source: ConfigSource | None = None,
+) -> int:
+    """Serve ``config`` until SIGTERM/SIGINT, then drain; the exit status (0 when clean).
+    With ``source``, SIGHUP reads the config again and serves it (server/reload.py)."""
+    if source is not None:
+        source = replace(source, workers=workers)
     server_config = GatewayServerConfig(
-        config, log_level=log_level, workers=workers, freeze_gc=True
+        config, log_level=log_level, workers=workers, freeze_gc=True, source=source
     )
     if workers > 1:
         # Each worker process gets this config pickled, loads it (its own guard and app)
@@ -121,7 +145,7 @@ def run(config: Config, *, workers: int = 1, log_level: str = "info") -> int:
         sock = server_config.bind_socket()
         # One /metrics and /ui view across the workers: they share a directory (multiproc.py).
         with shared_dir(), contextlib.suppress(KeyboardInterrupt):
-            Multiprocess(server_config, sockets=[sock]).run()
+            _Workers(server_config, sockets=[sock]).run()
         return 0
     server = uvicorn.Server(server_config)
     # uvicorn re-raises the signal it caught once it has shut down, to exit "as killed":
@@ -137,6 +161,20 @@ def run(config: Config, *, workers: int = 1, log_level: str = "info") -> int:
     if not server.started:
         sys.exit(STARTUP_FAILURE)
     return 0
+
+
+class _Workers(Multiprocess):
+    """uvicorn's supervisor, but a SIGHUP is passed on to every worker, each of which
+    reloads its config in place (server/reload.py), instead of uvicorn's own: replacing
+    every worker process. A replacement would drop nothing in flight (the old worker
+    drains), but would serve the config the supervisor was started with, not the file
+    as it is now, and would start with its key and deployment counts at zero; a worker
+    that reloads itself keeps them and is the same code path as a single process."""
+
+    def handle_hup(self) -> None:
+        for process in self.processes:
+            if process.pid is not None and process.exitcode is None:
+                os.kill(process.pid, signal.SIGHUP)
 
 
 def _ignore(signum: int, frame: Any) -> None:

@@ -81,8 +81,10 @@ _ERROR_HEADERS = tuple(name.encode() for name in RELAYED_HEADERS)
 class SocketHost(Protocol):
     """What the handler needs of the HTTP handlers (server/app.py:Handlers)."""
 
-    gateway: Gateway
     drain: Drain
+
+    @property
+    def gateway(self) -> Gateway: ...
 
     def _check_auth(self, headers: Mapping[str, str]) -> object: ...
 
