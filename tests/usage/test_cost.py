@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from interlingua.config import ConfigError, Price, load_config, parse_config
+from interlingua.config import ConfigError, Price, config_to_yaml, load_config, parse_config
 from interlingua.dialects.relay_usage import body_counts
 from interlingua.usage.cost import Pricing, cost_usd
 from interlingua.usage.record import Record
@@ -181,3 +181,14 @@ def test_a_bad_prices_file_is_refused(tmp_path: Path) -> None:
         load_config(path)
     with pytest.raises(ConfigError, match=r"'gpt-\*'.output: required"):
         load_config(_config(tmp_path, '"gpt-*": {input: 1}\n'))
+
+
+def test_print_config_keeps_the_prices(tmp_path: Path) -> None:
+    """--print-config prints each entry's effective price and the file: loading the
+    printout gives the same config back."""
+    config = load_config(_config(tmp_path, PRICES))
+    printed = tmp_path / "printed.yaml"
+    printed.write_text(config_to_yaml(config))
+    again = load_config(printed)
+    assert again.models == config.models and again.price_table == config.price_table
+    assert "cache_write: 3.75" in printed.read_text()
