@@ -7,7 +7,8 @@ of each to the cent)::
 
     (input - cache_read - cache_write) x input
     + cache_read x cache_read price     (else the input price)
-    + cache_write x cache_write price   (else the input price)
+    + cache_write x cache_write price   (else the input price; the one-hour writes
+                                         at cache_write_1h when reported and priced)
     + (output - reasoning) x output
     + reasoning x reasoning price       (else the output price)
 
@@ -42,34 +43,55 @@ def cost_usd(
     cache_read: int,
     cache_write: int,
     reasoning: int,
+    cache_write_1h: int = 0,
 ) -> Decimal:
-    """The exact cost of these counts at ``price`` (the module docstring's rule). Parts
-    that do not add up (more cached than input, as a loose upstream may report) bill
-    what they say and the plain part as 0."""
-    return Rates(price).cost(input_tokens, output_tokens, cache_read, cache_write, reasoning)
+    """The exact cost of these counts at ``price`` (the module docstring's rule);
+    ``cache_write_1h``: the one-hour writes among ``cache_write``. Parts that do not add
+    up (more cached than input, as a loose upstream may report) bill what they say and
+    the plain part as 0."""
+    return Rates(price).cost(
+        input_tokens, output_tokens, cache_read, cache_write, reasoning, cache_write_1h
+    )
 
 
 class Rates:
     """A :class:`~interlingua.config.Price` as whole numbers of its smallest unit, so a
-    request's cost is five integer products and one Decimal made at the end: exact, and
-    about a fifth of the work of the same sum in Decimal operations (each of which
-    looks up the decimal context and allocates a number)."""
+    request's cost is a few integer products and one Decimal made at the end: exact, and
+    less work than the same sum in Decimal operations (each of which looks up the
+    decimal context and allocates a number)."""
 
-    __slots__ = ("cache_read", "cache_write", "exponent", "input", "output", "reasoning")
+    __slots__ = (
+        "cache_read",
+        "cache_write",
+        "cache_write_1h",
+        "exponent",
+        "input",
+        "output",
+        "reasoning",
+    )
 
     def __init__(self, price: Price) -> None:
+        write = price.input if price.cache_write is None else price.cache_write
         figures = (
             price.input,
             price.output,
             price.input if price.cache_read is None else price.cache_read,
-            price.input if price.cache_write is None else price.cache_write,
+            write,
+            write if price.cache_write_1h is None else price.cache_write_1h,
             price.output if price.reasoning is None else price.reasoning,
         )
         # the figures' most decimal places: each figure times 10**places is an integer
         exponents = [f.as_tuple().exponent for f in figures]
         places = max(0, *(-e for e in exponents if isinstance(e, int)))
         units = [int(f.scaleb(places)) for f in figures]
-        self.input, self.output, self.cache_read, self.cache_write, self.reasoning = units
+        (
+            self.input,
+            self.output,
+            self.cache_read,
+            self.cache_write,
+            self.cache_write_1h,
+            self.reasoning,
+        ) = units
         #: per million tokens, in units of 10**-places dollars
         self.exponent = -(6 + places)
 
@@ -80,6 +102,7 @@ class Rates:
         cache_read: int,
         cache_write: int,
         reasoning: int,
+        cache_write_1h: int = 0,
     ) -> Decimal:
         """The exact cost of these counts (see :func:`cost_usd`)."""
         plain_in = input_tokens - cache_read - cache_write
@@ -87,7 +110,8 @@ class Rates:
         units = (
             (plain_in * self.input if plain_in > 0 else 0)
             + cache_read * self.cache_read
-            + cache_write * self.cache_write
+            + (cache_write - cache_write_1h) * self.cache_write
+            + cache_write_1h * self.cache_write_1h
             + (plain_out * self.output if plain_out > 0 else 0)
             + reasoning * self.reasoning
         )
@@ -167,4 +191,5 @@ class Pricing:
             record.cached_tokens,
             record.cache_write_tokens,
             record.reasoning_tokens,
+            record.cache_write_1h_tokens,
         )
