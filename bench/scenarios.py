@@ -150,6 +150,7 @@ TEAMS = (
     "on-no-limits",
     "on-no-usage",
     "on-no-metrics",
+    "on-priced",
 )
 
 
@@ -158,7 +159,9 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
     no metrics, the plain shared key), ``on`` (a named key with limits that a bench never
     reaches, the usage log in SQLite under ``tmp``, metrics), one of those alone
     (``keys``, ``usage``, ``metrics``), or ``on`` less one (``on-no-limits``: the named
-    key without limits; ``on-no-usage``; ``on-no-metrics``)."""
+    key without limits; ``on-no-usage``; ``on-no-metrics``), or ``on`` with every model
+    priced (``on-priced``: a ``prices:`` file under ``tmp`` whose one glob matches every
+    model, with each kind of price, so every request's cost is computed)."""
     if team not in TEAMS:
         raise ValueError(f"unknown team variant {team!r} (known: {', '.join(TEAMS)})")
     limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
@@ -172,10 +175,18 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
         "metrics": team in ("metrics", "on")
         or (team.startswith("on-") and team != "on-no-metrics"),
     }
+    priced: dict[str, Any] = {}
+    if team == "on-priced":
+        tmp.mkdir(parents=True, exist_ok=True)
+        prices = tmp / "prices.yaml"
+        price = {"input": 3.00, "output": 15.00, "cache_read": 0.30, "cache_write": 3.75}
+        prices.write_text(yaml.safe_dump({"*": {**price, "reasoning": 15.00}}))
+        priced["prices"] = str(prices)
     return {
         **({"keys": [key]} if has["keys"] else {}),
         "usage": usage if has["usage"] else False,
         "metrics": has["metrics"],
+        **priced,
     }
 
 

@@ -106,6 +106,7 @@ def test_the_gateways_counters_read_them(usage: dict[str, Any], want: Usage) -> 
         want.cache_read_tokens,
         want.reasoning_tokens,
         want.cache_write_tokens,
+        0,
     )
     assert usage_counts(usage) == counts
     assert body_counts(orjson.dumps({"id": "x", "choices": [], "usage": usage})) == counts
@@ -121,7 +122,7 @@ def test_a_relayed_stream_merges_string_counts() -> None:
     stream = StreamUsage()
     for event in (start, delta):
         stream.feed(b"data: " + orjson.dumps(event) + b"\n\n")
-    assert usage_counts(stream.counts) == (40, 25, 0, 0, 0)
+    assert usage_counts(stream.counts) == (40, 25, 0, 0, 0, 0)
     assert stream.tokens == 65
 
 

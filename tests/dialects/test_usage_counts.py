@@ -23,9 +23,9 @@ from interlingua.dialects.relay_usage import body_counts, usage_counts
                 "prompt_tokens_details": {"cached_tokens": 8},
                 "completion_tokens_details": {"reasoning_tokens": 5},
             },
-            (58, 17, 8, 5, 0),
+            (58, 17, 8, 5, 0, 0),
         ),
-        ({"completion_tokens": 3}, (0, 3, 0, 0, 0)),
+        ({"completion_tokens": 3}, (0, 3, 0, 0, 0, 0)),
         # values that are no count: bools, negatives, text, details not objects
         (
             {
@@ -34,7 +34,7 @@ from interlingua.dialects.relay_usage import body_counts, usage_counts
                 "prompt_tokens_details": [1],
                 "completion_tokens_details": {"reasoning_tokens": "seven"},
             },
-            (0, 0, 0, 0, 0),
+            (0, 0, 0, 0, 0, 0),
         ),
         # counts written oddly are read: numbers as strings, floats
         (
@@ -43,7 +43,7 @@ from interlingua.dialects.relay_usage import body_counts, usage_counts
                 "completion_tokens": None,
                 "completion_tokens_details": {"reasoning_tokens": "7"},
             },
-            (2, 0, 0, 7, 0),
+            (2, 0, 0, 7, 0, 0),
         ),
         # Messages: input excludes the cache; cached is the reads
         (
@@ -53,7 +53,7 @@ from interlingua.dialects.relay_usage import body_counts, usage_counts
                 "cache_creation_input_tokens": 5,
                 "output_tokens": 4,
             },
-            (105, 4, 90, 0, 5),
+            (105, 4, 90, 0, 5, 0),
         ),
         # Responses
         (
@@ -63,13 +63,15 @@ from interlingua.dialects.relay_usage import body_counts, usage_counts
                 "input_tokens_details": {"cached_tokens": 8},
                 "output_tokens_details": {"reasoning_tokens": 2},
             },
-            (20, 5, 8, 2, 0),
+            (20, 5, 8, 2, 0, 0),
         ),
-        ({"input_tokens": False, "output_tokens_details": None}, (0, 0, 0, 0, 0)),
-        ({}, (0, 0, 0, 0, 0)),
+        ({"input_tokens": False, "output_tokens_details": None}, (0, 0, 0, 0, 0, 0)),
+        ({}, (0, 0, 0, 0, 0, 0)),
     ],
 )
-def test_usage_counts(usage: dict[str, object], counts: tuple[int, int, int, int, int]) -> None:
+def test_usage_counts(
+    usage: dict[str, object], counts: tuple[int, int, int, int, int, int]
+) -> None:
     assert usage_counts(usage) == counts
 
 
@@ -109,10 +111,10 @@ def test_a_body_is_counted_as_its_usage_object_is() -> None:
     assert body_counts(b'{"id": "x"}') is None
     assert body_counts(b'{"usage": null}') is None
     assert body_counts(b"not json") is None
-    assert body_counts(b'{"usage": {"prompt_tokens": 3}, "usage_note": 1}') == (3, 0, 0, 0, 0)
+    assert body_counts(b'{"usage": {"prompt_tokens": 3}, "usage_note": 1}') == (3, 0, 0, 0, 0, 0)
 
 
-def _reference_counts(body: bytes) -> tuple[int, int, int, int, int] | None:
+def _reference_counts(body: bytes) -> tuple[int, int, int, int, int, int] | None:
     """What a full parse of ``body`` says (the top-level ``usage``, read by usage_counts)."""
     try:
         answer = json.loads(body)
@@ -150,5 +152,5 @@ def test_the_last_usage_key_is_trusted_only_at_the_top_level() -> None:
         )  # (json.dumps puts a space after each colon: no compact key to find)
         assert body_counts(body) == _reference_counts(body), body
     nested_last = b'{"usage": {"prompt_tokens": 3}, "meta": {"usage": {"prompt_tokens": 8}}}'
-    assert body_counts(nested_last) == (3, 0, 0, 0, 0)
+    assert body_counts(nested_last) == (3, 0, 0, 0, 0, 0)
     assert body_counts(b'{"x": "a\\"usage":{"prompt_tokens": 8}}') is None

@@ -47,6 +47,8 @@ ANTHROPIC_USAGE = {
     "cache_creation_input_tokens": 12000,
     "cache_read_input_tokens": 100000,
     "output_tokens": 5030,
+    # (8,000 of the writes to the one-hour cache: $0.2313 with that priced apart)
+    "cache_creation": {"ephemeral_5m_input_tokens": 4000, "ephemeral_1h_input_tokens": 8000},
 }
 ANTHROPIC_COST = Decimal("0.2133")
 
@@ -150,6 +152,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Row
                 {"name": "claude", "upstream": "anth", "model": "claude-sonnet-4-5",
                  "price": SONNET},
                 {"name": "free-claude", "upstream": "anth", "model": "claude-x"},
+                {"name": "claude-1h", "upstream": "anth", "model": "claude-sonnet-4-5-1h",
+                 "price": {**SONNET, "cache_write_1h": 6.00}},
                 {"name": "primary", "upstream": "bad", "model": "gpt-5",
                  "price": {"input": 100, "output": 100}, "fallbacks": ["gpt"]},
             ],
@@ -211,6 +215,23 @@ def test_a_fallback_is_priced_at_its_own_model(gateway: tuple[str, Rows], stream
     (row,) = rows.wait(1)
     assert (row.upstream, row.upstream_model) == ("chat", "gpt-4o")
     assert row.cost_usd == OPENAI_COST  # (at gpt-5's $100 it would be $23)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_one_hour_cache_writes_at_their_own_price_when_relayed(
+    gateway: tuple[str, Rows], stream: bool
+) -> None:
+    """A relayed Messages answer keeps Anthropic's split of the cache writes; a
+    translated one (the neutral usage has no such split) bills them all as 5-minute."""
+    base, rows = gateway
+    _ask(base, "anthropic", "claude-1h", stream)
+    (row,) = rows.wait(1)
+    assert (row.cache_write_tokens, row.cache_write_1h_tokens) == (12000, 8000)
+    assert row.cost_usd == Decimal("0.2313")
+    _ask(base, "openai", "claude-1h", stream)
+    (row,) = rows.wait(1)
+    assert (row.cache_write_tokens, row.cache_write_1h_tokens) == (12000, 0)
+    assert row.cost_usd == ANTHROPIC_COST
 
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])

@@ -1,6 +1,6 @@
 """A translated whole answer is counted from the neutral usage it was rendered from
 (``CountedResponse``), not by decoding the rendered body again: the record holds the
-upstream's four counts, and the body shows the same as far as the client's dialect can
+upstream's counts, and the body shows the same as far as the client's dialect can
 (Messages has no reasoning count: a translated stream already kept the upstream's)."""
 
 from __future__ import annotations
@@ -34,15 +34,21 @@ def test_the_neutral_usage_counts_as_the_rendered_body_does(dialect: str, usage:
         record.output_tokens,
         record.cached_tokens,
         record.reasoning_tokens,
+        record.cache_write_tokens,
+        record.cache_write_1h_tokens,
     )
     assert counted == (
         usage.input_tokens,
         usage.output_tokens,
         usage.cache_read_tokens,
         usage.reasoning_tokens,
+        usage.cache_write_tokens,
+        0,  # (the neutral usage does not split the cache writes)
     )
     shown = body_counts(body)
     assert shown is not None
     if dialect == "anthropic":  # (no reasoning count in a Messages usage)
-        counted = (*counted[:3], 0)
+        counted = (*counted[:3], 0, *counted[4:])
+    if dialect == "responses":  # (no cache writes in a Responses usage)
+        counted = (*counted[:4], 0, 0)
     assert counted == shown

@@ -4,6 +4,7 @@ deployment."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from interlingua.config import ConfigError, Price, load_config, parse_config
+from interlingua.config import ConfigError, Price, config_to_yaml, load_config, parse_config
 from interlingua.dialects.relay_usage import body_counts
 from interlingua.usage.cost import Pricing, cost_usd
 from interlingua.usage.record import Record
@@ -46,8 +47,8 @@ OPENAI_BODY = (
 def _cost(price: Price, body: bytes) -> Decimal:
     counts = body_counts(body)
     assert counts is not None
-    tokens_in, tokens_out, read, reasoning, write = counts
-    return cost_usd(price, tokens_in, tokens_out, read, write, reasoning)
+    tokens_in, tokens_out, read, reasoning, write, hour = counts
+    return cost_usd(price, tokens_in, tokens_out, read, write, reasoning, hour)
 
 
 def test_anthropic_cache_writes_and_reads_each_at_their_own_rate() -> None:
@@ -58,6 +59,21 @@ def test_anthropic_cache_writes_and_reads_each_at_their_own_rate() -> None:
     # priced as plain input (the mistake this rule avoids), the same tokens cost 5x more
     plain = cost_usd(SONNET, 132950, 5030, 0, 0, 0)
     assert plain == Decimal("0.47430")
+
+
+def test_anthropic_one_hour_writes_at_their_own_rate_when_reported_and_priced() -> None:
+    """Of 12,000 writes, 8,000 to the one-hour cache (2x input, $6 at Sonnet 4.5's $3):
+    billed so with a ``cache_write_1h`` price, else all at ``cache_write``."""
+    body = ANTHROPIC_BODY.replace(
+        b'"output_tokens":5030}',
+        b'"output_tokens":5030,"cache_creation":{"ephemeral_5m_input_tokens":4000,'
+        b'"ephemeral_1h_input_tokens":8000}}',
+    )
+    assert body_counts(body) == (132950, 5030, 100000, 0, 12000, 8000)
+    hourly = dataclasses.replace(SONNET, cache_write_1h=Decimal("6.00"))
+    # 20,950 x $3 + 4,000 x $3.75 + 8,000 x $6 + 100,000 x $0.30 + 5,030 x $15
+    assert _cost(hourly, body) == Decimal("0.2313")
+    assert _cost(SONNET, body) == Decimal("0.2133")
 
 
 def test_openai_cached_input_at_the_cached_rate_and_reasoning_as_output() -> None:
@@ -174,6 +190,17 @@ def test_a_bad_price_is_refused_by_path(price: object, message: str) -> None:
         )
 
 
+def test_one_deployment_has_one_price() -> None:
+    models = [
+        {"name": "a", "upstream": "u", "model": "x", "price": {"input": 1, "output": 2}},
+        {"name": "b", "upstream": "u", "model": "x", "price": {"input": 1, "output": 3}},
+    ]
+    with pytest.raises(ConfigError, match=r"models\[1\].price: models\[0\] sends 'x' to 'u'"):
+        parse_config({"upstreams": {"u": {"kind": "fake"}}, "models": models})
+    models[1]["price"] = models[0]["price"]  # (the same price twice: fine)
+    parse_config({"upstreams": {"u": {"kind": "fake"}}, "models": models})
+
+
 def test_a_bad_prices_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="prices: cannot read"):
         path = _config(tmp_path, "{}")
@@ -181,3 +208,14 @@ def test_a_bad_prices_file_is_refused(tmp_path: Path) -> None:
         load_config(path)
     with pytest.raises(ConfigError, match=r"'gpt-\*'.output: required"):
         load_config(_config(tmp_path, '"gpt-*": {input: 1}\n'))
+
+
+def test_print_config_keeps_the_prices(tmp_path: Path) -> None:
+    """--print-config prints each entry's effective price and the file: loading the
+    printout gives the same config back."""
+    config = load_config(_config(tmp_path, PRICES))
+    printed = tmp_path / "printed.yaml"
+    printed.write_text(config_to_yaml(config))
+    again = load_config(printed)
+    assert again.models == config.models and again.price_table == config.price_table
+    assert "cache_write: 3.75" in printed.read_text()

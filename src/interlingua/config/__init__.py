@@ -76,7 +76,7 @@ from ._values import (
     positive,
     reject_unknown,
 )
-from .prices import Price, match_price, parse_price, parse_prices
+from .prices import Price, check_one_price, match_price, parse_price, parse_prices
 from .printing import config_to_yaml
 from .sections import (
     COMMON_UPSTREAM_KEYS,
@@ -266,6 +266,7 @@ def parse_config(data: Any, base: Path | None = None) -> Config:
             else dataclasses.replace(m, price=match_price(price_table, m.model, m.name))
             for m in models
         )
+    check_one_price(models)
     return Config(upstreams=upstreams, models=models, **sections)
 
 

@@ -10,7 +10,7 @@ The shape is a contract (docs/config.md, "Prices")::
     prices: prices.yaml          # model-name glob -> price, for entries without their own
 
 Every figure is US dollars per million tokens: ``input`` and ``output`` are required,
-``cache_read``, ``cache_write`` and ``reasoning`` optional (the
+``cache_read``, ``cache_write``, ``cache_write_1h`` and ``reasoning`` optional (the
 usage log's docs say what each bills and what a missing one falls back to). Figures
 become :class:`~decimal.Decimal` from the YAML text of the number (``Decimal(str(v))``:
 ``0.30`` is 0.30, not the binary float nearest to it), so a cost is exact.
@@ -26,6 +26,7 @@ Decimal('0.3')
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -35,10 +36,18 @@ import yaml
 
 from ._values import ConfigError, describe, expect_str, mapping, reject_unknown
 
-__all__ = ["PRICE_KEYS", "Price", "PriceTable", "match_price", "parse_price", "parse_prices"]
+__all__ = [
+    "PRICE_KEYS",
+    "Price",
+    "PriceTable",
+    "check_one_price",
+    "match_price",
+    "parse_price",
+    "parse_prices",
+]
 
 #: the keys of a ``price`` mapping, in the order they are printed
-PRICE_KEYS = ("input", "output", "cache_read", "cache_write", "reasoning")
+PRICE_KEYS = ("input", "output", "cache_read", "cache_write", "cache_write_1h", "reasoning")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +59,9 @@ class Price:
     output: Decimal
     cache_read: Decimal | None = None
     cache_write: Decimal | None = None
+    #: Anthropic's one-hour cache writes, when the usage reports them apart (else they
+    #: are billed as ``cache_write``)
+    cache_write_1h: Decimal | None = None
     reasoning: Decimal | None = None
 
     def as_doc(self) -> dict[str, float | int]:
@@ -111,6 +123,21 @@ def parse_prices(value: Any, base: Path | None) -> tuple[str | None, PriceTable]
     return written, tuple(
         (str(glob), parse_price(price, f"{where}: {glob!r}")) for glob, price in table.items()
     )
+
+
+def check_one_price(models: Sequence[Any]) -> None:
+    """ConfigError when two model entries send the same upstream model to the same
+    upstream at different prices: a request's cost is looked up by the deployment that
+    answered it (upstream, upstream model), which must have one price."""
+    seen: dict[tuple[str, str], tuple[int, Price | None]] = {}
+    for i, model in enumerate(models):
+        key = (model.upstream, model.model)
+        first = seen.setdefault(key, (i, model.price))
+        if first[1] != model.price:
+            raise ConfigError(
+                f"models[{i}].price: models[{first[0]}] sends {model.model!r} to "
+                f"{model.upstream!r} too, at another price (a deployment has one price)"
+            )
 
 
 def match_price(table: PriceTable, *names: str) -> Price | None:

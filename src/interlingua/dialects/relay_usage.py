@@ -75,22 +75,24 @@ USAGE_MARK = _USAGE
 # --- one usage object -------------------------------------------------------------------
 
 
-#: (input, output, cache read, reasoning, cache write) tokens: input counts all of the
-#: input, the cache's reads and writes included; output counts the reasoning
-Counts = tuple[int, int, int, int, int]
+#: (input, output, cache read, reasoning, cache write, one-hour cache write) tokens: input
+#: counts all of the input, the cache's reads and writes included; output counts the
+#: reasoning; cache writes count the one-hour ones (Anthropic reports them apart, in
+#: ``cache_creation.ephemeral_1h_input_tokens``, and bills them at 2x input, not 1.25x)
+Counts = tuple[int, int, int, int, int, int]
 
 
 def usage_counts(usage: dict[str, object]) -> Counts:
-    """(input, output, cached, reasoning, cache write) tokens of one ``usage`` object of any dialect
+    """(input, output, cached, reasoning, cache write, 1-hour write) tokens of one ``usage`` object of any dialect
     (the module docstring says where each dialect keeps them; a value that is no count,
     a null, a negative or a bool, counts 0; one written oddly is read by :mod:`.loose_usage`).
 
     >>> usage_counts({"input_tokens": 10, "cache_read_input_tokens": 90,
     ...               "cache_creation_input_tokens": 20, "output_tokens": 5})
-    (120, 5, 90, 0, 20)
+    (120, 5, 90, 0, 20, 0)
     >>> usage_counts({"prompt_tokens": 7, "completion_tokens": 3,
     ...               "completion_tokens_details": {"reasoning_tokens": 2}})
-    (7, 3, 0, 2, 0)
+    (7, 3, 0, 2, 0, 0)
     """
     # (inline, not helper calls: this runs for every request the gateway counts)
     get = usage.get
@@ -119,6 +121,7 @@ def usage_counts(usage: dict[str, object]) -> Counts:
                 cached if cached and cached > 0 else 0,
                 reasoning if reasoning and reasoning > 0 else 0,
                 written if written and written > 0 else 0,
+                0,
             )
         return _loose_counts(usage)
     tokens_in, tokens_out = get("input_tokens"), get("output_tokens")
@@ -142,6 +145,7 @@ def usage_counts(usage: dict[str, object]) -> Counts:
             read or (cached if cached and cached > 0 else 0),
             reasoning if reasoning and reasoning > 0 else 0,
             write,
+            _hour_writes(usage, write),
         )
     return _loose_counts(usage)
 
@@ -155,7 +159,18 @@ def _loose_counts(usage: dict[str, Any]) -> Counts:
         read.cache_read_tokens,
         read.reasoning_tokens,
         read.cache_write_tokens,
+        _hour_writes(usage, read.cache_write_tokens),
     )
+
+
+def _hour_writes(usage: dict[str, Any], writes: int) -> int:
+    """The one-hour cache writes among ``writes`` (Anthropic's
+    ``cache_creation.ephemeral_1h_input_tokens``; 0 when not reported apart)."""
+    split = usage.get("cache_creation")
+    if type(split) is not dict:
+        return 0
+    hour = split.get("ephemeral_1h_input_tokens")
+    return min(hour, writes) if type(hour) is int and hour > 0 else 0
 
 
 def usage_tokens(usage: dict[str, Any]) -> int:
@@ -200,6 +215,11 @@ class _Counts(msgspec.Struct):
     output_tokens_details: _Details | None = None
     reasoning_tokens: _Count = 0  # (a proxy's, beside completion_tokens)
     prompt_cache_hit_tokens: _Count = 0  # (DeepSeek's)
+    cache_creation: _CacheCreation | None = None  # (Anthropic's split of the writes)
+
+
+class _CacheCreation(msgspec.Struct):
+    ephemeral_1h_input_tokens: _Count = 0
 
 
 class _CountsBody(msgspec.Struct):
@@ -262,6 +282,7 @@ def _counts(usage: _Counts | None) -> Counts | None:
             (reasoning.reasoning_tokens if reasoning is not None else 0) or usage.reasoning_tokens,
             (details.cache_write_tokens if details is not None else 0)
             or usage.cache_creation_input_tokens,
+            0,
         )
     read = usage.cache_read_input_tokens
     details = usage.input_tokens_details
@@ -272,6 +293,9 @@ def _counts(usage: _Counts | None) -> Counts | None:
         read or (details.cached_tokens if details is not None else 0),
         (reasoning.reasoning_tokens if reasoning is not None else 0) or usage.reasoning_tokens,
         usage.cache_creation_input_tokens,
+        min(split.ephemeral_1h_input_tokens, usage.cache_creation_input_tokens)
+        if (split := usage.cache_creation) is not None
+        else 0,
     )
 
 

@@ -422,6 +422,9 @@ class Meter:
                     max(0, record.cached_tokens - prior[2]),
                     max(0, record.reasoning_tokens - prior[3]),
                     max(0, record.cache_write_tokens - prior[4]),
+                    # (the neutral usage a break reports has no such split: the
+                    # finishing attempt's own, at most its writes)
+                    min(record.cache_write_1h_tokens, max(0, record.cache_write_tokens - prior[4])),
                 ),
             )
 
@@ -535,6 +538,7 @@ def count_usage(record: Record, usage: Usage) -> None:
     record.cached_tokens = usage.cache_read_tokens
     record.reasoning_tokens = usage.reasoning_tokens
     record.cache_write_tokens = usage.cache_write_tokens
+    record.cache_write_1h_tokens = 0  # (the neutral usage does not split the writes)
 
 
 def _set_counts(record: Record, usage: dict[str, Any]) -> None:
@@ -542,11 +546,13 @@ def _set_counts(record: Record, usage: dict[str, Any]) -> None:
 
 
 def _put_counts(record: Record, counts: Counts) -> None:
-    """(input, output, cached, reasoning, cache write) tokens into ``record``."""
+    """(input, output, cached, reasoning, cache write, 1-hour write) tokens into
+    ``record``."""
     (
         record.input_tokens,
         record.output_tokens,
         record.cached_tokens,
         record.reasoning_tokens,
         record.cache_write_tokens,
+        record.cache_write_1h_tokens,
     ) = counts

@@ -3,7 +3,7 @@ by default or PostgreSQL by URL.
 
 :mod:`.db` turns a URL into a small async SQL backend; :mod:`.responses` is the
 response store on top; :mod:`.log` the usage log's batched writer (its tables and
-migrations in :mod:`.schema`), :mod:`.report` its summary. This package imports nothing
+migrations in :mod:`.schema`), :mod:`.report` its summary, :mod:`.cost` each row's price. This package imports nothing
 of ours but the config's plain values: the server builds a store with
 :func:`open_store` and the usage log with :func:`open_usage_log`.
 

@@ -7,7 +7,8 @@ of each to the cent)::
 
     (input - cache_read - cache_write) x input
     + cache_read x cache_read price     (else the input price)
-    + cache_write x cache_write price   (else the input price)
+    + cache_write x cache_write price   (else the input price; the one-hour writes
+                                         at cache_write_1h when reported and priced)
     + (output - reasoning) x output
     + reasoning x reasoning price       (else the output price)
 
@@ -30,7 +31,7 @@ from decimal import Decimal
 from ..config import WILDCARD, Config, Price
 from .record import Record
 
-__all__ = ["Pricing", "cost_usd"]
+__all__ = ["Pricing", "Rates", "cost_usd"]
 
 _ZERO = Decimal(0)
 
@@ -42,20 +43,80 @@ def cost_usd(
     cache_read: int,
     cache_write: int,
     reasoning: int,
+    cache_write_1h: int = 0,
 ) -> Decimal:
-    """The exact cost of these counts at ``price`` (the module docstring's rule). Parts
-    that do not add up (more cached than input, as a loose upstream may report) bill
-    what they say and the plain part as 0."""
-    plain_in = max(0, input_tokens - cache_read - cache_write)
-    plain_out = max(0, output_tokens - reasoning)
-    per_million = (
-        plain_in * price.input
-        + cache_read * (price.input if price.cache_read is None else price.cache_read)
-        + cache_write * (price.input if price.cache_write is None else price.cache_write)
-        + plain_out * price.output
-        + reasoning * (price.output if price.reasoning is None else price.reasoning)
+    """The exact cost of these counts at ``price`` (the module docstring's rule);
+    ``cache_write_1h``: the one-hour writes among ``cache_write``. Parts that do not add
+    up (more cached than input, as a loose upstream may report) bill what they say and
+    the plain part as 0."""
+    return Rates(price).cost(
+        input_tokens, output_tokens, cache_read, cache_write, reasoning, cache_write_1h
     )
-    return per_million.scaleb(-6)  # (a shift of the exponent: exact, however many digits)
+
+
+class Rates:
+    """A :class:`~interlingua.config.Price` as whole numbers of its smallest unit, so a
+    request's cost is a few integer products and one Decimal made at the end: exact, and
+    less work than the same sum in Decimal operations (each of which looks up the
+    decimal context and allocates a number)."""
+
+    __slots__ = (
+        "cache_read",
+        "cache_write",
+        "cache_write_1h",
+        "exponent",
+        "input",
+        "output",
+        "reasoning",
+    )
+
+    def __init__(self, price: Price) -> None:
+        write = price.input if price.cache_write is None else price.cache_write
+        figures = (
+            price.input,
+            price.output,
+            price.input if price.cache_read is None else price.cache_read,
+            write,
+            write if price.cache_write_1h is None else price.cache_write_1h,
+            price.output if price.reasoning is None else price.reasoning,
+        )
+        # the figures' most decimal places: each figure times 10**places is an integer
+        exponents = [f.as_tuple().exponent for f in figures]
+        places = max(0, *(-e for e in exponents if isinstance(e, int)))
+        units = [int(f.scaleb(places)) for f in figures]
+        (
+            self.input,
+            self.output,
+            self.cache_read,
+            self.cache_write,
+            self.cache_write_1h,
+            self.reasoning,
+        ) = units
+        #: per million tokens, in units of 10**-places dollars
+        self.exponent = -(6 + places)
+
+    def cost(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read: int,
+        cache_write: int,
+        reasoning: int,
+        cache_write_1h: int = 0,
+    ) -> Decimal:
+        """The exact cost of these counts (see :func:`cost_usd`)."""
+        plain_in = input_tokens - cache_read - cache_write
+        plain_out = output_tokens - reasoning
+        units = (
+            (plain_in * self.input if plain_in > 0 else 0)
+            + cache_read * self.cache_read
+            + (cache_write - cache_write_1h) * self.cache_write
+            + cache_write_1h * self.cache_write_1h
+            + (plain_out * self.output if plain_out > 0 else 0)
+            + reasoning * self.reasoning
+        )
+        # (exact: a count of units far below the context's 28 digits, shifted)
+        return Decimal(units).scaleb(self.exponent)
 
 
 class Pricing:
@@ -79,6 +140,9 @@ class Pricing:
                 self._wildcards.setdefault(model.upstream, model.price)
             else:
                 self._prices.setdefault((model.upstream, model.model), model.price)
+        #: each deployment's price as :class:`Rates` (None: unpriced), made at its first
+        #: request
+        self._rates: dict[tuple[str, str], Rates | None] = {}
 
     @property
     def any(self) -> bool:
@@ -111,14 +175,21 @@ class Pricing:
         upstream = record.upstream
         if upstream is None:
             return _ZERO
-        price = self.price(upstream, record.upstream_model or "")
-        if price is None:
+        key = (upstream, record.upstream_model or "")
+        try:
+            rates = self._rates[key]
+        except KeyError:
+            price = self.price(*key)
+            rates = None if price is None else Rates(price)
+            if len(self._rates) < self.MAX_REMEMBERED:
+                self._rates[key] = rates
+        if rates is None:
             return None
-        return cost_usd(
-            price,
+        return rates.cost(
             record.input_tokens,
             record.output_tokens,
             record.cached_tokens,
             record.cache_write_tokens,
             record.reasoning_tokens,
+            record.cache_write_1h_tokens,
         )

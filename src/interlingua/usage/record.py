@@ -96,6 +96,9 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     #: input tokens written to the provider's prompt cache (a part of input_tokens;
     #: Anthropic's ``cache_creation_input_tokens``, billed above plain input)
     cache_write_tokens: int = 0
+    #: the one-hour cache writes among them, when the upstream reports them apart
+    #: (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``: billed at 2x input)
+    cache_write_1h_tokens: int = 0
     #: output tokens spent on reasoning (a part of output_tokens)
     reasoning_tokens: int = 0
     #: what the request cost in US dollars, exact (usage/cost.py), set when the record is

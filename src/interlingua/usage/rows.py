@@ -103,6 +103,7 @@ _COLUMN_TYPES: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "output_tokens": (_Count, _count),
     "cached_tokens": (_Count, _count),
     "cache_write_tokens": (_Count, _count),
+    "cache_write_1h_tokens": (_Count, _count),
     "reasoning_tokens": (_Count, _count),
     "cost_usd": (Decimal | None, _optional_decimal),
     "latency": (_Real, _real),

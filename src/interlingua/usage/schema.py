@@ -64,6 +64,7 @@ COLUMNS: tuple[str, ...] = (
     "output_tokens",
     "cached_tokens",
     "cache_write_tokens",
+    "cache_write_1h_tokens",
     "reasoning_tokens",
     "cost_usd",
     "latency",
@@ -144,6 +145,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "cache writes and cost in dollars",
         (
             f"ALTER TABLE {TABLE} ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0",
+            f"ALTER TABLE {TABLE} ADD COLUMN cache_write_1h_tokens BIGINT NOT NULL DEFAULT 0",
             # NUMERIC: exact on PostgreSQL (SUM too); SQLite keeps a non-integer as an
             # 8-byte float, 15 significant digits (a request's cost to far below a cent)
             # and sums it as one. NULL: the deployment had no price (unknown, not 0).
