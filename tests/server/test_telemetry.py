@@ -92,7 +92,14 @@ def gateway_config(chat_url: str, endpoint: str, content: bool = False) -> Any:
             "upstreams": {
                 "flaky": {"kind": "openai", "base_url": chat_url, "retries": {"max": 1}},
             },
-            "models": [{"name": "gpt-x", "upstream": "flaky", "model": "up-gpt"}],
+            "models": [
+                {
+                    "name": "gpt-x",
+                    "upstream": "flaky",
+                    "model": "up-gpt",
+                    "price": {"input": 3, "output": 15},
+                },
+            ],
             "keys": [{"name": "team-a", "key_env": "OTEL_TEST_KEY"}],
             "usage": False,
             "telemetry": {"otlp_endpoint": endpoint, "service_name": "gw", "content": content},
@@ -148,6 +155,7 @@ def test_a_request_is_a_span_in_its_clients_trace_with_one_child_per_attempt(
     assert got["gen_ai.response.model"] == "up-gpt"
     assert got["gen_ai.request.max_tokens"] == 9
     assert (got["gen_ai.usage.input_tokens"], got["gen_ai.usage.output_tokens"]) == (42, 17)
+    assert got["interlingua.cost_usd"] == pytest.approx((42 * 3 + 17 * 15) / 1e6)
     assert got["interlingua.key"] == "team-a" and got["interlingua.request_id"]
     assert "error.type" not in got and "gen_ai.input.messages" not in got
     if not stream:

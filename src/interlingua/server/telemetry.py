@@ -139,6 +139,8 @@ class Telemetry:
             attributes["gen_ai.response.model"] = row.upstream_model
         if row.cached_tokens:
             attributes["gen_ai.usage.cache_read.input_tokens"] = row.cached_tokens
+        if row.cost_usd is not None:  # (the GenAI conventions name no cost: ours)
+            attributes["interlingua.cost_usd"] = float(row.cost_usd)
         if row.key is not None:
             attributes["interlingua.key"] = row.key
         if failed(row):

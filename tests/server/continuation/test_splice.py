@@ -360,3 +360,19 @@ def test_an_answer_that_called_a_tool_before_the_break_stops_for_the_tool() -> N
     got += _take(splice, [START, *_text(0, "Done."), BlockStop(0), _end()])
     assert isinstance(got[-1], StreamEnd) and got[-1].stop_reason == StopReason.TOOL_USE
     assert [p.arguments for p in fold(got).parts if isinstance(p, ToolCallPart)] == ["{}"]
+
+
+def test_a_broken_attempts_usage_keeps_the_cache_counts_its_start_announced() -> None:
+    # (Messages' message_start: the prompt cache's reads and writes are known at once, and
+    # the broken attempt's row prices them as such, not as plain input)
+    start = StreamStart("msg_1", "m", 0, Usage(input_tokens=900, cache_read_tokens=500,
+                                               cache_write_tokens=300))  # fmt: skip
+    splice = Splice()
+    _take(splice, [start, *_text(0, "12345678"), CUT])
+    _, usage = splice.broke(10)
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (
+        900,
+        500,
+        300,
+    )
+    assert (usage.output_tokens, usage.estimated) == (2, True)

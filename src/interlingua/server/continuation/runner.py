@@ -395,6 +395,7 @@ def _attempt_row(record: Record, route: Route, usage: Usage) -> Record:
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cached_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
         reasoning_tokens=usage.reasoning_tokens,
         latency=time.perf_counter() - record.latency,  # (the start, until it is finished)
     )

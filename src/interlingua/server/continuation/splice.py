@@ -184,7 +184,7 @@ class Splice:
         self._first = True  # no block of the continuation seen yet
         self._trim = ""  # whitespace its first text repeats (prefix_parts)
         self._trimmed_block: int | None = None  # the block that first text is in
-        self._announced = 0  # the input tokens a continuation's start announced
+        self._announced: Usage | None = None  # the usage a continuation's start announced
 
     def take(self, batch: list[StreamEvent]) -> tuple[list[StreamEvent], InterlinguaError | None]:
         """The events of one upstream read the client gets now, and the error that
@@ -251,14 +251,15 @@ class Splice:
         mine = answer_so_far(self.sent[self.attempt_from :])
         if self.attempt_from == 0:
             start = answer.start
-            announced = start.usage.input_tokens if start is not None and start.usage else 0
+            announced = start.usage if start is not None and start.usage else None
         else:  # (a continuation's start is not sent: its count was kept aside)
             announced = self._announced
-        usage = Usage(
-            input_tokens=announced or request_tokens,
-            output_tokens=(mine.said + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN,
-            estimated=True,
-        )
+        said = (mine.said + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        if announced is not None and announced.input_tokens:
+            # (its prompt cache's reads and writes as announced: Messages' message_start)
+            usage = replace(announced, output_tokens=said, reasoning_tokens=0, estimated=True)
+        else:
+            usage = Usage(input_tokens=request_tokens, output_tokens=said, estimated=True)
         self.prior = summed(self.prior, usage)
         return closing, usage
 
@@ -277,7 +278,7 @@ class Splice:
         self._first = True
         self._trim = trimmed
         self._trimmed_block = None
-        self._announced = 0
+        self._announced = None
         self.attempt_from = len(self.sent)
 
     def _remap(self, event: StreamEvent, out: list[StreamEvent]) -> None:
@@ -285,7 +286,7 @@ class Splice:
         mapping = self._map
         assert mapping is not None
         if isinstance(event, StreamStart):  # the client's answer began: only its count kept
-            self._announced = event.usage.input_tokens if event.usage is not None else 0
+            self._announced = event.usage
             return
         if isinstance(event, StreamError):
             return  # (an error never comes here: take() stops at it)
