@@ -263,6 +263,8 @@ class _Group:
     fallbacks: tuple[str, ...]
     fixed: tuple[Deployment, ...] | None
     context_fallbacks: tuple[str, ...] = ()
+    #: a broken stream is carried on (``on_stream_break: continue`` on one of its entries)
+    continues: bool = False
 
 
 def _group(
@@ -275,7 +277,11 @@ def _group(
     fixed = deployments if alone else None
     if fixed is not None and not fixed[0].retries.max:
         fixed[0].alone = True
-    return _Group(deployments, fallbacks, fixed, context_fallbacks)
+    continues = any(
+        d.route.entry is not None and d.route.entry.on_stream_break == "continue"
+        for d in deployments
+    )
+    return _Group(deployments, fallbacks, fixed, context_fallbacks, continues)
 
 
 class Router:
@@ -451,10 +457,7 @@ class Router:
         """Whether a broken stream of ``name`` is carried on (``on_stream_break:
         continue`` on one of its entries)."""
         group = self._groups.get(name) or self._wildcard_group(name)
-        return group is not None and any(
-            d.route.entry is not None and d.route.entry.on_stream_break == "continue"
-            for d in group.deployments
-        )
+        return group is not None and group.continues
 
     def model_names(self) -> list[str]:
         """The configured model names, in config order, without duplicates or ``"*"``."""
