@@ -55,6 +55,7 @@ from .attempts import RelayedFailure, alone_answered, alone_failed, run_attempts
 from .continuation import Continuer
 from .last_event import Keep, keep_last_response
 from .middleware import serving_id
+from .scrubbing import Scrubber
 
 log = logging.getLogger("interlingua.server")
 
@@ -69,7 +70,7 @@ _PINGS: dict[str, bytes] = {}
 _ENDS = {name: type(get_dialect(name).relay_check()).ends for name in DIALECT_NAMES}
 
 
-class Gateway:
+class Gateway(Scrubber):
     """Shared state of the request path. See the module docstring."""
 
     def __init__(
@@ -85,8 +86,7 @@ class Gateway:
         #: what answers and reads the Responses endpoints' generations
         self.responses = responses or get_dialect("responses")
         self.max_body = int(config.server.max_body_mb * 1024 * 1024)
-        # Longest first so a key that contains another is scrubbed whole.
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        super().__init__(secrets)
         #: the deployments (keys) that refused an assistant prefill: not asked to
         #: continue a broken stream that way again (server/continuation/)
         self.prefill_refused: set[str] = set()
@@ -96,27 +96,6 @@ class Gateway:
 
     # -- errors -------------------------------------------------------------------------
 
-    # Upstreams have echoed their key back, in error bodies, in-band stream errors and
-    # even answers. The gateway alone scrubs (the upstreams do not): every byte and
-    # every error a client gets leaves through it, it knows every configured key, and it
-    # covers every upstream kind, outside ones too. It scrubs the decoded message, so a
-    # key the upstream wrote JSON-escaped is caught; an upstream's error may hold the key
-    # until it is rendered here, so the mid-stream warning (server/asgi_io.py) logs the
-    # rendered copy.
-
-    def scrub(self, text: str) -> str:
-        """``text`` with every upstream secret replaced by ``***``."""
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
-
-    def scrubbed(self, error: InterlinguaError) -> InterlinguaError:
-        """``error`` with every secret scrubbed from its message: a copy when there was
-        one to scrub, else ``error`` itself; the error passed in is never changed."""
-        message = self.scrub(error.message)
-        return error if message == error.message else error.with_message(message)
-
     def shown(self, error: InterlinguaError, request_id: str | None = None) -> InterlinguaError:
         """``error`` as its client is shown it: scrubbed (:meth:`scrubbed`), its message
         naming the request it answers, ``request_id`` or else the one being served
@@ -125,35 +104,6 @@ class Gateway:
         if request_id is None:
             request_id = serving_id()
         return self.scrubbed(error).with_request_id(request_id)
-
-    def scrub_bytes(self, body: bytes) -> bytes:
-        """``body`` with every upstream secret replaced by ``***``."""
-        for secret in self.secrets:
-            raw = secret.encode()
-            if raw in body:
-                body = body.replace(raw, b"***")
-        return body
-
-    async def _scrub_stream(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """Relayed bytes with every secret scrubbed, even one split across two reads.
-
-        Upstreams have echoed the key inside a mid-stream error event. A chunk whose tail
-        could be the start of a secret keeps that tail back until the next chunk; SSE
-        chunks end in a newline, so on the hot path nothing is ever held.
-        """
-        secrets = [secret.encode() for secret in self.secrets]
-        held = b""
-        try:
-            async for chunk in chunks:
-                data = self.scrub_bytes(held + chunk) if held else self.scrub_bytes(chunk)
-                cut = _secret_prefix_start(data, secrets)
-                held = data[cut:]
-                if cut:
-                    yield data[:cut]
-            if held:
-                yield held
-        finally:
-            await aclose_iterator(chunks)
 
     def error_response(
         self, dialect: Dialect, error: InterlinguaError, request_id: str
@@ -554,19 +504,6 @@ def _model_of(body: dict[str, Any]) -> str:
             "Invalid value for 'model': expected a non-empty string.", param="model"
         )
     return model
-
-
-def _secret_prefix_start(data: bytes, secrets: list[bytes]) -> int:
-    """Where the longest tail of ``data`` that begins some secret starts (len if none)."""
-    start = len(data)
-    for secret in secrets:
-        i = data.find(secret[:1], max(0, len(data) - len(secret) + 1))
-        while i != -1 and i < start:
-            if secret.startswith(data[i:]):
-                start = i
-                break
-            i = data.find(secret[:1], i + 1)
-    return start
 
 
 def _batch_encoder(
