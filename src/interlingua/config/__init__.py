@@ -46,9 +46,10 @@ kind's check, and rejects kinds nobody registered. This module imports nothing o
 so a kind's module may import it; its small validators (:func:`expect_str` and friends)
 are public for kinds to use.
 
-The package: this module loads and parses; :mod:`.sections` holds the frozen values,
-:mod:`.team` the team's sections (keys, state, usage, metrics), :mod:`.printing` turns a
-config back into YAML, :mod:`._values` the small validators.
+The package: this module loads and parses; :mod:`.models` parses the ``models`` list,
+:mod:`.prices` the prices; :mod:`.sections` holds the frozen values, :mod:`.team` the
+team's sections (keys, state, usage, metrics, telemetry, admin), :mod:`.printing` turns
+a config back into YAML, :mod:`._values` the small validators.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ from ._values import (
     positive,
     reject_unknown,
 )
-from .prices import Price, check_one_price, match_price, parse_price, parse_prices
+from .models import parse_models
+from .prices import Price, check_one_price, match_price, parse_prices
 from .printing import config_to_yaml
 from .sections import (
     COMMON_UPSTREAM_KEYS,
@@ -257,7 +259,7 @@ def parse_config(data: Any, base: Path | None = None) -> Config:
     if root.get("models") is None:
         raise ConfigError("models: required when upstreams are listed")
     upstreams = _parse_upstreams(root["upstreams"])
-    models = _parse_models(root["models"], upstreams)
+    models = parse_models(root["models"], upstreams)
     if price_table:  # (an entry's own price beats the file's; a wildcard entry's
         # upstream model is the name asked for: matched per request, usage/cost.py)
         models = tuple(
@@ -510,120 +512,3 @@ def _parse_timeout(data: Any, where: str) -> TimeoutConfig:
         total=positive(raw.get("total", defaults.total), f"{where}.total"),
         **phases,
     )
-
-
-def _parse_models(data: Any, upstreams: dict[str, UpstreamConfig]) -> tuple[ModelConfig, ...]:
-    if not isinstance(data, list):
-        raise ConfigError(f"models: expected a list, got {describe(data)}")
-    if not data:
-        raise ConfigError("models: at least one model is required")
-    models = tuple(_parse_model(item, f"models[{i}]", upstreams) for i, item in enumerate(data))
-    names = {m.name for m in models}
-    for i, model in enumerate(models):
-        # Both lists are followed one level deep (a fallback's own fallbacks are not), so
-        # naming the model itself is the only loop there is to refuse.
-        for key in ("fallbacks", "context_fallbacks"):
-            for j, fallback in enumerate(getattr(model, key)):
-                where = f"models[{i}].{key}[{j}]"
-                if fallback == model.name:
-                    raise ConfigError(f"{where}: {fallback!r} is the model itself")
-                if fallback not in names and WILDCARD not in names:
-                    known = ", ".join(sorted(n for n in names if n != WILDCARD))
-                    raise ConfigError(f"{where}: unknown model {fallback!r} (known: {known})")
-    return models
-
-
-def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) -> ModelConfig:
-    raw = mapping(data, where)
-    reject_unknown(raw, _MODEL_KEYS, where)
-    if "name" not in raw:
-        raise ConfigError(f"{where}.name: required")
-    name = expect_str(raw["name"], f"{where}.name")
-    if "upstream" not in raw:
-        raise ConfigError(f"{where}.upstream: required (known: {', '.join(upstreams)})")
-    upstream = expect_str(raw["upstream"], f"{where}.upstream")
-    if upstream not in upstreams:
-        raise ConfigError(
-            f"{where}.upstream: unknown upstream {upstream!r} (known: {', '.join(upstreams)})"
-        )
-    model = opt_str(raw.get("model"), f"{where}.model") or name
-    weight = positive(raw.get("weight", 1.0), f"{where}.weight")
-    params = dict(mapping(raw.get("params") or {}, f"{where}.params"))
-    for key in ("model", "messages", "input", "stream"):
-        if key in params:
-            raise ConfigError(f"{where}.params.{key}: the gateway sets {key} itself")
-    force = _names(raw.get("force_params"), f"{where}.force_params")
-    for i, key in enumerate(force):
-        if key not in params:
-            raise ConfigError(f"{where}.force_params[{i}]: {key!r} is not in params")
-    drop = _names(raw.get("drop_params"), f"{where}.drop_params")
-    for i, key in enumerate(drop):
-        if key in params:
-            raise ConfigError(f"{where}.drop_params[{i}]: {key!r} is also in params")
-    return ModelConfig(
-        name=name,
-        upstream=upstream,
-        model=model,
-        options=_parse_model_options(raw.get("options"), f"{where}.options"),
-        weight=weight,
-        fallbacks=_names(raw.get("fallbacks"), f"{where}.fallbacks"),
-        context_fallbacks=_names(raw.get("context_fallbacks"), f"{where}.context_fallbacks"),
-        params=params,
-        force_params=force,
-        drop_params=drop,
-        on_stream_break=expect_choice(
-            raw.get("on_stream_break", "error"), STREAM_BREAK_MODES, f"{where}.on_stream_break"
-        ),
-        price=parse_price(raw["price"], f"{where}.price") if "price" in raw else None,
-    )
-
-
-_MODEL_KEYS = (
-    "name",
-    "upstream",
-    "model",
-    "options",
-    "weight",
-    "fallbacks",
-    "context_fallbacks",
-    "params",
-    "force_params",
-    "drop_params",
-    "on_stream_break",
-    "price",
-)
-
-
-def _names(data: Any, where: str) -> tuple[str, ...]:
-    """A list of non-empty strings (None: empty)."""
-    if data is None:
-        return ()
-    if not isinstance(data, list):
-        raise ConfigError(f"{where}: expected a list of strings, got {describe(data)}")
-    names = []
-    for i, item in enumerate(data):
-        value = expect_str(item, f"{where}[{i}]")
-        if not value:
-            raise ConfigError(f"{where}[{i}]: must not be empty")
-        names.append(value)
-    return tuple(names)
-
-
-_OPTION_KEYS = (
-    "think_tags",
-    "text_tool_calls",
-    "force_background_tasks_off",
-    "fill_empty_answer",
-    "estimate_input_tokens",
-)
-
-
-def _parse_model_options(data: Any, where: str) -> ModelOptions:
-    if data is None:
-        return ModelOptions()
-    raw = mapping(data, where)
-    reject_unknown(raw, _OPTION_KEYS, where)
-    values: dict[str, bool] = {}
-    for key, value in raw.items():
-        values[str(key)] = expect_bool(value, f"{where}.{key}")
-    return ModelOptions(**values)
