@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "expect_int",
     "expect_positive_int",
     "expect_str",
+    "expect_usd",
     "mapping",
     "opt_str",
     "positive",
@@ -105,6 +107,20 @@ def expect_positive_int(value: Any, where: str) -> int:
     if number <= 0:
         raise ConfigError(f"{where}: expected a positive integer, got {number!r}")
     return number
+
+
+def expect_usd(value: Any, where: str) -> Decimal:
+    """``value`` as an exact amount of US dollars above 0 (from the number's text, never
+    its binary float: ``0.1`` is ``Decimal('0.1')``), else ConfigError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"{where}: expected an amount in USD, got {describe(value)}")
+    try:
+        amount = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise ConfigError(f"{where}: expected an amount in USD, got {value!r}") from None
+    if not amount.is_finite() or amount <= 0:
+        raise ConfigError(f"{where}: expected an amount in USD above 0, got {value!r}")
+    return amount
 
 
 def expect_bool(value: Any, where: str) -> bool:

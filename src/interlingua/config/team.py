@@ -10,7 +10,8 @@ The shape is a contract (docs/config.md, "Keys", "Shared state (Redis)", "Usage 
       - name: team-b
         key_sha256: 9f86d081...            # ...or only its SHA-256 is stored
         models: [lb, "claude-*"]           # allowed model names (globs); default: all
-        limits: {rpm: 5, tpm: 100000, max_concurrency: 4, tokens_per_day: 2000000}
+        limits: {rpm: 5, tpm: 100000, max_concurrency: 4, tokens_per_day: 2000000,
+                 budget_per_day: 20, budget_per_month: 300}    # budgets in USD
     state: {url: "redis://127.0.0.1:6379/0"}   # shared counters; default: in process
     usage: {url: "sqlite:///var/lib/interlingua/usage.db"}   # or postgresql://...;
                                                               # `usage: false`: off
@@ -32,6 +33,7 @@ import importlib.util
 import os
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from ._values import (
@@ -42,6 +44,7 @@ from ._values import (
     expect_bool,
     expect_positive_int,
     expect_str,
+    expect_usd,
     mapping,
     opt_str,
     reject_unknown,
@@ -57,6 +60,7 @@ __all__ = [
     "admin_doc",
     "key_doc",
     "parse_admin",
+    "parse_key_limits",
     "parse_keys",
     "parse_metrics",
     "parse_state",
@@ -74,12 +78,15 @@ _STATE_SCHEMES = ("redis://", "rediss://", "unix://")
 @dataclass(frozen=True)
 class KeyLimits:
     """What one key may use; None: no limit. ``rpm``/``tpm`` are sliding one-minute
-    windows, ``tokens_per_day`` counts the UTC calendar day."""
+    windows, ``tokens_per_day`` counts the UTC calendar day; the budgets are US dollars
+    of spend (the usage log's ``cost_usd``) per UTC calendar day and month."""
 
     rpm: int | None = None
     tpm: int | None = None
     max_concurrency: int | None = None
     tokens_per_day: int | None = None
+    budget_per_day: Decimal | None = None
+    budget_per_month: Decimal | None = None
 
     @property
     def any(self) -> bool:
@@ -213,20 +220,25 @@ def _parse_key(data: Any, where: str) -> KeyConfig:
                 f"got {describe(models_raw)}"
             )
         models = tuple(expect_str(m, f"{where}.models[{j}]") for j, m in enumerate(models_raw))
-    return KeyConfig(name, key_env, digest, models, _parse_key_limits(raw.get("limits"), where))
+    return KeyConfig(name, key_env, digest, models, parse_key_limits(raw.get("limits"), where))
 
 
-def _parse_key_limits(data: Any, where: str) -> KeyLimits:
+def parse_key_limits(data: Any, where: str) -> KeyLimits:
+    """A key's ``limits`` mapping (None: none), else ConfigError naming ``where``."""
     if data is None:
         return KeyLimits()
     raw = mapping(data, f"{where}.limits")
-    known = ("rpm", "tpm", "max_concurrency", "tokens_per_day")
-    reject_unknown(raw, known, f"{where}.limits")
-    values = {
+    counts = ("rpm", "tpm", "max_concurrency", "tokens_per_day")
+    budgets = ("budget_per_day", "budget_per_month")
+    reject_unknown(raw, counts + budgets, f"{where}.limits")
+    values: dict[str, Any] = {
         k: expect_positive_int(raw[k], f"{where}.limits.{k}")
-        for k in known
+        for k in counts
         if raw.get(k) is not None
     }
+    values.update(
+        (k, expect_usd(raw[k], f"{where}.limits.{k}")) for k in budgets if raw.get(k) is not None
+    )
     return KeyLimits(**values)
 
 
@@ -265,10 +277,19 @@ def key_doc(key: KeyConfig) -> dict[str, Any]:
         doc["key_sha256"] = key.key_sha256
     if key.models:
         doc["models"] = list(key.models)
-    limits = {k: v for k, v in dataclasses.asdict(key.limits).items() if v is not None}
+    limits = {
+        k: _usd_doc(v) if isinstance(v, Decimal) else v
+        for k, v in dataclasses.asdict(key.limits).items()
+        if v is not None
+    }
     if limits:
         doc["limits"] = limits
     return doc
+
+
+def _usd_doc(amount: Decimal) -> int | float:
+    """An amount as a config file writes it (a YAML number)."""
+    return int(amount) if amount == amount.to_integral_value() else float(amount)
 
 
 def state_doc(state: StateConfig) -> dict[str, Any]:
