@@ -1,4 +1,4 @@
-"""Command line: ``interlingua serve | models | batch | usage``.
+"""Command line: ``interlingua serve | models | batch | usage | keys``.
 
 interlingua serve                      # no config: the bundled local model (needs [local])
 interlingua serve --config my.yaml     # route model names to the upstreams in my.yaml
@@ -7,6 +7,7 @@ interlingua serve --print-config       # show the effective config as YAML and e
 interlingua models --config my.yaml    # list the model names clients can ask for
 interlingua batch run in.jsonl -o out.jsonl --model m   # a JSONL of requests (see --help)
 interlingua usage --since 7d --by key,model  # requests, errors, tokens, latency per key/model
+interlingua keys create --name team-c --budget-per-month 100  # a key live, its secret once
 """
 
 from __future__ import annotations
@@ -169,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .usage.command import add_usage_parser
 
     add_usage_parser(sub)
+
+    from .usage.keys_command import add_keys_parser
+
+    add_keys_parser(sub)
     return parser
 
 

@@ -49,6 +49,7 @@ from ..upstreams.base import Upstream
 from ..usage import ResponseStore, StoreError, UsageLog, open_store, open_usage_log
 from ..usage.record import RecordSink
 from .accounting import RECORD
+from .admin_keys import AdminKeys
 from .asgi_io import (
     JSON_CT,
     BytesResponse,
@@ -66,6 +67,7 @@ from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
 from .responses.state import respond
 from .responses.websocket import ResponsesSocket
+from .stored_keys import StoredKeys, stored_keys_for
 from .telemetry import Telemetry
 from .views.metrics import Metrics, metrics_routes
 from .views.multiproc import multiprocess_dir
@@ -452,17 +454,22 @@ def create_app(
     status_page = StatusPage(router, authorize, share_dir=multiprocess_dir()) if metrics else None
     sinks = (usage_log, metrics, status_page, telemetry)
     process.sinks = [*record_sinks, *(s for s in sinks if s is not None)]
+    # (keys in the usage log's database, with an admin section: server/stored_keys.py)
+    process.stored = db_keys = stored_keys_for(config, usage_log, counters)
     handlers = Handlers(
         build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
+    if db_keys is not None:
+        db_keys.holder = handlers
     reloader = Reloader(source, handlers, process, _router_to(status_page))
     services = _Services(reloader, counters, usage_log, store, own_transports)
-    services.telemetry = telemetry
+    services.telemetry, services.stored = telemetry, db_keys
     generation = _generation(handlers)
     app = Starlette(
         routes=[
             *_routes(handlers, generation, metrics, status_page),
             Route("/admin/reload", reloader.admin_reload, methods=["POST"]),
+            *AdminKeys(handlers, db_keys).routes(),
         ],
         lifespan=services.lifespan,
         exception_handlers={HTTPException: _NotFoundAsError(handlers)},
@@ -552,6 +559,7 @@ class _Services:
         #: the app's own HTTP engines (None: the caller's, which the caller closes)
         self.transports = transports
         self.telemetry: Telemetry | None = None
+        self.stored: StoredKeys | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -568,6 +576,9 @@ class _Services:
             if self.usage_log is not None:
                 await self.usage_log.start()  # (a database that is down is logged, retried)
                 stack.push_async_callback(self.usage_log.aclose)
+            if self.stored is not None:  # (the keys read before the first request)
+                await self.stored.start()
+                stack.push_async_callback(self.stored.aclose)
             if self.store is not None:
                 await _open_store(self.store)
                 stack.push_async_callback(self.store.aclose)

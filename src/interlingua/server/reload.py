@@ -55,8 +55,9 @@ from .accounting import Accounting
 from .asgi_io import BytesResponse
 from .gateway import Gateway
 from .keys import KeyRing, presented_key
+from .stored_keys import StoredKeys
 
-__all__ = ["ConfigSource", "Live", "Process", "Reloader", "build_live"]
+__all__ = ["ConfigSource", "Holder", "Live", "Process", "Reloader", "build_live", "check_admin"]
 
 log = logging.getLogger("interlingua.server")
 OPENAI = get_dialect("openai")
@@ -146,6 +147,8 @@ class Process:
     sinks: Sequence[RecordSink] = ()
     observe: Callable[[str, str], None] | None = None
     continued: Callable[[str, str], None] | None = None
+    #: the database's keys, kept current (None: keys do not live in the database)
+    stored: StoredKeys | None = None
 
     def router(
         self, config: Config, upstreams: Mapping[str, Upstream], old: Live | None = None
@@ -175,7 +178,8 @@ def build_live(
     router = router or process.router(config, upstreams, old)
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
     gateway = Gateway(config, router, secrets, process.responses)
-    keys = KeyRing.from_config(config, process.counters, old.keys if old else None)
+    stored = process.stored.rows() if process.stored is not None else None
+    keys = KeyRing.from_config(config, process.counters, old.keys if old else None, stored)
     accounting = old.accounting if old is not None else None
     if accounting is None and (process.sinks or any(key.limited for key in keys.keys)):
         accounting = Accounting(process.sinks, Pricing(config))
@@ -340,7 +344,7 @@ class Reloader:
         live = self.holder.live
         gateway, request_id = live.gateway, request.scope.get("state", {}).get("request_id", "")
         try:
-            _check_admin(live, request)
+            check_admin(live, request)
             try:
                 outcome = await self.reload()
             except ConfigError as exc:
@@ -362,11 +366,11 @@ def _ignored() -> None:
     """A SIGHUP while shutting down (its default action would kill the process)."""
 
 
-def _check_admin(live: Live, request: Any) -> None:
+def check_admin(live: Live, request: Any) -> None:
     """404 without an admin section, 401 without a key, 403 with another key."""
     if live.admin is None:
-        path = request.scope["path"]
-        raise NotFoundError(f"Unknown request URL: POST {path}.", code="unknown_url")
+        where = f"{request.scope.get('method', 'POST')} {request.scope['path']}"
+        raise NotFoundError(f"Unknown request URL: {where}.", code="unknown_url")
     headers = request.headers
     presented = presented_key(headers)
     if presented is None:
