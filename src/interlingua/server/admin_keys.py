@@ -94,7 +94,9 @@ class AdminKeys:
                 invalid = InvalidRequestError(str(exc), code="invalid_key_request")
                 return live.gateway.error_response(OPENAI, invalid, request_id)
             except StoreError as exc:
-                down = InterlinguaError(f"The key database failed: {exc}", status=503)
+                down = InterlinguaError(
+                    f"The key database failed: {exc}", status=503, code="key_store_unavailable"
+                )
                 return live.gateway.error_response(OPENAI, down, request_id)
 
         return endpoint

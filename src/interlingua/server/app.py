@@ -454,13 +454,10 @@ def create_app(
     status_page = StatusPage(router, authorize, share_dir=multiprocess_dir()) if metrics else None
     sinks = (usage_log, metrics, status_page, telemetry)
     process.sinks = [*record_sinks, *(s for s in sinks if s is not None)]
-    # (keys in the usage log's database, with an admin section: server/stored_keys.py)
-    process.stored = db_keys = stored_keys_for(config, usage_log, counters)
+    process.stored = db_keys = stored_keys_for(config, usage_log, counters)  # (admin: on)
     handlers = Handlers(
         build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
-    if db_keys is not None:
-        db_keys.holder = handlers
     reloader = Reloader(source, handlers, process, _router_to(status_page))
     services = _Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry, services.stored = telemetry, db_keys
@@ -577,7 +574,7 @@ class _Services:
                 await self.usage_log.start()  # (a database that is down is logged, retried)
                 stack.push_async_callback(self.usage_log.aclose)
             if self.stored is not None:  # (the keys read before the first request)
-                await self.stored.start()
+                await self.stored.start(reloader.holder)
                 stack.push_async_callback(self.stored.aclose)
             if self.store is not None:
                 await _open_store(self.store)

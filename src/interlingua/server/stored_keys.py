@@ -75,8 +75,11 @@ class StoredKeys:
         """Every key row read so far (revoked ones included), for a ring."""
         return tuple(self._rows.values())
 
-    async def start(self) -> None:
-        """Migrate the schema, read every key, and follow the changes from now on."""
+    async def start(self, holder: _Holder | None = None) -> None:
+        """Migrate the schema, read every key into ``holder``'s bundle (the handlers;
+        default: the one given at creation), and follow the changes from now on."""
+        if holder is not None:
+            self.holder = holder
         try:
             await migrate(self.store.db)
             await self.refresh()
@@ -179,7 +182,7 @@ def _quiet() -> contextlib.suppress:
 
 def stored_keys_for(config: Any, usage_log: Any, counters: Any) -> StoredKeys | None:
     """The process's database keys when ``config`` lets keys live there (an ``admin``
-    section and the usage log on), else None; its holder is set once the handlers are."""
+    section and the usage log on), else None; its holder is given to ``start``."""
     if config.admin is None or usage_log is None:
         return None
     return StoredKeys(usage_log.db, _NoHolder(), counters, state_url=config.state.url)
