@@ -161,12 +161,17 @@ def test_a_reload_keeps_database_keys_the_same_objects(gateway: tuple[str, Any])
     after = {key.name: key for key in app.holder.live.keys.keys}["kept"]
     assert after is before
     assert _chat(url, secret).status_code == 429  # (its minute's count carried over)
+    rotated = httpx.post(url + "/admin/keys/kept/rotate", headers=ADMIN, timeout=10)
+    assert _chat(url, rotated.json()["key"]).status_code == 429  # (and over a rotation)
+    assert _chat(url, secret).status_code == 401
 
 
 def test_with_only_database_keys_the_gateway_still_needs_one(tmp_path: Path) -> None:
     app = create_app(load_config(_write(tmp_path, _config(tmp_path, keys=False))))
     with live_server(app) as url:
         assert _chat(url, "any").status_code == 401  # (no key at all yet: closed)
+        bare = httpx.post(url + "/v1/chat/completions", json={"model": "m", "messages": HELLO})
+        assert bare.status_code == 401
         secret = _create(url, name="only").json()["key"]
         assert _chat(url, secret).status_code == 200
         httpx.delete(url + "/admin/keys/only", headers=ADMIN, timeout=10)

@@ -351,9 +351,13 @@ def _iso(when: float | None) -> str:
 
 
 def _stored(row: StoredKey, counters: Counters | None, old: ClientKey | None) -> ClientKey:
-    """The ClientKey of a database row (``old`` when nothing of it changed)."""
+    """The ClientKey of a database row: ``old`` when its models and limits did not
+    change, with the row's digest (a rotated key keeps its counts: a leaked key's
+    replacement does not get a fresh minute or day; the old digest stops working
+    because the new ring is keyed by the new one)."""
     digest = bytes.fromhex(row.sha256)
-    if old is not None and (old.digest, old.models, old.limits) == (digest, row.models, row.limits):
+    if old is not None and (old.models, old.limits) == (row.models, row.limits):
+        old.digest = digest
         return old
     return ClientKey(row.name, digest, row.models, row.limits, counters)
 

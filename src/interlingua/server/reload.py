@@ -11,7 +11,8 @@ config halfway: requests in flight finish on the objects they started with.
 refuses the file with the reason and leaves the old one serving. What was unchanged is
 reused, the same objects, so its counts carry over: an upstream whose entry is equal
 (its connection pool and its limits), a key whose name, digest, models and limits are
-equal (its rpm/tpm/day counts), and the cooldown book (kept by deployment: a deployment
+equal (its rpm/tpm/day counts; the keys of the database, server/stored_keys.py, are
+not the file's: they stay, unchanged ones the same objects), and the cooldown book (kept by deployment: a deployment
 of the same upstream and model stays cooling). An upstream that left is closed once the
 requests that started on the old bundle have ended (:attr:`Live.users`, counted by the
 front layer: server/middleware.py).
