@@ -70,6 +70,7 @@ class StoredKeys:
         self._tasks: list[asyncio.Task[None]] = []
         self._listening = False
         self._down = False
+        self._migrated = False
 
     def rows(self) -> tuple[StoredKey, ...]:
         """Every key row read so far (revoked ones included), for a ring."""
@@ -80,11 +81,7 @@ class StoredKeys:
         default: the one given at creation), and follow the changes from now on."""
         if holder is not None:
             self.holder = holder
-        try:
-            await migrate(self.store.db)
-            await self.refresh()
-        except StoreError as exc:
-            self._failed(exc)
+        await self._safe_refresh()
         self._tasks.append(asyncio.create_task(self._polling()))
         if self.state_url:
             self._tasks.append(asyncio.create_task(self._subscribed()))
@@ -134,9 +131,7 @@ class StoredKeys:
         while True:
             await asyncio.sleep(SAFETY_POLL if self._listening else self.poll)
             try:
-                await self.refresh()
-            except StoreError as exc:
-                self._failed(exc)
+                await self._safe_refresh()
             except Exception:
                 log.exception("database keys: refresh failed")
 
@@ -169,7 +164,12 @@ class StoredKeys:
             await asyncio.sleep(1.0)
 
     async def _safe_refresh(self) -> None:
+        """:meth:`refresh`, migrating first until a migration succeeded (a database
+        down at startup is migrated once it is back); a failure is logged once."""
         try:
+            if not self._migrated:
+                await migrate(self.store.db)
+                self._migrated = True
             await self.refresh()
         except StoreError as exc:
             self._failed(exc)
