@@ -57,6 +57,7 @@ from .asgi_io import (
     plain_headers,
     read_body,
 )
+from .budgets import SpendBook
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
 from .keys import ClientKey
@@ -440,6 +441,7 @@ def create_app(
         ResponsesDialect(Sealer(sealing_key(config.responses))),
         observe=_observer(metrics, telemetry),
         continued=metrics.continued if metrics is not None else None,
+        spend=SpendBook(counters),  # (the budgets' spend: shared like the key limits)
     )
     router = process.router(config, upstreams)
     stored = config.responses
@@ -452,6 +454,7 @@ def create_app(
     status_page = StatusPage(router, authorize, share_dir=multiprocess_dir()) if metrics else None
     sinks = (usage_log, metrics, status_page, telemetry)
     process.sinks = [*record_sinks, *(s for s in sinks if s is not None)]
+    process.usage_log = usage_log
     handlers = Handlers(
         build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
@@ -568,6 +571,8 @@ class _Services:
             if self.usage_log is not None:
                 await self.usage_log.start()  # (a database that is down is logged, retried)
                 stack.push_async_callback(self.usage_log.aclose)
+                # (the keys' spend so far toward their budgets, from the log)
+                await reloader.process.spend.seed(self.usage_log.db)
             if self.store is not None:
                 await _open_store(self.store)
                 stack.push_async_callback(self.store.aclose)
