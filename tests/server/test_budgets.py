@@ -11,6 +11,7 @@ Each request costs $0.5615 (test_cost_served.py's worked example at a gpt-4o-cla
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from collections.abc import Iterator
@@ -23,10 +24,11 @@ import httpx
 import pytest
 import yaml
 
-from interlingua.config import KeyLimits, load_config
+from interlingua.config import KeyLimits, load_config, parse_config
 from interlingua.limits import DAY, MONTH
 from interlingua.server import create_app
-from interlingua.server.budgets import SpendBook, nanodollars, spend_since
+from interlingua.server.budgets import SpendBook, nanodollars, spend_since, warn_unpriced
+from interlingua.usage.cost import Pricing
 from interlingua.usage.db import connect
 from interlingua.usage.log import UsageLog
 from interlingua.usage.record import Record
@@ -226,3 +228,28 @@ def test_a_budget_given_by_a_reload_counts_what_the_key_spent_before(
             assert answer.status_code == expected, answer.text
             if expected == 429:
                 assert "budget_per_day of 1 USD" in answer.json()["error"]["message"]
+
+
+def test_a_budgeted_key_that_may_use_an_unpriced_model_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = parse_config(
+        {
+            "upstreams": {"u": {"kind": "fake"}},
+            "models": [
+                {"name": "priced", "upstream": "u", "model": "a", "price": GPT},
+                {"name": "free", "upstream": "u", "model": "b"},
+                {"name": "any", "upstream": "u", "model": "*"},
+            ],
+            "keys": [
+                {"name": "capped", "key_sha256": "0" * 64, "limits": {"budget_per_day": 5}},
+                {"name": "narrow", "key_sha256": "1" * 64, "models": ["priced"],
+                 "limits": {"budget_per_month": 5}},
+                {"name": "open", "key_sha256": "2" * 64},
+            ],
+        }
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="interlingua.server"):
+        warn_unpriced(config, Pricing(config))
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "'capped'" in warning and warning.endswith(": free, any")
