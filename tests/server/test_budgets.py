@@ -253,3 +253,43 @@ def test_a_budgeted_key_that_may_use_an_unpriced_model_is_warned_about(
         warn_unpriced(config, Pricing(config))
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "'capped'" in warning and warning.endswith(": free, any")
+
+
+def test_the_status_page_shows_spend_per_key_and_model_and_budget_left(
+    chat: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BUDGET_KEY", KEY)
+    path = _config(
+        chat,
+        tmp_path,
+        {"budget_per_day": 10, "budget_per_month": 100},
+        server={"api_keys": ["sk-ops-status"]},
+    )
+    config = yaml.safe_load(path.read_text())
+    config["keys"].append({"name": "other", "key_sha256": "0" * 64})
+    path.write_text(yaml.safe_dump(config))
+    with live_server(create_app(load_config(path))) as base:
+        assert _ask(base, "openai").status_code == 200
+        assert _ask(base, "anthropic").status_code == 200
+        assert _ask(base, "openai", model="free").status_code == 200  # unpriced: no spend
+        deadline = time.monotonic() + 10
+        while True:  # (the usage log writes its rows about every second)
+            seen = httpx.get(base + "/ui/data", headers=HEADERS).json()["spend"]
+            if seen["keys"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        ops = httpx.get(base + "/ui/data", headers={"x-api-key": "sk-ops-status"}).json()
+    assert seen["logged"] is True
+    assert seen["keys"] == {"team": {"hour": 1.123, "today": 1.123}}
+    assert seen["models"] == {"gpt": {"hour": 1.123, "today": 1.123}}
+    day, month = seen["budgets"]["team"]
+    assert (day["budget"], day["limit"], day["spent"], day["left"]) == (
+        "budget_per_day",
+        10.0,
+        1.123,
+        8.877,
+    )
+    assert (month["budget"], month["spent"], month["left"]) == ("budget_per_month", 1.123, 98.877)
+    midnight = (int(time.time()) // 86400 + 1) * 86400
+    assert day["resets_at"] == datetime.fromtimestamp(midnight, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert set(ops["spend"]["budgets"]) == {"team"}  # (the shared key sees every key)

@@ -113,6 +113,10 @@ class PeriodCounter(Protocol):
         the usage log adds up to, read when a process starts)."""
         ...
 
+    async def spent(self) -> int:
+        """What the current period has counted (for a person: the status page)."""
+        ...
+
 
 class MemoryPeriodCounter:
     """The period's count in this process. ``clock`` is Unix time (``time.time``)."""
@@ -144,6 +148,10 @@ class MemoryPeriodCounter:
 
     async def seed(self, used: int, index: int) -> None:
         self.observe(used, index)
+
+    async def spent(self) -> int:
+        self._roll(self._clock())
+        return self.used
 
     def observe(self, used: int, index: int) -> None:
         """Count at least ``used`` for period ``index`` (what a shared counter last

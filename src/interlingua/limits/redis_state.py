@@ -311,6 +311,13 @@ class RedisPeriodCounter:
         self._refused_at = self.limit
         return wait
 
+    async def spent(self) -> int:
+        index, used, _ = await self._check(
+            keys=(self._key,), args=(self.period.name, _us(self._clock))
+        )
+        self.seen = (int(index), int(used))
+        return int(used)
+
     def add(self, amount: int) -> None:
         amount = int(amount)
         if amount > 0:

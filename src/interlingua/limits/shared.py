@@ -204,6 +204,16 @@ class SharedPeriodCounter:
             self._fall_back()
             self.local.add(amount)
 
+    async def spent(self) -> int:
+        health = self._health
+        if health.up:
+            try:
+                return await self.shared.spent()
+            except health.errors as exc:
+                health.failed(exc)
+        self._fall_back()
+        return await self.local.spent()
+
     async def seed(self, used: int, index: int) -> None:
         """Count at least ``used`` for period ``index`` (rebuilt from the usage log on
         start), in Redis when it answers and here in any case."""

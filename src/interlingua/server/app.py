@@ -38,11 +38,7 @@ from ..dialects import Dialect, get_dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..dialects.openai_responses import ResponsesDialect, Sealer
 from ..dialects.relay_usage import estimate_tokens
-from ..errors import (
-    InterlinguaError,
-    InvalidRequestError,
-    NotFoundError,
-)
+from ..errors import InterlinguaError, InvalidRequestError, NotFoundError
 from ..limits import SharedCounters
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
@@ -70,6 +66,7 @@ from .responses.websocket import ResponsesSocket
 from .telemetry import Telemetry
 from .views.metrics import Metrics, metrics_routes
 from .views.multiproc import multiprocess_dir
+from .views.spend import SpendView
 from .views.status_page import StatusPage
 
 log = logging.getLogger("interlingua.server")
@@ -458,6 +455,8 @@ def create_app(
     handlers = Handlers(
         build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
+    if status_page is not None:  # (spend from the usage log, budgets of the keys serving)
+        status_page.spend = SpendView(usage_log, lambda: handlers.live.keys.budgeted())
     reloader = Reloader(source, handlers, process, _router_to(status_page))
     services = _Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry

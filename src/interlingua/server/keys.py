@@ -89,13 +89,13 @@ class ClientKey:
     models it may use and its limits."""
 
     __slots__ = (
-        "_budgets",
         "_day",
         "_local",
         "_local_budgets",
         "_local_day",
         "_local_state",
         "_state",
+        "budgets",
         "counts_tokens",
         "digest",
         "limited",
@@ -128,18 +128,19 @@ class ClientKey:
             self._state = counters.limit_state(f"key:{name}", lim.rpm, lim.tpm, lim.max_concurrency)
         if lim.tokens_per_day is not None:
             self._day = counters.period_counter(f"key:{name}", lim.tokens_per_day)
-        self._budgets: tuple[Budget, ...] = ()
+        #: the key's budgets in dollars (server/budgets.py), each with its spend counter
+        self.budgets: tuple[Budget, ...] = ()
         if lim.budget_per_day is not None or lim.budget_per_month is not None:
             if book is None or name is None:
                 raise ValueError("a key with a budget needs a name and the process's SpendBook")
-            self._budgets = book.budgets(name, lim)
+            self.budgets = book.budgets(name, lim)
         # (plain attributes, not properties: read on every request, and Python 3.11
         # calls a property's function with a frame of its own each time)
         #: whether any limit is set (then each request is admitted under them)
-        self.limited = self._state is not None or self._day is not None or bool(self._budgets)
+        self.limited = self._state is not None or self._day is not None or bool(self.budgets)
         #: whether admission needs the request's token estimate (a ``tpm`` is set)
         self.counts_tokens = lim.tpm is not None
-        local_budgets = all(type(b.counter) is MemoryPeriodCounter for b in self._budgets)
+        local_budgets = all(type(b.counter) is MemoryPeriodCounter for b in self.budgets)
         #: whether every count is this process's (then admit_now decides alone)
         self._local = (
             (self._state is None or type(self._state) is MemoryState)
@@ -150,7 +151,7 @@ class ClientKey:
         self._local_state = self._state if type(self._state) is MemoryState else None
         self._local_day = self._day if type(self._day) is MemoryPeriodCounter else None
         self._local_budgets: tuple[tuple[Budget, MemoryPeriodCounter], ...] = tuple(
-            (b, b.counter) for b in self._budgets if type(b.counter) is MemoryPeriodCounter
+            (b, b.counter) for b in self.budgets if type(b.counter) is MemoryPeriodCounter
         )
 
     def allows(self, model: str) -> bool:
@@ -175,7 +176,7 @@ class ClientKey:
             wait = await self._day.check()
             if wait > 0:
                 raise self._refused("tokens_per_day", wait)
-        for budget in self._budgets:
+        for budget in self.budgets:
             wait = await budget.counter.check()
             if wait > 0:
                 raise budget.refused(self.name, wait)
@@ -279,6 +280,10 @@ class KeyRing:
                 ),
             ]
         )
+
+    def budgeted(self) -> list[tuple[str, tuple[Budget, ...]]]:
+        """Each named key with budgets, and its budgets (the status page's)."""
+        return [(key.name, key.budgets) for key in self.keys if key.name and key.budgets]
 
     @property
     def enabled(self) -> bool:
