@@ -151,6 +151,7 @@ TEAMS = (
     "on-no-usage",
     "on-no-metrics",
     "on-priced",
+    "on-budgeted",
 )
 
 
@@ -161,11 +162,15 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
     (``keys``, ``usage``, ``metrics``), or ``on`` less one (``on-no-limits``: the named
     key without limits; ``on-no-usage``; ``on-no-metrics``), or ``on`` with every model
     priced (``on-priced``: a ``prices:`` file under ``tmp`` whose one glob matches every
-    model, with each kind of price, so every request's cost is computed)."""
+    model, with each kind of price, so every request's cost is computed), or priced with
+    the key's daily and monthly budgets too (``on-budgeted``: each request checked
+    against them and charged; budgets a bench never reaches)."""
     if team not in TEAMS:
         raise ValueError(f"unknown team variant {team!r} (known: {', '.join(TEAMS)})")
     limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
     key: dict[str, Any] = {"name": "bench", "key_env": TEAM_KEY_ENV}
+    if team == "on-budgeted":
+        limits = {**limits, "budget_per_day": 10**9, "budget_per_month": 10**10}
     if team != "on-no-limits":
         key["limits"] = limits
     usage = {"url": f"sqlite:///{tmp / 'usage.db'}"}
@@ -176,7 +181,7 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
         or (team.startswith("on-") and team != "on-no-metrics"),
     }
     priced: dict[str, Any] = {}
-    if team == "on-priced":
+    if team in ("on-priced", "on-budgeted"):
         tmp.mkdir(parents=True, exist_ok=True)
         prices = tmp / "prices.yaml"
         price = {"input": 3.00, "output": 15.00, "cache_read": 0.30, "cache_write": 3.75}

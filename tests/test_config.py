@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -467,7 +468,8 @@ def test_the_team_keys_parse_and_print_back() -> None:
                   - name: team-b
                     key_sha256: {digest.upper()}
                     models: [lb, "claude-*"]
-                    limits: {{rpm: 5, tpm: 100000, max_concurrency: 4, tokens_per_day: 2000000}}
+                    limits: {{rpm: 5, tpm: 100000, max_concurrency: 4, tokens_per_day: 2000000,
+                             budget_per_day: 0.10, budget_per_month: 300}}
                 state: {{url: "redis://127.0.0.1:6379/0"}}
                 usage: {{url: "sqlite:///var/lib/interlingua/usage.db"}}
                 metrics: true
@@ -480,6 +482,8 @@ def test_the_team_keys_parse_and_print_back() -> None:
     assert (b.key_sha256, b.models) == (digest, ("lb", "claude-*"))
     assert (b.limits.rpm, b.limits.tpm, b.limits.max_concurrency) == (5, 100000, 4)
     assert b.limits.tokens_per_day == 2000000
+    # (the number's text, never its binary float: ten cents exactly)
+    assert (b.limits.budget_per_day, b.limits.budget_per_month) == (Decimal("0.10"), 300)
     assert config.state.url == "redis://127.0.0.1:6379/0"
     assert config.usage.url == "sqlite:///var/lib/interlingua/usage.db" and config.metrics
     assert parse_config(yaml.safe_load(config_to_yaml(config))) == config
@@ -496,6 +500,14 @@ def test_the_team_keys_parse_and_print_back() -> None:
         ({"keys": [{"name": "x", "key_env": "A"}, {"name": "x", "key_env": "B"}]}, "used by"),
         ({"keys": [{"name": "x", "key_env": "A", "limits": {"rpn": 1}}]}, "did you mean 'rpm'"),
         ({"keys": [{"name": "x", "key_env": "A", "models": []}]}, "non-empty list"),
+        (
+            {"keys": [{"name": "x", "key_env": "A", "limits": {"budget_per_day": 0}}]},
+            r"keys\[0\].limits.budget_per_day: expected an amount in USD above 0",
+        ),
+        (
+            {"keys": [{"name": "x", "key_env": "A", "limits": {"budget_per_month": "lots"}}]},
+            "budget_per_month: expected an amount in USD",
+        ),
         ({"state": {"url": "http://x"}}, "redis://"),
         ({"usage": {"url": "mysql://x"}}, "sqlite:///"),
         ({"metrics": "yes"}, "true or false"),

@@ -18,6 +18,7 @@ import sys
 import textwrap
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -26,17 +27,18 @@ from hypothesis import strategies as st
 
 from interlingua.limits import (
     Limiter,
-    MemoryDayCounter,
     MemoryLease,
+    MemoryPeriodCounter,
     MemoryState,
     QueueRefused,
-    RedisDayCounter,
     RedisLease,
+    RedisPeriodCounter,
     RedisState,
     SharedCounters,
 )
 from interlingua.limits.background import Background
-from interlingua.limits.day import DAY, until_midnight
+from interlingua.limits.period import MONTH, until_midnight
+from interlingua.limits.period import SECONDS_PER_DAY as DAY
 from tests.redis_server import RedisServer, needs_redis_server, redis_server
 
 pytestmark = needs_redis_server
@@ -305,7 +307,7 @@ async def test_a_limiter_on_shared_state_queues_and_refuses(counters: SharedCoun
 
 def test_memory_day_counter_renews_at_utc_midnight() -> None:
     clock = Clock(DAY * 20_000 + DAY - 100)
-    counter = MemoryDayCounter(1000, clock=clock)
+    counter = MemoryPeriodCounter(1000, clock=clock)
     assert counter.check_now() == 0.0
     counter.add(600)
     counter.add(600)
@@ -320,10 +322,10 @@ def test_memory_day_counter_renews_at_utc_midnight() -> None:
 async def test_redis_day_counter_counts_the_utc_day(counters: SharedCounters) -> None:
     clock = Clock(DAY * 20_000 + DAY - 100.0)
     background = Background()
-    counter = RedisDayCounter(
+    counter = RedisPeriodCounter(
         counters.client, f"day:{uuid.uuid4().hex}", 1000, background=background, clock=clock
     )
-    other = RedisDayCounter(counters.client, counter.prefix, 1000, clock=clock)  # a replica
+    other = RedisPeriodCounter(counters.client, counter.prefix, 1000, clock=clock)  # a replica
     assert await counter.check() == 0.0
     counter.add(600)
     counter.add(0)  # nothing to send
@@ -340,6 +342,73 @@ async def test_redis_day_counter_counts_the_utc_day(counters: SharedCounters) ->
     assert counter.seen == (20_001, 0)
 
 
+# -- months (budgets) ----------------------------------------------------------------------
+
+#: month boundaries the calendar gets wrong first: leap days, years ending, 2100 (no leap)
+MONTH_EDGES = [
+    datetime(2024, 2, 29, 23, 59, 59, tzinfo=UTC),
+    datetime(2024, 3, 1, tzinfo=UTC),
+    datetime(2026, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    datetime(2027, 1, 1, tzinfo=UTC),
+    datetime(2100, 2, 28, 12, tzinfo=UTC),
+    datetime(2000, 2, 29, tzinfo=UTC),
+    datetime(1970, 1, 1, tzinfo=UTC),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2200, 12, 31)))
+@example(MONTH_EDGES[0].replace(tzinfo=None))
+async def test_redis_months_are_the_calendar_s(server: RedisServer, when: datetime) -> None:
+    """The month Redis's script computes (from a day number, without a calendar) is the
+    one Python's calendar names, and so is its end."""
+    clock = Clock(when.replace(tzinfo=UTC).timestamp())
+    counters = SharedCounters(server.url, prefix=f"t-{uuid.uuid4().hex}")
+    try:
+        counter = RedisPeriodCounter(
+            counters.client, f"m:{uuid.uuid4().hex}", 1, period=MONTH, clock=clock
+        )
+        counter.add(1)
+        await counter._background.drain(5)
+        wait = await counter.check()
+        index = MONTH.index(clock.now)
+        assert counter.seen == (index, 1)
+        assert clock.now + wait == pytest.approx(MONTH.end(index), abs=1e-5)
+    finally:
+        await counters.aclose()
+
+
+@pytest.mark.parametrize("when", MONTH_EDGES, ids=lambda d: d.isoformat()[:19])
+def test_memory_month_counter_renews_on_the_first(when: datetime) -> None:
+    clock = Clock(when.timestamp())
+    counter = MemoryPeriodCounter(10, period=MONTH, clock=clock)
+    counter.add(10)
+    wait = counter.check_now()
+    first = datetime(when.year + when.month // 12, when.month % 12 + 1, 1, tzinfo=UTC)
+    assert clock.now + wait == pytest.approx(first.timestamp())
+    clock.now = first.timestamp()
+    assert counter.check_now() == 0.0 and counter.used == 0
+
+
+async def test_a_count_rebuilt_on_start_floors_the_shared_one(counters: SharedCounters) -> None:
+    """What a replica rebuilt from its usage log raises Redis's count, never lowers it,
+    and only for the period it was read for."""
+    clock = Clock(datetime(2026, 11, 28, 12, tzinfo=UTC).timestamp())
+    counter = RedisPeriodCounter(
+        counters.client, f"s:{uuid.uuid4().hex}", 100, period=MONTH, clock=clock
+    )
+    index = MONTH.index(clock.now)
+    await counter.floor(70, index)
+    assert counter.seen == (index, 70)
+    await counter.floor(40, index)  # less than counted: kept
+    assert counter.seen == (index, 70)
+    await counter.floor(500, index - 1)  # last month's: not this month's count
+    assert counter.seen == (index, 70)
+    counter.add(30)
+    await counter._background.drain(5)
+    assert await counter.check() > 0  # 100 of 100
+
+
 # -- failover ------------------------------------------------------------------------------
 
 
@@ -352,7 +421,7 @@ async def test_redis_away_means_per_process_limits_then_shared_again(
     counters = SharedCounters(server.url, prefix="t", retry_every=0.1)
     try:
         state = counters.limit_state("key:team-a", rpm=3, max_concurrency=5)
-        day = counters.day_counter("key:team-a", 100)
+        day = counters.period_counter("key:team-a", 100)
         assert await counters.start()
         before = await state.acquire(0)
         assert isinstance(before, RedisLease)

@@ -29,7 +29,12 @@ HELLO: Any = [{"role": "user", "content": "hi"}]
 def _config(tmp_path: Path, keys: bool = True, admin: bool = True) -> dict[str, Any]:
     config: dict[str, Any] = {
         "upstreams": {"echo": {"kind": "fake"}},
-        "models": [{"name": "m", "upstream": "echo"}, {"name": "other", "upstream": "echo"}],
+        "models": [
+            {"name": "m", "upstream": "echo"},
+            {"name": "other", "upstream": "echo"},
+            # (the fake answers 7 tokens: $0.007 a request)
+            {"name": "priced", "upstream": "echo", "price": {"input": 1000, "output": 1000}},
+        ],
         "usage": {"url": f"sqlite://{tmp_path}/usage.db"},
         "metrics": False,
     }
@@ -164,6 +169,24 @@ def test_a_reload_keeps_database_keys_the_same_objects(gateway: tuple[str, Any])
     rotated = httpx.post(url + "/admin/keys/kept/rotate", headers=ADMIN, timeout=10)
     assert _chat(url, rotated.json()["key"]).status_code == 429  # (and over a rotation)
     assert _chat(url, secret).status_code == 401
+
+
+def test_a_database_key_s_budget_is_enforced_and_its_spend_listed(
+    gateway: tuple[str, Any],
+) -> None:
+    url, _ = gateway
+    made = _create(url, name="frugal", limits={"budget_per_day": "0.01"})
+    secret = made.json()["key"]
+    seen = [_chat(url, secret, "priced") for _ in range(3)]
+    assert [answer.status_code for answer in seen] == [200, 200, 429]
+    assert seen[2].json()["error"]["code"] == "budget_exceeded"
+    deadline = time.monotonic() + 10
+    while True:  # (the usage log is written once a second)
+        shown = httpx.get(url + "/admin/keys/frugal", headers=ADMIN, timeout=10).json()
+        if shown["spend_today_usd"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert shown["spend_today_usd"] == shown["spend_month_usd"] == 0.014
 
 
 def test_with_only_database_keys_the_gateway_still_needs_one(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ Two users, one engine:
 Modules: :mod:`.window` the sliding one-minute log (pure), :mod:`.state` the counters
 behind an interface (in memory; a shared Redis state replaces :class:`MemoryState` when
 replicas must share limits), :mod:`.queue` the FIFO line with its bounds and
-cancellation, :mod:`.rate` the client's API over it, :mod:`.day` tokens per UTC day.
+cancellation, :mod:`.rate` the client's API over it, :mod:`.period` counts per UTC day or month
+(a key's tokens per day, its budgets).
 Shared by replicas through Redis (``state.url``): :mod:`.redis_state` (one Lua script per
 admission, :mod:`.redis_scripts`), :mod:`.shared` (one client per process, the
 fallback to per-process counters while Redis is away) and :mod:`.shared_cooldowns`
@@ -22,11 +23,11 @@ when a :class:`SharedCounters` is built. Imports nothing of ours but ``errors``.
 
 from __future__ import annotations
 
-from .day import DayCounter, MemoryDayCounter
+from .period import DAY, MONTH, MemoryPeriodCounter, Period, PeriodCounter
 from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
 from .rate import RateLimit, RateLimiter, Slot
-from .redis_state import RedisDayCounter, RedisLease, RedisState
-from .shared import SharedCounters, SharedDayCounter, SharedState
+from .redis_state import RedisLease, RedisPeriodCounter, RedisState
+from .shared import SharedCounters, SharedPeriodCounter, SharedState
 from .shared_cooldowns import SharedCooldowns
 from .state import (
     UNTIL_RELEASE,
@@ -39,27 +40,30 @@ from .state import (
 from .window import WINDOW, Entry, Window
 
 __all__ = [
+    "DAY",
     "MIN_RETRY_AFTER",
+    "MONTH",
     "UNTIL_RELEASE",
     "WINDOW",
     "Counters",
-    "DayCounter",
     "Entry",
     "LimitState",
     "Limiter",
     "MemoryCounters",
-    "MemoryDayCounter",
     "MemoryLease",
+    "MemoryPeriodCounter",
     "MemoryState",
+    "Period",
+    "PeriodCounter",
     "QueueRefused",
     "RateLimit",
     "RateLimiter",
-    "RedisDayCounter",
     "RedisLease",
+    "RedisPeriodCounter",
     "RedisState",
     "SharedCooldowns",
     "SharedCounters",
-    "SharedDayCounter",
+    "SharedPeriodCounter",
     "SharedState",
     "Slot",
     "Ticket",

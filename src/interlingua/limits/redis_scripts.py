@@ -34,8 +34,9 @@ __all__ = [
     "COOL_FAIL",
     "COOL_READ",
     "COOL_SUCCEED",
-    "DAY_ADD",
-    "DAY_CHECK",
+    "PERIOD_ADD",
+    "PERIOD_CHECK",
+    "PERIOD_FLOOR",
     "REFRESH",
     "SETTLE",
 ]
@@ -174,31 +175,87 @@ return n
 """
 )
 
-DAY_CHECK = (
+# The period ``now`` (us) falls in, as ARGV[1] names it ('day' or 'month'): its number
+# and when it ends (us). A month's number is 12 * year + month - 1, from the civil date
+# of the day number (H. Hinnant's days_from_civil and its inverse: Lua has no calendar).
+_PERIOD = """
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = m > 2 and m - 3 or m + 9
+  local doy = math.floor((153 * mp + 2) / 5) + d - 1
+  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
+end
+local function period(now, kind)
+  local day = math.floor(now / 86400000000)
+  if kind == 'day' then return day, (day + 1) * 86400000000 end
+  local z = day + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  local ny, nm = y, m + 1
+  if nm > 12 then ny, nm = y + 1, 1 end
+  return 12 * y + m - 1, days_from_civil(ny, nm, 1) * 86400000000
+end
+"""
+
+PERIOD_CHECK = (
     """
--- KEYS: day hash (field: UTC day number). ARGV: now (us, or ''). Returns {day, used,
--- us until the next UTC midnight}.
+-- KEYS: period hash (field: the period's number). ARGV: 'day' or 'month', now (us, or
+-- ''). Returns {period, used, us until the period ends}.
 """
     + _NOW
+    + _PERIOD
     + """
-local day = math.floor(now / 86400000000)
-local used = tonumber(redis.call('HGET', KEYS[1], day) or '0')
-return {day, used, (day + 1) * 86400000000 - now}
+local index, ends = period(now, ARGV[1])
+local used = tonumber(redis.call('HGET', KEYS[1], index) or '0')
+return {index, used, ends - now}
 """
 )
 
-DAY_ADD = (
+PERIOD_ADD = (
     """
--- KEYS: day hash. ARGV: tokens, now (us, or ''). Counts toward today; yesterday's field
--- goes, and the hash vanishes two days after its last use. Returns {day, used}.
+-- KEYS: period hash. ARGV: 'day' or 'month', amount, now (us, or ''). Counts toward the
+-- current period; the one before goes, and the hash vanishes two periods after its last
+-- use. Returns {period, used}.
 """
     + _NOW
+    + _PERIOD
     + """
-local day = math.floor(now / 86400000000)
-local used = redis.call('HINCRBY', KEYS[1], day, tonumber(ARGV[1]))
-redis.call('HDEL', KEYS[1], day - 1)
-redis.call('EXPIRE', KEYS[1], 172800)
-return {day, used}
+local index, ends = period(now, ARGV[1])
+local used = redis.call('HINCRBY', KEYS[1], index, ARGV[2])
+redis.call('HDEL', KEYS[1], index - 1)
+redis.call('EXPIRE', KEYS[1], ARGV[1] == 'day' and 172800 or 5356800)
+return {index, used}
+"""
+)
+
+PERIOD_FLOOR = (
+    """
+-- KEYS: period hash. ARGV: 'day' or 'month', period number, amount, now (us, or '').
+-- The period's count becomes at least amount when that period is still the current one
+-- (a count rebuilt from a usage log on start: another replica may have counted more).
+-- Returns {period, used}.
+"""
+    + _NOW
+    + _PERIOD
+    + """
+local index, ends = period(now, ARGV[1])
+local used = tonumber(redis.call('HGET', KEYS[1], index) or '0')
+local floor = tonumber(ARGV[3])
+if tonumber(ARGV[2]) == index and floor > used then
+  redis.call('HSET', KEYS[1], index, ARGV[3])
+  redis.call('EXPIRE', KEYS[1], ARGV[1] == 'day' and 172800 or 5356800)
+  used = floor
+end
+return {index, used}
 """
 )
 

@@ -23,8 +23,9 @@ What differs from :class:`~.state.MemoryState`, because the counters are shared:
   :data:`~.state.UNTIL_RELEASE`: a release by another replica is not heard here.
 * ``usage()`` is what the latest ``acquire`` saw (a plain call cannot ask Redis).
 
-:class:`RedisDayCounter` is the shared :class:`~.day.DayCounter`: a hash per key whose
-field is the UTC day number, counted with ``HINCRBY`` on Redis's clock.
+:class:`RedisPeriodCounter` is the shared :class:`~.period.PeriodCounter`: a hash per key
+and period kind whose field is the UTC period's number, counted with ``HINCRBY`` on
+Redis's clock.
 
 ``redis`` is never imported here: the client is passed in (``SharedCounters`` in
 :mod:`.shared` builds it), so the gateway without the ``redis`` extra imports this module.
@@ -40,20 +41,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .background import Background
-from .redis_scripts import ACQUIRE, DAY_ADD, DAY_CHECK, REFRESH, SETTLE
+from .period import DAY, Period
+from .redis_scripts import ACQUIRE, PERIOD_ADD, PERIOD_CHECK, PERIOD_FLOOR, REFRESH, SETTLE
 from .window import WINDOW
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["BoundedScript", "RedisDayCounter", "RedisLease", "RedisState"]
+__all__ = ["BoundedScript", "RedisLease", "RedisPeriodCounter", "RedisState"]
 
 _US = 1_000_000
 #: lease ids per refresh script call (Lua's unpack has a stack limit of about 8000)
 _REFRESH_BATCH = 2000
 #: while a day's allowance is used up, Redis is asked again at most this often (so an
 #: operator's reset is seen), and answered from memory in between
-_DAY_RECHECK = 10.0
+_PERIOD_RECHECK = 10.0
 
 ErrorHook = Callable[[BaseException], None]
 
@@ -253,14 +255,15 @@ class RedisState:
             self._refresher = None
 
 
-class RedisDayCounter:
-    """A key's tokens per UTC day in Redis (a :class:`~.day.DayCounter`).
+class RedisPeriodCounter:
+    """A count per UTC period in Redis (a :class:`~.period.PeriodCounter`): a key's
+    tokens per day, its spend per day or month.
 
-    ``check`` is one script (the day and the time to midnight on Redis's clock); once
+    ``check`` is one script (the period and the time to its end on Redis's clock); once
     the allowance is used up, the answer is kept here and Redis asked again only every
-    10 s (so requests refused until midnight cost no round trip, and an operator who
-    resets the count is heard). ``add`` is sent without waiting. :attr:`seen` is the
-    last (day number, count) Redis reported.
+    10 s (so requests refused until the period ends cost no round trip, and an operator
+    who resets the count is heard). ``add`` is sent without waiting. :attr:`seen` is the
+    last (period number, count) Redis reported.
     """
 
     def __init__(
@@ -269,43 +272,67 @@ class RedisDayCounter:
         prefix: str,
         limit: int,
         *,
+        period: Period = DAY,
         background: Background | None = None,
         on_error: ErrorHook | None = None,
         timeout: float = 0.5,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.limit = limit
+        self.period = period
         self.prefix = prefix
-        self._key = f"{{{prefix}}}:day"
-        self._check = BoundedScript(client, DAY_CHECK, timeout)
-        self._add = BoundedScript(client, DAY_ADD, timeout)
+        self._key = f"{{{prefix}}}:{period.name}"
+        self._check = BoundedScript(client, PERIOD_CHECK, timeout)
+        self._add = BoundedScript(client, PERIOD_ADD, timeout)
+        self._floor = BoundedScript(client, PERIOD_FLOOR, timeout)
         self._background = background if background is not None else Background()
         self._on_error = on_error
         self._clock = clock
         self._local = clock or time.monotonic
-        self._midnight = 0.0  # when the used-up allowance renews (local clock)
+        self._ends = 0.0  # when the used-up allowance renews (local clock)
         self._recheck = 0.0  # when to ask Redis again meanwhile
+        self._refused_at = 0  # the limit the kept refusal was for
         self.seen: tuple[int, int] | None = None
 
     async def check(self) -> float:
         now = self._local()
-        if now < self._recheck:
-            return self._midnight - now
-        day, used, until = await self._check(keys=(self._key,), args=(_us(self._clock),))
-        self.seen = (int(day), int(used))
+        if now < self._recheck and self._refused_at == self.limit:
+            return self._ends - now
+        index, used, until = await self._check(
+            keys=(self._key,), args=(self.period.name, _us(self._clock))
+        )
+        self.seen = (int(index), int(used))
         if used < self.limit:
             self._recheck = 0.0
             return 0.0
         wait = float(until) / _US
-        self._midnight = now + wait
-        self._recheck = now + min(wait, _DAY_RECHECK)
+        self._ends = now + wait
+        self._recheck = now + min(wait, _PERIOD_RECHECK)
+        self._refused_at = self.limit
         return wait
 
-    def add(self, tokens: int) -> None:
-        tokens = int(tokens)
-        if tokens > 0:
-            self._background.spawn(self._count(tokens), self._on_error)
+    async def spent(self) -> int:
+        index, used, _ = await self._check(
+            keys=(self._key,), args=(self.period.name, _us(self._clock))
+        )
+        self.seen = (int(index), int(used))
+        return int(used)
 
-    async def _count(self, tokens: int) -> None:
-        day, used = await self._add(keys=(self._key,), args=(tokens, _us(self._clock)))
-        self.seen = (int(day), int(used))
+    def add(self, amount: int) -> None:
+        amount = int(amount)
+        if amount > 0:
+            self._background.spawn(self._count(amount), self._on_error)
+
+    async def floor(self, used: int, index: int) -> None:
+        """Count at least ``used`` for period ``index`` if it is still the current one
+        (a count the usage log rebuilt on start; the replicas' count may be higher)."""
+        got = await self._floor(
+            keys=(self._key,), args=(self.period.name, index, int(used), _us(self._clock))
+        )
+        self.seen = (int(got[0]), int(got[1]))
+
+    async def _count(self, amount: int) -> None:
+        index, used = await self._add(
+            keys=(self._key,), args=(self.period.name, amount, _us(self._clock))
+        )
+        self.seen = (int(index), int(used))

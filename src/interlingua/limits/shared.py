@@ -7,7 +7,8 @@ With ``state: {url: redis://...}`` one :class:`SharedCounters` per process holds
     await counters.start()                   # optional: says now if Redis is away
     upstream_state = counters.limit_state("upstream:nim", rpm=40, tpm=200_000, max_concurrency=8)
     key_state = counters.limit_state("key:team-a", rpm=5, tpm=100_000)
-    key_day = counters.day_counter("key:team-a", 2_000_000)
+    key_day = counters.period_counter("key:team-a", 2_000_000)      # tokens a UTC day
+    key_month = counters.period_counter("spend:team-a", 300 * 10**9, MONTH)  # nanodollars
     router.cooldowns = counters.cooldowns(router.cooldowns)
     ...
     await counters.aclose()
@@ -20,8 +21,8 @@ connection, a timeout: every call is bounded by ``timeout`` = 0.5 s and the clie
 never retries, so a dead Redis costs a request at most that) logs one warning and
 starts one probe that tries Redis every ``retry_every`` seconds (a script that writes,
 not per request); when it succeeds, one info line, and the states use Redis again. A
-lease is released and settled by the backend that issued it. The day counters fall back
-the same way, starting from the count Redis last reported.
+lease is released and settled by the backend that issued it. The period counters fall
+back the same way, starting from the count Redis last reported.
 
 ``redis`` is imported when a :class:`SharedCounters` is built, not before: a gateway
 without the ``redis`` extra never imports it.
@@ -36,16 +37,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .background import Background
-from .day import MemoryDayCounter
+from .period import DAY, MemoryPeriodCounter, Period
 from .redis_scripts import ALIVE
-from .redis_state import BoundedScript, RedisDayCounter, RedisLease, RedisState
+from .redis_state import BoundedScript, RedisLease, RedisPeriodCounter, RedisState
 from .shared_cooldowns import LocalCooldowns, SharedCooldowns
 from .state import MemoryState
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["RedisHealth", "SharedCounters", "SharedDayCounter", "SharedState"]
+__all__ = ["RedisHealth", "SharedCounters", "SharedPeriodCounter", "SharedState"]
 
 log = logging.getLogger("interlingua.limits")
 
@@ -154,16 +155,17 @@ class SharedState:
         return self._health.up
 
 
-class SharedDayCounter:
-    """A :class:`~.day.DayCounter` on Redis while it answers, else on this process's
-    :class:`~.day.MemoryDayCounter`, which starts from the day's count Redis last
-    reported and adds what this process uses while Redis is away. (Those tokens stay
-    here: Redis does not learn them afterwards; nor an ``add`` lost in flight.)"""
+class SharedPeriodCounter:
+    """A :class:`~.period.PeriodCounter` on Redis while it answers, else on this
+    process's :class:`~.period.MemoryPeriodCounter`, which starts from the period's count
+    Redis last reported and adds what this process counts while Redis is away. (Those
+    amounts stay here: Redis does not learn them afterwards; nor an ``add`` lost in
+    flight.)"""
 
     __slots__ = ("_health", "_seeded", "local", "shared")
 
     def __init__(
-        self, shared: RedisDayCounter, local: MemoryDayCounter, health: RedisHealth
+        self, shared: RedisPeriodCounter, local: MemoryPeriodCounter, health: RedisHealth
     ) -> None:
         self.shared = shared
         self.local = local
@@ -173,6 +175,14 @@ class SharedDayCounter:
     @property
     def limit(self) -> int:
         return self.shared.limit
+
+    @limit.setter
+    def limit(self, limit: int) -> None:
+        self.shared.limit = self.local.limit = limit
+
+    @property
+    def period(self) -> Period:
+        return self.shared.period
 
     async def check(self) -> float:
         health = self._health
@@ -187,16 +197,37 @@ class SharedDayCounter:
         self._fall_back()
         return self.local.check_now()
 
-    def add(self, tokens: int) -> None:
+    def add(self, amount: int) -> None:
         if self._health.up:
-            self.shared.add(tokens)
+            self.shared.add(amount)
         else:
             self._fall_back()
-            self.local.add(tokens)
+            self.local.add(amount)
+
+    async def spent(self) -> int:
+        health = self._health
+        if health.up:
+            try:
+                return await self.shared.spent()
+            except health.errors as exc:
+                health.failed(exc)
+        self._fall_back()
+        return await self.local.spent()
+
+    async def seed(self, used: int, index: int) -> None:
+        """Count at least ``used`` for period ``index`` (rebuilt from the usage log on
+        start), in Redis when it answers and here in any case."""
+        self.local.observe(used, index)
+        health = self._health
+        if health.up:
+            try:
+                await self.shared.floor(used, index)
+            except health.errors as exc:
+                health.failed(exc)
 
     def _fall_back(self) -> None:
         """Once per outage: count from what Redis last said (or this process's count
-        from an earlier outage today, if more)."""
+        from an earlier outage this period, if more)."""
         if not self._seeded:
             self._seeded = True
             seen = self.shared.seen
@@ -277,17 +308,19 @@ class SharedCounters:
         self._states.append(shared)
         return SharedState(shared, MemoryState(rpm, tpm, max_concurrency), self.health)
 
-    def day_counter(self, name: str, limit: int) -> SharedDayCounter:
-        """The shared tokens-per-day count of ``name`` (``key:<name>``) against ``limit``."""
-        shared = RedisDayCounter(
+    def period_counter(self, name: str, limit: int, period: Period = DAY) -> SharedPeriodCounter:
+        """The shared count of ``name`` (``key:<name>`` for tokens, ``spend:<name>`` for
+        dollars) per UTC ``period``, against ``limit``."""
+        shared = RedisPeriodCounter(
             self.client,
-            f"{self.prefix}:day:{name}",
+            f"{self.prefix}:{period.name}:{name}",
             limit,
+            period=period,
             background=self.background,
             on_error=self.health.failed,
             timeout=self.timeout,
         )
-        return SharedDayCounter(shared, MemoryDayCounter(limit), self.health)
+        return SharedPeriodCounter(shared, MemoryPeriodCounter(limit, period=period), self.health)
 
     def cooldowns(self, local: LocalCooldowns, *, refresh_every: float = 1.0) -> SharedCooldowns:
         """``local`` (the router's ``routing.Cooldowns``) shared with the other replicas:

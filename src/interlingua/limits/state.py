@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from .day import DayCounter, MemoryDayCounter
+from .period import DAY, MemoryPeriodCounter, Period, PeriodCounter
 from .window import Entry, Window
 
 __all__ = [
@@ -154,7 +154,7 @@ class Counters(Protocol):
         max_concurrency: int | None = None,
     ) -> LimitState: ...
 
-    def day_counter(self, name: str, limit: int) -> DayCounter: ...
+    def period_counter(self, name: str, limit: int, period: Period = DAY) -> PeriodCounter: ...
 
 
 class MemoryCounters:
@@ -169,5 +169,5 @@ class MemoryCounters:
     ) -> LimitState:
         return MemoryState(rpm, tpm, max_concurrency)
 
-    def day_counter(self, name: str, limit: int) -> DayCounter:
-        return MemoryDayCounter(limit)
+    def period_counter(self, name: str, limit: int, period: Period = DAY) -> PeriodCounter:
+        return MemoryPeriodCounter(limit, period=period)

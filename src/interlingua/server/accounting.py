@@ -72,6 +72,7 @@ from ..usage.record import (
     RecordSink,
 )
 from .asgi_io import BytesResponse, CountedResponse, StreamOutcome, StreamResponse
+from .budgets import SpendBook
 from .keys import Admission, ClientKey
 
 __all__ = [
@@ -133,6 +134,9 @@ class Accounting:
         #: the record's cost in dollars, when it is finished (None: no prices at all)
         self._cost: Callable[[Record], Decimal | None] | None = None
         self.reprice(pricing)
+        #: the keys' spend toward their budgets, charged each priced record (None: no
+        #: key has a budget)
+        self.spend: SpendBook | None = None
         #: requests opened and not yet finished (the metrics' in-flight gauge)
         self.in_flight = 0
         self._done: list[Record] = []
@@ -201,6 +205,8 @@ class Accounting:
         record.latency = time.perf_counter() - record.latency
         if self._cost is not None:
             record.cost_usd = self._cost(record)
+            if self.spend is not None:
+                self.spend.charge(record.key, record.cost_usd)
         key = tab.key
         if key is not None:
             key.end(tab.entry, record.input_tokens + record.output_tokens + before)
@@ -219,9 +225,12 @@ class Accounting:
         drain: the row of an attempt whose stream broke and was continued by another
         (usage/record.py ``CONTINUED``). ``record`` is complete (its latency a span);
         the requests in flight and the key's admission are the request's own record's
-        business, not this row's. Its cost is its own deployment's."""
+        business, not this row's. Its cost is its own deployment's, charged to the key's
+        budgets like the request's own."""
         if self._cost is not None:
             record.cost_usd = self._cost(record)
+            if self.spend is not None:
+                self.spend.charge(record.key, record.cost_usd)
         done = self._done
         done.append(record)
         if len(done) >= DRAIN_MAX:

@@ -38,11 +38,7 @@ from ..dialects import Dialect, get_dialect
 from ..dialects.anthropic import DIALECT as ANTHROPIC
 from ..dialects.openai_responses import ResponsesDialect, Sealer
 from ..dialects.relay_usage import estimate_tokens
-from ..errors import (
-    InterlinguaError,
-    InvalidRequestError,
-    NotFoundError,
-)
+from ..errors import InterlinguaError, InvalidRequestError, NotFoundError
 from ..limits import SharedCounters
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
@@ -58,6 +54,7 @@ from .asgi_io import (
     plain_headers,
     read_body,
 )
+from .budgets import SpendBook
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
 from .keys import ClientKey
@@ -67,10 +64,11 @@ from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
 from .responses.state import respond
 from .responses.websocket import ResponsesSocket
-from .stored_keys import StoredKeys, stored_keys_for
+from .stored_keys import stored_keys_for
 from .telemetry import Telemetry
 from .views.metrics import Metrics, metrics_routes
 from .views.multiproc import multiprocess_dir
+from .views.spend import SpendView
 from .views.status_page import StatusPage
 
 log = logging.getLogger("interlingua.server")
@@ -442,6 +440,7 @@ def create_app(
         ResponsesDialect(Sealer(sealing_key(config.responses))),
         observe=_observer(metrics, telemetry),
         continued=metrics.continued if metrics is not None else None,
+        spend=SpendBook(counters),  # (the budgets' spend: shared like the key limits)
     )
     router = process.router(config, upstreams)
     stored = config.responses
@@ -454,19 +453,22 @@ def create_app(
     status_page = StatusPage(router, authorize, share_dir=multiprocess_dir()) if metrics else None
     sinks = (usage_log, metrics, status_page, telemetry)
     process.sinks = [*record_sinks, *(s for s in sinks if s is not None)]
-    process.stored = db_keys = stored_keys_for(config, usage_log, counters)  # (admin: on)
+    process.usage_log = usage_log
+    process.stored = stored_keys_for(config, usage_log, counters)  # (with an admin section)
     handlers = Handlers(
         build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
+    if status_page is not None:  # (spend from the usage log, budgets of the keys serving)
+        status_page.spend = SpendView(usage_log, lambda: handlers.live.keys.budgeted())
     reloader = Reloader(source, handlers, process, _router_to(status_page))
     services = _Services(reloader, counters, usage_log, store, own_transports)
-    services.telemetry, services.stored = telemetry, db_keys
+    services.telemetry = telemetry
     generation = _generation(handlers)
     app = Starlette(
         routes=[
             *_routes(handlers, generation, metrics, status_page),
             Route("/admin/reload", reloader.admin_reload, methods=["POST"]),
-            *AdminKeys(handlers, db_keys).routes(),
+            *AdminKeys(handlers, process.stored).routes(),
         ],
         lifespan=services.lifespan,
         exception_handlers={HTTPException: _NotFoundAsError(handlers)},
@@ -556,7 +558,6 @@ class _Services:
         #: the app's own HTTP engines (None: the caller's, which the caller closes)
         self.transports = transports
         self.telemetry: Telemetry | None = None
-        self.stored: StoredKeys | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -573,9 +574,11 @@ class _Services:
             if self.usage_log is not None:
                 await self.usage_log.start()  # (a database that is down is logged, retried)
                 stack.push_async_callback(self.usage_log.aclose)
-            if self.stored is not None:  # (the keys read before the first request)
-                await self.stored.start(reloader.holder)
-                stack.push_async_callback(self.stored.aclose)
+                # (the keys' spend so far toward their budgets, from the log)
+                await reloader.process.spend.seed(self.usage_log.db)
+            if (stored := reloader.process.stored) is not None:  # (read before serving)
+                await stored.start(reloader.holder, reloader.process.spend)
+                stack.push_async_callback(stored.aclose)
             if self.store is not None:
                 await _open_store(self.store)
                 stack.push_async_callback(self.store.aclose)

@@ -50,14 +50,15 @@ from ..errors import AuthenticationError, PermissionDeniedError, RateLimitError
 from ..limits import (
     UNTIL_RELEASE,
     Counters,
-    DayCounter,
     Entry,
     LimitState,
     MemoryCounters,
-    MemoryDayCounter,
+    MemoryPeriodCounter,
     MemoryState,
+    PeriodCounter,
 )
 from ..usage.keys_store import StoredKey
+from .budgets import Budget, SpendBook
 
 __all__ = ["Admission", "ClientKey", "KeyRing", "presented_key"]
 
@@ -80,7 +81,7 @@ class Admission:
     __slots__ = ("_day", "_lease", "_state")
 
     def __init__(
-        self, state: LimitState | None, lease: object | None, day: DayCounter | None
+        self, state: LimitState | None, lease: object | None, day: PeriodCounter | None
     ) -> None:
         self._state = state
         self._lease = lease
@@ -106,9 +107,11 @@ class ClientKey:
     __slots__ = (
         "_day",
         "_local",
+        "_local_budgets",
         "_local_day",
         "_local_state",
         "_state",
+        "budgets",
         "counts_tokens",
         "digest",
         "limited",
@@ -124,33 +127,48 @@ class ClientKey:
         models: tuple[str, ...] = (),
         limits: KeyLimits | None = None,
         counters: Counters | None = None,
+        book: SpendBook | None = None,
     ) -> None:
-        """``counters`` keep the limits' counts (default: this process's)."""
+        """``counters`` keep the limits' counts (default: this process's); ``book``
+        keeps the budgets' (the process's, which the accounting charges: needed when
+        the limits set a budget)."""
         self.name = name
         self.digest = digest
         self.models = models
         self.limits = limits or KeyLimits()
         self._state: LimitState | None = None
-        self._day: DayCounter | None = None
+        self._day: PeriodCounter | None = None
         lim = self.limits
         counters = counters or MemoryCounters()
         if lim.rpm is not None or lim.tpm is not None or lim.max_concurrency is not None:
             self._state = counters.limit_state(f"key:{name}", lim.rpm, lim.tpm, lim.max_concurrency)
         if lim.tokens_per_day is not None:
-            self._day = counters.day_counter(f"key:{name}", lim.tokens_per_day)
+            self._day = counters.period_counter(f"key:{name}", lim.tokens_per_day)
+        #: the key's budgets in dollars (server/budgets.py), each with its spend counter
+        self.budgets: tuple[Budget, ...] = ()
+        if lim.budget_per_day is not None or lim.budget_per_month is not None:
+            if book is None or name is None:
+                raise ValueError("a key with a budget needs a name and the process's SpendBook")
+            self.budgets = book.budgets(name, lim)
         # (plain attributes, not properties: read on every request, and Python 3.11
         # calls a property's function with a frame of its own each time)
         #: whether any limit is set (then each request is admitted under them)
-        self.limited = self._state is not None or self._day is not None
+        self.limited = self._state is not None or self._day is not None or bool(self.budgets)
         #: whether admission needs the request's token estimate (a ``tpm`` is set)
         self.counts_tokens = lim.tpm is not None
+        local_budgets = all(type(b.counter) is MemoryPeriodCounter for b in self.budgets)
         #: whether every count is this process's (then admit_now decides alone)
-        self._local = (self._state is None or type(self._state) is MemoryState) and (
-            self._day is None or type(self._day) is MemoryDayCounter
+        self._local = (
+            (self._state is None or type(self._state) is MemoryState)
+            and (self._day is None or type(self._day) is MemoryPeriodCounter)
+            and local_budgets
         )
         # (the same counters, typed as what admit_now and end call when _local)
         self._local_state = self._state if type(self._state) is MemoryState else None
-        self._local_day = self._day if type(self._day) is MemoryDayCounter else None
+        self._local_day = self._day if type(self._day) is MemoryPeriodCounter else None
+        self._local_budgets: tuple[tuple[Budget, MemoryPeriodCounter], ...] = tuple(
+            (b, b.counter) for b in self.budgets if type(b.counter) is MemoryPeriodCounter
+        )
 
     def allows(self, model: str) -> bool:
         """Whether this key may use ``model`` (every model when no globs are set)."""
@@ -174,6 +192,10 @@ class ClientKey:
             wait = await self._day.check()
             if wait > 0:
                 raise self._refused("tokens_per_day", wait)
+        for budget in self.budgets:
+            wait = await budget.counter.check()
+            if wait > 0:
+                raise budget.refused(self.name, wait)
         lease = None
         if self._state is not None:
             lease = self._leased(await self._state.acquire(tokens))
@@ -192,6 +214,10 @@ class ClientKey:
             wait = day.check_now()
             if wait > 0:
                 raise self._refused("tokens_per_day", wait)
+        for budget, counter in self._local_budgets:
+            wait = counter.check_now()
+            if wait > 0:
+                raise budget.refused(self.name, wait)
         state = self._local_state
         if state is None:
             return -1
@@ -282,6 +308,8 @@ class KeyRing:
         config: Config,
         counters: Counters | None = None,
         previous: KeyRing | None = None,
+        book: SpendBook | None = None,
+        *,
         stored: Sequence[StoredKey] | None = None,
     ) -> KeyRing:
         """The ring of ``config``'s ``keys`` and ``server.api_keys`` (a ``key_env`` is
@@ -289,22 +317,25 @@ class KeyRing:
         ``stored`` (None: keys do not live in the database; then an empty ring leaves the
         gateway open). A key of ``previous`` (the ring a reloaded config replaces) whose
         name, digest, models and limits are all unchanged is kept, the same object: its
-        counts (a minute's requests, a day's tokens, its requests in flight) carry over."""
+        counts (a minute's requests, a day's tokens, its requests in flight) carry over;
+        ``book`` keeps the budgets' spend (by key name: it carries over whatever
+        changed)."""
         kept = {key.name: key for key in previous.keys if key.name} if previous else {}
         configured = [
-            *(_named(key, counters, kept.get(key.name)) for key in config.keys),
+            *(_named(key, counters, kept.get(key.name), book) for key in config.keys),
             *(
                 ClientKey(None, hashlib.sha256(plain.encode()).digest())
                 for plain in config.server.api_keys
             ),
         ]
         ring = cls(configured, closed=stored is not None)
-        return ring.with_stored(stored, counters, kept) if stored is not None else ring
+        return ring.with_stored(stored, counters, book, kept) if stored is not None else ring
 
     def with_stored(
         self,
         stored: Sequence[StoredKey],
         counters: Counters | None = None,
+        book: SpendBook | None = None,
         kept: Mapping[str, ClientKey] | None = None,
     ) -> KeyRing:
         """This ring's config keys beside the database's keys ``stored`` (a refresh):
@@ -314,8 +345,15 @@ class KeyRing:
             kept = {key.name: key for key in self.keys if key.name is not None}
         taken = {key.name for key in self.configured}
         usable = [row for row in stored if row.revoked_at is None and row.name not in taken]
-        keys = [*self.configured, *(_stored(row, counters, kept.get(row.name)) for row in usable)]
+        keys = [
+            *self.configured,
+            *(_stored(row, counters, kept.get(row.name), book) for row in usable),
+        ]
         return KeyRing(keys, stored, closed=True, configured=len(self.configured))
+
+    def budgeted(self) -> list[tuple[str, tuple[Budget, ...]]]:
+        """Each named key with budgets, and its budgets (the status page's)."""
+        return [(key.name, key.budgets) for key in self.keys if key.name and key.budgets]
 
     def authenticate(self, headers: Mapping[str, str]) -> ClientKey | None:
         """The key ``headers`` present; None when no keys are configured; else
@@ -350,7 +388,9 @@ def _iso(when: float | None) -> str:
     return datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _stored(row: StoredKey, counters: Counters | None, old: ClientKey | None) -> ClientKey:
+def _stored(
+    row: StoredKey, counters: Counters | None, old: ClientKey | None, book: SpendBook | None
+) -> ClientKey:
     """The ClientKey of a database row: ``old`` when its models and limits did not
     change, with the row's digest (a rotated key keeps its counts: a leaked key's
     replacement does not get a fresh minute or day; the old digest stops working
@@ -359,10 +399,12 @@ def _stored(row: StoredKey, counters: Counters | None, old: ClientKey | None) ->
     if old is not None and (old.models, old.limits) == (row.models, row.limits):
         old.digest = digest
         return old
-    return ClientKey(row.name, digest, row.models, row.limits, counters)
+    return ClientKey(row.name, digest, row.models, row.limits, counters, book)
 
 
-def _named(key: KeyConfig, counters: Counters | None, old: ClientKey | None) -> ClientKey:
+def _named(
+    key: KeyConfig, counters: Counters | None, old: ClientKey | None, book: SpendBook | None
+) -> ClientKey:
     digest = bytes.fromhex(key.digest())
     if (
         old is not None
@@ -371,4 +413,4 @@ def _named(key: KeyConfig, counters: Counters | None, old: ClientKey | None) -> 
         and old.limits == key.limits
     ):
         return old
-    return ClientKey(key.name, digest, key.models, key.limits, counters)
+    return ClientKey(key.name, digest, key.models, key.limits, counters, book)

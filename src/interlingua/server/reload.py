@@ -51,9 +51,11 @@ from ..routing import CooldownBook, Cooldowns, Router
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
 from ..usage.cost import Pricing
+from ..usage.log import UsageLog
 from ..usage.record import RecordSink
 from .accounting import Accounting
 from .asgi_io import BytesResponse
+from .budgets import SpendBook, warn_unpriced
 from .gateway import Gateway
 from .keys import KeyRing, presented_key
 from .stored_keys import StoredKeys
@@ -148,6 +150,10 @@ class Process:
     sinks: Sequence[RecordSink] = ()
     observe: Callable[[str, str], None] | None = None
     continued: Callable[[str, str], None] | None = None
+    #: the keys' spend toward their budgets, kept across reloads (server/budgets.py)
+    spend: SpendBook = dataclasses.field(default_factory=SpendBook)
+    #: where the spend so far is read from when a key gets a budget
+    usage_log: UsageLog | None = None
     #: the database's keys, kept current (None: keys do not live in the database)
     stored: StoredKeys | None = None
 
@@ -179,15 +185,20 @@ def build_live(
     router = router or process.router(config, upstreams, old)
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
     gateway = Gateway(config, router, secrets, process.responses)
+    book = process.spend
     stored = process.stored.rows() if process.stored is not None else None
-    keys = KeyRing.from_config(config, process.counters, old.keys if old else None, stored)
+    previous = old.keys if old else None
+    keys = KeyRing.from_config(config, process.counters, previous, book, stored=stored)
+    pricing = Pricing(config)
     accounting = old.accounting if old is not None else None
     if accounting is None and (process.sinks or any(key.limited for key in keys.keys)):
-        accounting = Accounting(process.sinks, Pricing(config))
+        accounting = Accounting(process.sinks, pricing)
     elif accounting is not None:
-        accounting.reprice(Pricing(config))  # (the prices the reloaded config names)
+        accounting.reprice(pricing)  # (the prices the reloaded config names)
     if accounting is not None:
         gateway.note_row = accounting.add_row  # (a continued stream's broken attempts)
+        accounting.spend = book if book.any else None
+    warn_unpriced(config, pricing)
     if old is not None:  # (what the continuation learnt of each deployment)
         gateway.prefill_refused = old.gateway.prefill_refused
     return Live(config, gateway, keys, accounting, upstreams)
@@ -266,6 +277,7 @@ class Reloader:
             for upstream in built:
                 await upstream.start()
             live = build_live(new, self.process, upstreams, old)
+            await self._seed_budgets(live)
         except BaseException:
             for upstream in built:
                 await upstream.aclose()
@@ -276,6 +288,16 @@ class Reloader:
         kept = {id(u) for u in upstreams.values()}
         self._retire(old, [u for u in old.upstreams.values() if id(u) not in kept])
         return Outcome(_changes(old.config, new), warnings)
+
+    async def _seed_budgets(self, live: Live) -> None:
+        """The spend so far of keys that just got a budget, read from the usage log
+        before the new bundle serves (the records that ended are written first)."""
+        process, usage_log = self.process, self.process.usage_log
+        if process.spend.pending and usage_log is not None:
+            if live.accounting is not None:
+                live.accounting.drain()
+            await usage_log.flush()
+            await process.spend.seed(usage_log.db)
 
     def _upstreams(self, old: Live, new: Config) -> tuple[dict[str, Upstream], list[Upstream]]:
         """``new``'s upstreams: the old object of each unchanged entry, the others built."""

@@ -71,16 +71,21 @@ class StoredKeys:
         self._listening = False
         self._down = False
         self._migrated = False
+        #: the budgets' spend (given to :meth:`start`; None: no budgets counted)
+        self.book: Any = None
 
     def rows(self) -> tuple[StoredKey, ...]:
         """Every key row read so far (revoked ones included), for a ring."""
         return tuple(self._rows.values())
 
-    async def start(self, holder: _Holder | None = None) -> None:
+    async def start(self, holder: _Holder | None = None, book: Any = None) -> None:
         """Migrate the schema, read every key into ``holder``'s bundle (the handlers;
-        default: the one given at creation), and follow the changes from now on."""
+        default: the one given at creation), and follow the changes from now on.
+        ``book``: the process's budgets' spend (server/budgets.py), which a database
+        key with a budget counts toward, seeded from the usage log as it appears."""
         if holder is not None:
             self.holder = holder
+        self.book = book
         await self._safe_refresh()
         self._tasks.append(asyncio.create_task(self._polling()))
         if self.state_url:
@@ -106,12 +111,26 @@ class StoredKeys:
             for row in changed:
                 self._rows[row.name] = row
             self._version = max([version, *(row.changed for row in changed)])
-            live = self.holder.live
-            live.keys = live.keys.with_stored(self.rows(), self.counters)
+            await self._swap()
             if self._down:
                 self._down = False
                 log.info("database keys: the database is back")
             return bool(changed)
+
+    async def _swap(self) -> None:
+        """The serving bundle's ring with the rows read; a key that got a budget has
+        its spend so far read from the usage log first (as a reload does)."""
+        book, rows = self.book, self.rows()
+        live = self.holder.live
+        ring = live.keys.with_stored(rows, self.counters, book)
+        if book is not None and book.pending:
+            await book.seed(self.store.db)
+        if self.holder.live is not live:  # (a reload swapped meanwhile: its ring)
+            live = self.holder.live
+            ring = live.keys.with_stored(rows, self.counters, book)
+        live.keys = ring
+        if book is not None and book.any and live.accounting is not None:
+            live.accounting.spend = book  # (charged from now on: a first budget)
 
     async def changed(self) -> None:
         """This process just changed a key: read it now, and tell the others."""

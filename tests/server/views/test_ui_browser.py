@@ -155,9 +155,28 @@ class Dom(HTMLParser):
         ]
 
 
+class Spend:
+    """What the status page's SpendView would read from a usage log with priced rows."""
+
+    async def snapshot(self) -> dict[str, Any]:
+        day = {"budget": "budget_per_day", "limit": 10.0, "spent": 1.123, "left": 8.877,
+               "resets_at": "2026-11-29T00:00:00Z"}  # fmt: skip
+        month = {**day, "budget": "budget_per_month", "limit": 5.0, "spent": 5.2, "left": 0.0}
+        return {
+            "logged": True,
+            "keys": {
+                "team-a": {"hour": 1.123, "today": 4.5},
+                "team-b": {"hour": 0, "today": 0.004},
+            },
+            "models": {"smart": {"hour": 1.123, "today": 4.504}},
+            "budgets": {"team-a": [day, month]},
+        }
+
+
 def test_page_renders_the_traffic(tmp_path: Path) -> None:
     app = create_app(parse_config(CONFIG))
     counts = feed(status_page(app))
+    status_page(app).spend = Spend()  # type: ignore[assignment]
     with live_server(app) as url:
         html = chromium(url + "/ui", tmp_path, "--dump-dom")
         shot = tmp_path / "status.png"
@@ -206,6 +225,16 @@ def test_page_renders_the_traffic(tmp_path: Path) -> None:
         assert word in text
     badges = [b["class"] for b in dom.having("span") if b.get("class", "").startswith("badge")]
     assert badges == ["badge failing", "badge ok", "badge ok"]  # nim: its one request failed
+
+    # Spend per key with what is left of its budgets (one spent: marked), per model.
+    assert [r["data-spend-key"] for r in dom.having("tr") if "data-spend-key" in r] == [
+        "team-a",
+        "team-b",
+    ]
+    assert [r["data-spend-model"] for r in dom.having("tr") if "data-spend-model" in r] == ["smart"]
+    for shown in ("$1.12", "$4.50", "$8.88 left of $10.00", "$0.00 left of $5.00", "$0.0040"):
+        assert shown in text, shown
+    assert dom.having("td", class_="status-4", title="resets at 2026-11-29T00:00:00Z")
 
     # The recent error.
     assert "req_failed_1" in text and "rate_limit" in text and "429" in text

@@ -12,7 +12,9 @@ its Content-Security-Policy allows nothing but this server. Every few seconds it
   requests failed at the upstream), ``degraded`` (some did), ``ok`` or ``idle``;
 * requests and tokens per minute over the last hour, per model and per key, and in all
   (server/views/traffic.py keeps them);
-* the last failed requests: time, request id, key name, model, status, error kind.
+* the last failed requests: time, request id, key name, model, status, error kind;
+* dollars spent per key and per model over the last hour and today, and each key's
+  budgets with what is left (server/views/spend.py; with the usage log).
 
 **Access**: ``/ui`` itself holds no data. ``/ui/data`` calls ``authorize(headers)``
 first (the gateway's own key check: raises an InterlinguaError to refuse); when it
@@ -51,6 +53,7 @@ from ...errors import InterlinguaError
 from ...routing import Deployment, Router
 from ...usage.record import Record, nothing_to_catch_up
 from .multiproc import process_alive
+from .spend import SpendView, seen_by
 from .traffic import FIELDS, MINUTES, Traffic, merge
 
 __all__ = ["HEALTH_MINUTES", "SHARE_SECONDS", "StatusPage"]
@@ -121,6 +124,8 @@ class StatusPage:
         self._failed_once = False
         #: hands over the records that wait to be counted (the accounting sets it)
         self.catch_up: Callable[[], None] = nothing_to_catch_up
+        #: the spend and budgets part (None: not shown)
+        self.spend: SpendView | None = None
         self._page = _page()
         if self.share_dir is not None:
             self.share()  # (the others count this worker from its start, traffic or not)
@@ -146,9 +151,12 @@ class StatusPage:
 
     # -- the data -----------------------------------------------------------------------
 
-    def data(self, viewer: Viewer | None = None) -> dict[str, Any]:
-        """What ``/ui/data`` answers (all workers' when several serve); for a named
-        ``viewer`` only what it may see (module docstring)."""
+    def data(
+        self, viewer: Viewer | None = None, spend: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """What ``/ui/data`` answers (all workers' when several serve), with ``spend``
+        (a :class:`SpendView` snapshot); for a named ``viewer`` only what it may see
+        (module docstring)."""
         self.catch_up()
         now = self.clock()
         own = self._state(now)
@@ -161,6 +169,8 @@ class StatusPage:
         models = self._models(traffic, live, first + MINUTES - HEALTH_MINUTES, now)
         if viewer is not None and viewer.name is not None:
             models = [model for model in models if viewer.allows(model["name"])]
+            if spend is not None:
+                spend = seen_by(spend, viewer.name, viewer.allows)
         return {
             "now": now,
             "first_minute": first,
@@ -176,6 +186,7 @@ class StatusPage:
                 for kind in ("model", "key")
             },
             "errors": traffic["errors"][::-1],
+            "spend": spend,
         }
 
     def _state(self, now: float) -> dict[str, Any]:
@@ -283,7 +294,8 @@ class StatusPage:
             except InterlinguaError as err:
                 refusal = {"error": {"message": err.message, "type": err.kind.value}}
                 return Response(orjson.dumps(refusal), err.status, headers, "application/json")
-        body = orjson.dumps(self.data(viewer if isinstance(viewer, Viewer) else None))
+        spend = await self.spend.snapshot() if self.spend is not None else None
+        body = orjson.dumps(self.data(viewer if isinstance(viewer, Viewer) else None, spend))
         return Response(body, 200, headers, "application/json")
 
     def routes(self) -> list[Route]:
