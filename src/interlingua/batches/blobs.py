@@ -1,7 +1,7 @@
 """Where a file's bytes go: a directory (beside a SQLite store) or chunk rows (PostgreSQL).
 
 Both take a file in pieces as it arrives and give it back in pieces, so that neither an
-upload nor a download ever holds a whole file: :meth:`Blobs.writer` buffers at most
+upload nor a download ever holds a whole file: :meth:`Blobs.writer` buffers about
 :data:`~.schema.CHUNK_BYTES` before writing them out, :meth:`Blobs.read` yields one chunk
 at a time.
 
@@ -57,22 +57,28 @@ class Blobs(Protocol):
 
 
 class _Buffered:
-    """A writer's buffer: ``flush(data)`` is called with whole chunks as they fill."""
+    """A writer's buffer: ``flush(chunk)`` is called with each chunk as it fills (the
+    pieces written joined once: about :data:`~.schema.CHUNK_BYTES`, a piece more at most;
+    cutting exact sizes would copy every byte once more)."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._pieces: list[bytes] = []
+        self._size = 0
 
     async def write(self, data: bytes) -> None:
-        self._buffer += data
-        while len(self._buffer) >= CHUNK_BYTES:
-            chunk = bytes(self._buffer[:CHUNK_BYTES])
-            del self._buffer[:CHUNK_BYTES]
-            await self.flush(chunk)
+        self._pieces.append(data)
+        self._size += len(data)
+        if self._size >= CHUNK_BYTES:
+            await self._out()
+
+    async def _out(self) -> None:
+        chunk = b"".join(self._pieces)
+        self._pieces, self._size = [], 0
+        await self.flush(chunk)
 
     async def close(self) -> None:
-        if self._buffer:
-            chunk, self._buffer = bytes(self._buffer), bytearray()
-            await self.flush(chunk)
+        if self._pieces:
+            await self._out()
         await self.finished()
 
     async def flush(self, chunk: bytes) -> None:  # pragma: no cover - overridden
@@ -144,7 +150,7 @@ class _FileWriter(_Buffered):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
 
-        self._buffer.clear()
+        self._pieces, self._size = [], 0
         await asyncio.to_thread(remove)
 
 
@@ -192,5 +198,5 @@ class _ChunkWriter(_Buffered):
         self._seq += 1
 
     async def discard(self) -> None:
-        self._buffer.clear()
+        self._pieces, self._size = [], 0
         await self.db.execute(f"DELETE FROM {CHUNKS} WHERE file_id = $1", self.file_id)

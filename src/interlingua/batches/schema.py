@@ -14,7 +14,7 @@ upload abandoned by a dead process is swept) and ``processed`` after; ``expires_
 Unix seconds (NULL: kept until deleted).
 
 ``interlingua_file_chunks``: the bytes of a file when PostgreSQL is the store (every
-replica reads them), one row per chunk of :data:`CHUNK_BYTES` at most, numbered from 0,
+replica reads them), one row per chunk of about :data:`CHUNK_BYTES`, numbered from 0,
 so that a file goes in and out one chunk at a time. With SQLite the bytes are files in a
 directory instead (batches/blobs.py) and this table stays empty.
 """
