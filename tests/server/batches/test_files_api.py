@@ -291,3 +291,27 @@ def test_expiry_deletes_bytes_and_row(expiring: Served) -> None:
         time.sleep(0.1)
     with pytest.raises(openai.NotFoundError):
         client.files.retrieve(made.id)
+
+
+def test_an_upload_cut_off_midway_leaves_nothing(served: Served) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(served.url)
+    head = (
+        "POST /v1/files HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer {KEY_A}\r\n"
+        "Content-Type: multipart/form-data; boundary=B\r\nContent-Length: 900000\r\n\r\n"
+    ).encode()
+    part = b'--B\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+    part += b'--B\r\nContent-Disposition: form-data; name="file"; filename="x"\r\n\r\n'
+    with socket.create_connection((address.hostname, address.port)) as sock:
+        sock.sendall(head + part + b"q" * 300_000)
+        deadline = time.monotonic() + 10
+        while not served.rows()[0]:  # (the upload has begun)
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    deadline = time.monotonic() + 10
+    while served.rows() != ([], [], []):
+        assert time.monotonic() < deadline, f"left behind: {served.rows()}"
+        time.sleep(0.05)
