@@ -16,6 +16,8 @@ came to import `upstreams`). The floors, bottom to top:
                                  http_pool
     routing, batch               what they sit on
     usage                        errors, config (the stores: plain SQL, no codecs)
+    batches                      errors, config, usage (the Files and Batch store, on
+                                 the usage log's database layer and migrations)
     server                       anything but cli
     cli                          anything
 
@@ -27,6 +29,8 @@ Inside ``server``, by concern, bottom to top:
     server.views                 nothing else of server (they read records and the router)
     the request path             views never; the modules at the top of server/ but app
     server.responses             the request path
+    server.batches               the request path, server.responses (a file's owner is
+                                 a stored response's: ``owner_of``)
     server.app                   all of the above (it assembles them)
     server.process               anything in server (serve, factory, the connection guard)
 """
@@ -60,10 +64,12 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"core", "dialects", "errors", "sse", "retry", "limits", "proxies", "http_pool"},
     "routing": _LOW | {"dialects", "text", "upstreams"},
     "usage": {"errors", "config"},
+    "batches": {"errors", "config", "usage"},
     "batch": _LOW | {"dialects", "client"},
-    "server": _LOW | {"__init__", "dialects", "text", "upstreams", "routing", "usage"},
+    "server": _LOW | {"__init__", "dialects", "text", "upstreams", "routing", "usage", "batches"},
     "cli": _LOW
-    | {"__init__", "dialects", "upstreams", "routing", "server", "batch", "client", "usage"},
+    | {"__init__", "dialects", "upstreams", "routing", "server", "batch", "client", "usage"}
+    | {"batches"},
 }
 
 
@@ -72,8 +78,9 @@ SERVER_ALLOWED: dict[str, set[str]] = {
     "views": set(),
     "request path": set(),
     "responses": {"request path"},
-    "app": {"views", "request path", "responses"},
-    "process": {"views", "request path", "responses", "app"},
+    "batches": {"request path", "responses"},
+    "app": {"views", "request path", "responses", "batches"},
+    "process": {"views", "request path", "responses", "batches", "app"},
 }
 
 
@@ -182,7 +189,7 @@ def _server_concern(module: str) -> str | None:
     parts = module.split(".")
     if parts[1:2] != ["server"] or len(parts) < 3:
         return None  # (server/__init__.py re-exports create_app: the package's face)
-    if parts[2] in ("views", "responses", "process") and len(parts) > 3:
+    if parts[2] in ("views", "responses", "batches", "process") and len(parts) > 3:
         return parts[2]
     return "app" if parts[2] == "app" else "request path"
 

@@ -48,7 +48,8 @@ are public for kinds to use.
 
 The package: this module loads and parses; :mod:`.models` parses the ``models`` list,
 :mod:`.prices` the prices; :mod:`.sections` holds the frozen values, :mod:`.team` the
-team's sections (keys, state, usage, metrics, telemetry, admin), :mod:`.printing` turns
+team's sections (keys, state, usage, metrics, telemetry, admin), :mod:`.batches` the
+Files and Batch store's (files, batches), :mod:`.printing` turns
 a config back into YAML, :mod:`._values` the small validators.
 """
 
@@ -77,6 +78,7 @@ from ._values import (
     positive,
     reject_unknown,
 )
+from .batches import BatchesConfig, FilesConfig, parse_batches, parse_files
 from .models import parse_models
 from .prices import Price, check_one_price, match_price, parse_prices
 from .printing import config_to_yaml
@@ -126,9 +128,11 @@ __all__ = [
     "STREAM_BREAK_MODES",
     "WILDCARD",
     "AdminConfig",
+    "BatchesConfig",
     "Config",
     "ConfigError",
     "CooldownConfig",
+    "FilesConfig",
     "KeyConfig",
     "KeyLimits",
     "LimitsConfig",
@@ -250,6 +254,8 @@ def parse_config(data: Any, base: Path | None = None) -> Config:
         price_table=price_table,
         telemetry=parse_telemetry(root.get("telemetry")),
         admin=parse_admin(root.get("admin")),
+        files=parse_files(root.get("files")),
+        batches=parse_batches(root.get("batches")),
     )
     if root.get("upstreams") is None and root.get("models") is None:
         upstreams, models = _default_upstreams_and_models()
@@ -286,6 +292,8 @@ class _Sections(TypedDict):
     price_table: tuple[tuple[str, Price], ...]
     telemetry: TelemetryConfig | None
     admin: AdminConfig | None
+    files: FilesConfig
+    batches: BatchesConfig
 
 
 _ROOT_KEYS = (
@@ -301,6 +309,8 @@ _ROOT_KEYS = (
     "prices",
     "telemetry",
     "admin",
+    "files",
+    "batches",
 )
 
 

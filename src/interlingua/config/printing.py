@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from .batches import batches_doc, files_doc
 from .sections import (
     REDACTED,
     SERVER_LIMIT_COUNTS,
@@ -60,6 +61,8 @@ def config_to_yaml(config: Config, *, redact: bool = True) -> str:
         doc["telemetry"] = telemetry_doc(config.telemetry)
     if config.admin is not None:
         doc["admin"] = admin_doc(config.admin)
+    doc["files"] = files_doc(config.files)
+    doc["batches"] = batches_doc(config.batches)
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 

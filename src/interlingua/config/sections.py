@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._values import ConfigError
+from .batches import BatchesConfig, FilesConfig
 from .prices import Price, PriceTable
 from .team import AdminConfig, KeyConfig, StateConfig, TelemetryConfig, UsageConfig
 
@@ -296,3 +297,6 @@ class Config:
     telemetry: TelemetryConfig | None = None
     #: ``/admin/*`` and its key; None: no admin routes
     admin: AdminConfig | None = None
+    # the Files and Batch APIs' store (config/batches.py)
+    files: FilesConfig = field(default_factory=FilesConfig)
+    batches: BatchesConfig = field(default_factory=BatchesConfig)

@@ -20,8 +20,8 @@ month - 1`` runs from its first midnight to the next month's.
 >>> counter = MemoryPeriodCounter(1000, clock=lambda: 86_400 * 20_000 + 3600.0)
 >>> counter.add(1000); counter.check_now()   # used up until midnight, 23 h away
 82800.0
->>> MONTH.index(1_772_323_200.0), MONTH.end(MONTH.index(1_772_323_200.0))  # 2026-03-01
-(24314, 1774742400.0)
+>>> MONTH.index(1_772_323_200.0), MONTH.end(MONTH.index(1_772_323_200.0))  # 2026-03-01: ends 04-01
+(24314, 1775001600.0)
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class PeriodCounter(Protocol):
 class MemoryPeriodCounter:
     """The period's count in this process. ``clock`` is Unix time (``time.time``)."""
 
-    __slots__ = ("_clock", "_index", "limit", "period", "used")
+    __slots__ = ("_clock", "_ends", "_index", "_starts", "limit", "period", "used")
 
     def __init__(
         self, limit: int, *, period: Period = DAY, clock: Callable[[], float] = time.time
@@ -130,6 +130,9 @@ class MemoryPeriodCounter:
         self.period = period
         self._clock = clock
         self._index = -1
+        # the current period's bounds: a call within them needs no calendar (a month's
+        # number from a datetime cost each request thousands of instructions)
+        self._starts = self._ends = 0.0
         #: counted in the current period (as of the last call)
         self.used = 0
 
@@ -139,12 +142,16 @@ class MemoryPeriodCounter:
     def check_now(self) -> float:
         """:meth:`check` without the coroutine."""
         now = self._clock()
-        self._roll(now)
-        return 0.0 if self.used < self.limit else self.period.remaining(now)
+        if not self._starts <= now < self._ends:  # (inline: once per request, each call counts)
+            self._roll(now)
+        return 0.0 if self.used < self.limit else self._ends - now
 
     def add(self, amount: int) -> None:
-        self._roll(self._clock())
-        self.used += max(0, int(amount))
+        now = self._clock()
+        if not self._starts <= now < self._ends:
+            self._roll(now)
+        if amount > 0:
+            self.used += int(amount)
 
     async def seed(self, used: int, index: int) -> None:
         self.observe(used, index)
@@ -162,7 +169,11 @@ class MemoryPeriodCounter:
             self.used = max(self.used, used)
 
     def _roll(self, now: float) -> None:
-        index = self.period.index(now)
+        if self._starts <= now < self._ends:
+            return
+        period = self.period
+        index = period.index(now)
+        self._starts, self._ends = period.start(index), period.end(index)
         if index != self._index:
             self._index = index
             self.used = 0

@@ -13,7 +13,7 @@ and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
 /v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` (OpenAI
 list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
 and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
-is the Responses API's socket mode (server/responses/websocket.py).
+is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`` the Files API.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from .asgi_io import (
     plain_headers,
     read_body,
 )
+from .batches.files import FilesApi
 from .budgets import SpendBook
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
@@ -463,10 +464,12 @@ def create_app(
     reloader = Reloader(source, handlers, process, _router_to(status_page))
     services = _Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
+    services.files = FilesApi.build(config, handlers.answer, handlers._check_auth)
     generation = _generation(handlers)
     app = Starlette(
         routes=[
             *_routes(handlers, generation, metrics, status_page),
+            *services.files.routes(),
             Route("/admin/reload", reloader.admin_reload, methods=["POST"]),
             *AdminKeys(handlers, process.stored).routes(),
         ],
@@ -558,6 +561,7 @@ class _Services:
         #: the app's own HTTP engines (None: the caller's, which the caller closes)
         self.transports = transports
         self.telemetry: Telemetry | None = None
+        self.files: FilesApi  # (the Files API: its store and expiry sweep; set by create_app)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -582,6 +586,7 @@ class _Services:
             if self.store is not None:
                 await _open_store(self.store)
                 stack.push_async_callback(self.store.aclose)
+            await stack.enter_async_context(self.files.serving())
             # (the upstreams serving at shutdown: those a reload added too, and those it
             # retired whose last requests have not ended)
             stack.push_async_callback(reloader.aclose)

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import math
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 
 from ..config import WILDCARD, Config, KeyLimits, ModelConfig
 from ..errors import RateLimitError
@@ -51,7 +52,7 @@ def nanodollars(cost: Decimal) -> int:
     >>> nanodollars(Decimal("0.0000000001")), nanodollars(Decimal("20"))
     (1, 20000000000)
     """
-    return int((cost * _NANOS).to_integral_value(rounding=ROUND_CEILING))
+    return math.ceil(cost * _NANOS)  # (exact: Decimal's own ceiling)
 
 
 class Budget:
@@ -125,7 +126,7 @@ class SpendBook:
             return
         counters = self._spend.get(name)
         if counters is not None:
-            amount = nanodollars(cost)
+            amount = math.ceil(cost * _NANOS)  # (nanodollars, without its call)
             for counter in counters.values():
                 counter.add(amount)
 

@@ -11,6 +11,9 @@ in PostgreSQL, where ``timestamptz`` would make every query engine-specific.
 Migrations: :data:`MIGRATIONS` lists every schema change ever made, numbered from 1 and
 never edited once released (a change is a new migration appended). The table
 ``interlingua_usage_schema`` records which ones a database has had, one row per version.
+Another store in the same database (the Files and Batch store: interlingua/batches) keeps
+migrations of its own with this same mechanism, under a version table of its own
+(:func:`migrate`'s ``version_table``), so each store's versions stay its own.
 :func:`migrate` applies the missing ones, in order, in ONE transaction, holding a lock
 that makes a second process starting at the same moment wait and then find nothing to
 do: PostgreSQL takes a transaction-scoped advisory lock (``pg_advisory_xact_lock``, so
@@ -104,8 +107,12 @@ class Migration:
     statements: tuple[str, ...]
 
     def sql(self, engine: str) -> list[str]:
-        """The statements as ``engine`` ("sqlite" or "postgresql") runs them."""
-        return [s.replace("{id}", _ID_TYPE[engine]) for s in self.statements]
+        """The statements as ``engine`` ("sqlite" or "postgresql") runs them (``{blob}``:
+        the engine's column type for bytes)."""
+        return [
+            s.replace("{id}", _ID_TYPE[engine]).replace("{blob}", _BLOB_TYPE[engine])
+            for s in self.statements
+        ]
 
 
 # SQLite: AUTOINCREMENT never hands out an id again after rows are deleted (a reader
@@ -114,6 +121,8 @@ _ID_TYPE = {
     "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT",
     "postgresql": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
 }
+
+_BLOB_TYPE = {"sqlite": "BLOB", "postgresql": "BYTEA"}
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -187,41 +196,76 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-async def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> int:
-    """Bring ``db`` to the last of ``migrations`` (see the module docstring); the
-    database's version after. Idempotent and safe when several processes run it at
-    once. StoreError when the database fails (nothing is then changed)."""
+async def migrate(
+    db: Database,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    *,
+    version_table: str = VERSION_TABLE,
+) -> int:
+    """Bring ``db`` to the last of ``migrations`` (see the module docstring), recording
+    them in ``version_table``; the database's version after. Idempotent and safe when
+    several processes run it at once. StoreError when the database fails (nothing is
+    then changed)."""
     ordered = sorted(migrations, key=lambda m: m.version)
+    sql = _VersionSQL.of(version_table)
     if db.engine == "sqlite":
         # (SQLiteDatabase.run / PostgresDatabase.connection: the engine's own hook for a
         # transaction that reads before it writes, which the Database protocol lacks)
         sqlite_db: Any = db
-        version: int = await sqlite_db.run(lambda conn: _migrate_sqlite(conn, ordered))
+        version: int = await sqlite_db.run(lambda conn: _migrate_sqlite(conn, ordered, sql))
     else:
-        version = await _migrate_postgres(db, ordered)
+        version = await _migrate_postgres(db, ordered, sql)
     latest = ordered[-1].version if ordered else 0
     if version > latest:
         logger.info(
-            "usage log: the database's schema is at version %d, newer than this "
+            "%s: the database's schema is at version %d, newer than this "
             "interlingua's %d; writing the columns this version knows",
+            version_table,
             version,
             latest,
         )
     return version
 
 
-def _migrate_sqlite(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> int:
+@dataclass(frozen=True, slots=True)
+class _VersionSQL:
+    """The statements on one version table, and its advisory lock's key."""
+
+    ddl: str
+    current: str
+    mark: str
+    lock_key: int
+
+    @staticmethod
+    def of(table: str) -> _VersionSQL:
+        if table == VERSION_TABLE:
+            return _USAGE_VERSIONS
+        key = int.from_bytes(hashlib.sha256(table.encode()).digest()[:8], "big", signed=True)
+        return _VersionSQL(
+            _VERSION_DDL.replace(VERSION_TABLE, table),
+            _CURRENT.replace(VERSION_TABLE, table),
+            _MARK.replace(VERSION_TABLE, table),
+            key,
+        )
+
+
+_USAGE_VERSIONS = _VersionSQL(_VERSION_DDL, _CURRENT, _MARK, _LOCK_KEY)
+
+
+def _migrate_sqlite(
+    conn: sqlite3.Connection, migrations: Sequence[Migration], sql: _VersionSQL
+) -> int:
     conn.execute("BEGIN IMMEDIATE")  # the write lock first: no one migrates in between
     try:
-        conn.execute(_VERSION_DDL)
-        current: int = conn.execute(_CURRENT).fetchone()[0]
+        conn.execute(sql.ddl)
+        current: int = conn.execute(sql.current).fetchone()[0]
         for migration in migrations:
             if migration.version <= current:
                 continue
             for statement in migration.sql("sqlite"):
                 conn.execute(statement)
             mark = (migration.version, migration.description, time.time())
-            conn.execute(_MARK.replace("$", "?"), mark)
+            conn.execute(sql.mark.replace("$", "?"), mark)
             current = migration.version
     except BaseException:
         conn.execute("ROLLBACK")
@@ -230,20 +274,20 @@ def _migrate_sqlite(conn: sqlite3.Connection, migrations: Sequence[Migration]) -
     return current
 
 
-async def _migrate_postgres(db: Database, migrations: Sequence[Migration]) -> int:
+async def _migrate_postgres(db: Database, migrations: Sequence[Migration], sql: _VersionSQL) -> int:
     postgres: Any = db
     async with postgres.connection() as conn, conn.transaction():
         # Held until the transaction ends: a second replica waits here, then reads the
         # version this one wrote.
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
-        await conn.execute(_VERSION_DDL)
-        current: int = await conn.fetchval(_CURRENT)
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", sql.lock_key)
+        await conn.execute(sql.ddl)
+        current: int = await conn.fetchval(sql.current)
         for migration in migrations:
             if migration.version <= current:
                 continue
             for statement in migration.sql("postgresql"):
                 await conn.execute(statement)
-            await conn.execute(_MARK, migration.version, migration.description, time.time())
+            await conn.execute(sql.mark, migration.version, migration.description, time.time())
             current = migration.version
     return current
 
