@@ -244,9 +244,15 @@ class Handlers:
             raise
         finally:
             RECORD.reset(token)
-        if trace is not None and isinstance(response, BytesResponse):
+        if trace is None:
+            return accounting.close(tab, response, dialect)
+        if isinstance(response, BytesResponse):
             trace.answer = response.body  # (its finish reasons, read when its span is made)
-        return accounting.close(tab, response, dialect)
+            return accounting.close(tab, response, dialect)
+        response = accounting.close(tab, response, dialect)
+        assert self.telemetry is not None and isinstance(response, StreamResponse)
+        self.telemetry.streamed(response, trace)
+        return response
 
     def _dispatch(
         self,
