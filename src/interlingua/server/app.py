@@ -66,7 +66,7 @@ from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
 from .responses.state import respond
 from .responses.websocket import ResponsesSocket
-from .telemetry import Telemetry
+from .telemetry import Telemetry, trace_stream
 from .views.metrics import Metrics, metrics_routes
 from .views.multiproc import multiprocess_dir
 from .views.status_page import StatusPage
@@ -244,14 +244,11 @@ class Handlers:
             raise
         finally:
             RECORD.reset(token)
-        if trace is None:
-            return accounting.close(tab, response, dialect)
-        if isinstance(response, BytesResponse):
+        if trace is not None and isinstance(response, BytesResponse):
             trace.answer = response.body  # (its finish reasons, read when its span is made)
-            return accounting.close(tab, response, dialect)
         response = accounting.close(tab, response, dialect)
-        assert self.telemetry is not None and isinstance(response, StreamResponse)
-        self.telemetry.streamed(response, trace)
+        if trace is not None and isinstance(response, StreamResponse):
+            trace_stream(response, trace)
         return response
 
     def _dispatch(
@@ -461,7 +458,7 @@ def create_app(
     handlers = Handlers(
         build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
-    reloader = Reloader(source, handlers, process, _router_to(status_page))
+    reloader = Reloader(source, handlers, process, _swapped(status_page, metrics, telemetry))
     services = _Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
     generation = _generation(handlers)
@@ -497,12 +494,19 @@ def _observer(
     return observe
 
 
-def _router_to(status_page: StatusPage | None) -> Callable[[Live], None]:
-    """What a reload tells the status page: the router it now shows."""
+def _swapped(
+    status_page: StatusPage | None, metrics: Metrics | None, telemetry: Telemetry | None
+) -> Callable[[Live], None]:
+    """What a reload tells the status page (the router it now shows), the metrics (the
+    upstreams whose waiting lines they gauge) and the telemetry (the upstreams' kinds)."""
 
     def swapped(live: Live) -> None:
         if status_page is not None:
             status_page.router = live.gateway.router
+        if metrics is not None:
+            metrics.upstreams(live.upstreams)
+        if telemetry is not None:
+            telemetry.upstreams(live.config)
 
     return swapped
 

@@ -38,7 +38,7 @@ from ..usage.record import Record, failed
 from .accounting import Meter
 from .asgi_io import StreamResponse
 
-__all__ = ["PROVIDERS", "Telemetry"]
+__all__ = ["PROVIDERS", "Telemetry", "trace_stream"]
 
 log = logging.getLogger("interlingua.server")
 
@@ -64,12 +64,17 @@ class Telemetry:
         settings = config.telemetry
         assert settings is not None
         self.content = settings.content
-        self._provider = {
-            name: PROVIDERS.get(cfg.kind, cfg.kind) for name, cfg in config.upstreams.items()
-        }
+        self._provider: dict[str, str] = {}
+        self.upstreams(config)
         #: the requests in flight: id(record) -> (record, trace), until the record ends
         self._live: dict[int, tuple[Record, Trace]] = {}
         self._otel = _Otel(settings)
+
+    def upstreams(self, config: Config) -> None:
+        """Name the providers of ``config``'s upstreams (at start, and after a reload)."""
+        self._provider = {
+            name: PROVIDERS.get(cfg.kind, cfg.kind) for name, cfg in config.upstreams.items()
+        }
 
     def begin(self, headers: Mapping[str, str], record: Record) -> Trace:
         """The trace of the request ``record`` counts, set for its task."""
@@ -77,21 +82,6 @@ class Telemetry:
         self._live[id(record)] = (record, trace)
         TRACE.set(trace)
         return trace
-
-    def streamed(self, response: StreamResponse, trace: Trace) -> None:
-        """A relayed stream's last events to ``trace`` when it ends (its finish reasons),
-        read from its meter's tail once, just before the meter lets the tail go. (A
-        translated stream's encoder puts its last batch there itself: server/gateway.py.)"""
-        finished = response.finished
-        meter = getattr(finished, "__self__", None)
-        if response.counted or finished is None or not isinstance(meter, Meter):
-            return
-
-        def traced(outcome: str) -> None:
-            trace.tail = meter.last_events()
-            finished(outcome)
-
-        response.finished = traced
 
     def observe(self, upstream: str, outcome: str) -> None:
         """The router's attempt observer: an attempt ended (``"ok"`` or its error kind)."""
@@ -205,6 +195,22 @@ class Telemetry:
         """Export what is queued (the exporter's timeout bounds a collector that is
         away), in a thread: the loop keeps serving the other apps' shutdown."""
         await asyncio.to_thread(self._otel.shutdown)
+
+
+def trace_stream(response: StreamResponse, trace: Trace) -> None:
+    """A relayed stream's last events to ``trace`` when it ends (its finish reasons),
+    read from its meter's tail once, just before the meter lets the tail go. (A
+    translated stream's encoder puts its last batch there itself: server/gateway.py.)"""
+    finished = response.finished
+    meter = getattr(finished, "__self__", None)
+    if response.counted or finished is None or not isinstance(meter, Meter):
+        return
+
+    def traced(outcome: str) -> None:
+        trace.tail = meter.last_events()
+        finished(outcome)
+
+    response.finished = traced
 
 
 class _Otel:
