@@ -25,6 +25,8 @@ from typing import Any
 import orjson
 import yaml
 
+from .otlp_sink import sink_url
+
 BODIES = Path(__file__).resolve().parent / "bodies"
 #: The key clients present. Every server under test checks it (interlingua's
 #: ``server.api_keys``, LiteLLM's master key, which LiteLLM refuses to run without), so
@@ -151,6 +153,7 @@ TEAMS = (
     "on-no-usage",
     "on-no-metrics",
     "on-priced",
+    "on-traced",
 )
 
 
@@ -161,7 +164,8 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
     (``keys``, ``usage``, ``metrics``), or ``on`` less one (``on-no-limits``: the named
     key without limits; ``on-no-usage``; ``on-no-metrics``), or ``on`` with every model
     priced (``on-priced``: a ``prices:`` file under ``tmp`` whose one glob matches every
-    model, with each kind of price, so every request's cost is computed)."""
+    model, with each kind of price, so every request's cost is computed), or ``on`` with
+    traces (``on-traced``: every request's spans exported to a local collector)."""
     if team not in TEAMS:
         raise ValueError(f"unknown team variant {team!r} (known: {', '.join(TEAMS)})")
     limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
@@ -176,6 +180,8 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
         or (team.startswith("on-") and team != "on-no-metrics"),
     }
     priced: dict[str, Any] = {}
+    if team == "on-traced":  # (spans to a collector of the bench's own: bench/otlp_sink.py)
+        priced["telemetry"] = {"otlp_endpoint": sink_url(), "service_name": "bench"}
     if team == "on-priced":
         tmp.mkdir(parents=True, exist_ok=True)
         prices = tmp / "prices.yaml"
