@@ -66,7 +66,7 @@ from .responses.sealing_key import sealing_key
 from .responses.state import respond
 from .responses.websocket import ResponsesSocket
 from .stored_keys import stored_keys_for
-from .telemetry import Telemetry
+from .telemetry import Telemetry, trace_stream
 from .views.metrics import Metrics, metrics_routes
 from .views.multiproc import multiprocess_dir
 from .views.spend import SpendView
@@ -247,7 +247,10 @@ class Handlers:
             RECORD.reset(token)
         if trace is not None and isinstance(response, BytesResponse):
             trace.answer = response.body  # (its finish reasons, read when its span is made)
-        return accounting.close(tab, response, dialect)
+        response = accounting.close(tab, response, dialect)
+        if trace is not None and isinstance(response, StreamResponse):
+            trace_stream(response, trace)
+        return response
 
     def _dispatch(
         self,
@@ -461,7 +464,7 @@ def create_app(
     )
     if status_page is not None:  # (spend from the usage log, budgets of the keys serving)
         status_page.spend = SpendView(usage_log, lambda: handlers.live.keys.budgeted())
-    reloader = Reloader(source, handlers, process, _router_to(status_page))
+    reloader = Reloader(source, handlers, process, _swapped(status_page, metrics, telemetry))
     services = _Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
     services.files = FilesApi.build(config, handlers.answer, handlers._check_auth)
@@ -500,12 +503,19 @@ def _observer(
     return observe
 
 
-def _router_to(status_page: StatusPage | None) -> Callable[[Live], None]:
-    """What a reload tells the status page: the router it now shows."""
+def _swapped(
+    status_page: StatusPage | None, metrics: Metrics | None, telemetry: Telemetry | None
+) -> Callable[[Live], None]:
+    """What a reload tells the status page (the router it now shows), the metrics (the
+    upstreams whose waiting lines they gauge) and the telemetry (the upstreams' kinds)."""
 
     def swapped(live: Live) -> None:
         if status_page is not None:
             status_page.router = live.gateway.router
+        if metrics is not None:
+            metrics.upstreams(live.upstreams)
+        if telemetry is not None:
+            telemetry.upstreams(live.config)
 
     return swapped
 
