@@ -19,10 +19,9 @@ is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -42,7 +41,7 @@ from ..errors import InterlinguaError, InvalidRequestError, NotFoundError
 from ..limits import SharedCounters
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
-from ..usage import ResponseStore, StoreError, UsageLog, open_store, open_usage_log
+from ..usage import ResponseStore, open_store, open_usage_log
 from ..usage.record import RecordSink
 from .accounting import RECORD
 from .admin_keys import AdminKeys
@@ -65,6 +64,7 @@ from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
 from .responses.state import respond
 from .responses.websocket import ResponsesSocket
+from .services import Services
 from .stored_keys import stored_keys_for
 from .telemetry import Telemetry, trace_stream
 from .views.metrics import Metrics, metrics_routes
@@ -465,7 +465,7 @@ def create_app(
     if status_page is not None:  # (spend from the usage log, budgets of the keys serving)
         status_page.spend = SpendView(usage_log, lambda: handlers.live.keys.budgeted())
     reloader = Reloader(source, handlers, process, _swapped(status_page, metrics, telemetry))
-    services = _Services(reloader, counters, usage_log, store, own_transports)
+    services = Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
     services.files = FilesApi.build(config, handlers.answer, handlers._check_auth)
     generation = _generation(handlers)
@@ -550,73 +550,6 @@ def _routes(
         WebSocketRoute("/v1/responses", socket),
         WebSocketRoute("/responses", socket),
     ]
-
-
-class _Services:
-    """What the app starts before serving and stops after: each is stopped only if it
-    was started, the last started first (an ``AsyncExitStack``)."""
-
-    def __init__(
-        self,
-        reloader: Reloader,
-        counters: SharedCounters | None,
-        usage_log: UsageLog | None,
-        store: ResponseStore | None,
-        transports: Transports | None,
-    ) -> None:
-        self.reloader = reloader
-        self.counters = counters
-        self.usage_log = usage_log
-        self.store = store
-        #: the app's own HTTP engines (None: the caller's, which the caller closes)
-        self.transports = transports
-        self.telemetry: Telemetry | None = None
-        self.files: FilesApi  # (the Files API: its store and expiry sweep; set by create_app)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        reloader = self.reloader
-        live = reloader.holder.live
-        async with contextlib.AsyncExitStack() as stack:
-            if self.transports is not None:
-                stack.push_async_callback(self.transports.aclose)
-            if self.telemetry is not None:  # (closed after the last records' drain)
-                stack.push_async_callback(self.telemetry.aclose)
-            if self.counters is not None:
-                await self.counters.start()  # (Redis away: logged once; limits per process)
-                stack.push_async_callback(self.counters.aclose)
-            if self.usage_log is not None:
-                await self.usage_log.start()  # (a database that is down is logged, retried)
-                stack.push_async_callback(self.usage_log.aclose)
-                # (the keys' spend so far toward their budgets, from the log)
-                await reloader.process.spend.seed(self.usage_log.db)
-            if (stored := reloader.process.stored) is not None:  # (read before serving)
-                await stored.start(reloader.holder, reloader.process.spend)
-                stack.push_async_callback(stored.aclose)
-            if self.store is not None:
-                await _open_store(self.store)
-                stack.push_async_callback(self.store.aclose)
-            await stack.enter_async_context(self.files.serving())
-            # (the upstreams serving at shutdown: those a reload added too, and those it
-            # retired whose last requests have not ended)
-            stack.push_async_callback(reloader.aclose)
-            for upstream in live.upstreams.values():
-                await upstream.start()
-            if live.accounting is not None:
-                # (the last tenth of a second's records; one accounting across reloads)
-                stack.callback(live.accounting.drain)
-            if reloader.source is not None:
-                stack.callback(reloader.listen())
-            yield
-
-
-async def _open_store(store: ResponseStore) -> None:
-    try:
-        await store.open()
-    except StoreError as exc:
-        # Chat and Messages need no store: serve them; stored-response requests retry the
-        # connection and answer 503 while it fails.
-        log.error("stored responses unavailable (retried on use): %s", exc)
 
 
 __all__ = ["GENERATION_ROUTES", "create_app"]
