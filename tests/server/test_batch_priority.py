@@ -15,7 +15,9 @@ from typing import Any
 
 import httpx
 
+from interlingua.config import parse_config
 from interlingua.limits import BACKGROUND
+from interlingua.upstreams import build_upstreams
 from interlingua.upstreams.limited import LimitedUpstream
 
 from ..live_server import live_server
@@ -80,3 +82,24 @@ async def test_an_interactive_request_is_admitted_before_the_next_batch_request(
     assert sorted(seen[2:4]) == ["i0", "i1"] and seen[4] == "i2"
     assert fake.max_in_flight == 4 and limiter.in_flight == 0
     assert limiter.background_in_flight == 0 and limiter.background_waiting == 0
+
+
+def test_batches_share_reaches_every_limited_upstream() -> None:
+    cfg = parse_config(
+        {
+            "upstreams": {
+                "a": {"kind": "fake", "limits": {"max_concurrency": 8}},
+                "b": {"kind": "fake", "limits": {"rpm": 10}},
+                "free": {"kind": "fake"},
+            },
+            "models": [{"name": "m", "upstream": "a"}],
+            "batches": {"share": 0.25},
+        }
+    )
+    upstreams = build_upstreams(cfg, None)
+    shares = {
+        name: up.limiter.background_share
+        for name, up in upstreams.items()
+        if isinstance(up, LimitedUpstream)
+    }
+    assert shares == {"a": 0.25, "b": 0.25}  # an upstream without limits is not wrapped
