@@ -171,7 +171,7 @@ async def rounds(args: argparse.Namespace, base: str, clients: int) -> dict[str,
     """The rounds at ``clients`` interactive clients: latencies per phase, batch rate."""
     alone: list[float] = []
     beside: list[float] = []
-    batch: list[float] = []
+    batch_done = 0
     batch_seconds = 0.0
     load = LOADS[args.background_load]
     for index in range(args.rounds):
@@ -179,18 +179,19 @@ async def rounds(args: argparse.Namespace, base: str, clients: int) -> dict[str,
             if phase == "alone":
                 alone += await interactive(base, clients, args.duration)
                 continue
+            batch: list[float] = []
             async with load(base, args.background, batch):
                 await asyncio.sleep(0.5)  # the batch fills its share first
-                started = time.monotonic()
-                before = len(batch)
+                started, before = time.monotonic(), len(batch)
                 beside += await interactive(base, clients, args.duration)
+                # (only the batch requests that ended beside the measured phase)
+                batch_done += len(batch) - before
                 batch_seconds += time.monotonic() - started
-                del batch[:before]  # (only what ran beside the measured phase)
     return {
         "clients": clients,
         "alone": alone,
         "beside": beside,
-        "batch_rate": len(batch) / batch_seconds if batch_seconds else 0.0,
+        "batch_rate": batch_done / batch_seconds if batch_seconds else 0.0,
     }
 
 
