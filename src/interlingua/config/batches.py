@@ -8,6 +8,8 @@ The shape is a contract (docs/config.md, "Files and batches")::
     batches:
       url: postgresql://...    # where files and batches are kept; default SQLite in the
                                # user data dir, the bytes in a directory beside it
+      share: 0.5               # the part of a limited upstream's max_concurrency, rpm
+                               # and tpm that batch requests may use (0 < share <= 1)
 
 Both are optional; the defaults serve a gateway on one machine.
 """
@@ -18,9 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._values import ConfigError, database_url, describe, mapping, reject_unknown
+from ._values import ConfigError, database_url, describe, mapping, positive, reject_unknown
 
 __all__ = [
+    "DEFAULT_SHARE",
     "BatchesConfig",
     "FilesConfig",
     "batches_doc",
@@ -41,6 +44,9 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?B?)\s*$", re.IGNORECASE)
 _BYTES = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": _MIB, "MB": _MIB, "G": 1024 * _MIB}
 _BYTES["GB"] = _BYTES["G"]
 
+DEFAULT_SHARE = 0.5
+"""The part of an upstream's limits batch requests may use unless ``batches.share`` says."""
+
 
 @dataclass(frozen=True)
 class FilesConfig:
@@ -57,9 +63,11 @@ class FilesConfig:
 class BatchesConfig:
     """Where uploaded files (and batches) are kept: None, SQLite in the user data dir
     with the bytes in a directory beside it; a PostgreSQL URL keeps the bytes there too,
-    so that every replica serves every file."""
+    so that every replica serves every file. ``share``: the part of each limited
+    upstream's max_concurrency, rpm and tpm batch requests may use (live traffic first)."""
 
     url: str | None = None
+    share: float = DEFAULT_SHARE
 
 
 def expect_duration(value: Any, where: str) -> float:
@@ -135,8 +143,19 @@ def parse_batches(data: Any) -> BatchesConfig:
     if data is None:
         return BatchesConfig()
     raw = mapping(data, "batches")
-    reject_unknown(raw, ("url",), "batches")
-    return BatchesConfig(url=database_url(raw.get("url"), "batches.url"))
+    reject_unknown(raw, ("url", "share"), "batches")
+    return BatchesConfig(
+        url=database_url(raw.get("url"), "batches.url"),
+        share=_share(raw.get("share", DEFAULT_SHARE)),
+    )
+
+
+def _share(value: Any) -> float:
+    """``batches.share``: a number in (0, 1]."""
+    share = positive(value, "batches.share")
+    if share > 1:
+        raise ConfigError(f"batches.share: expected a number in (0, 1], got {value!r}")
+    return share
 
 
 def files_doc(files: FilesConfig) -> dict[str, Any]:
@@ -150,4 +169,6 @@ def files_doc(files: FilesConfig) -> dict[str, Any]:
 def batches_doc(batches: BatchesConfig) -> dict[str, Any]:
     """The ``batches`` section as ``--print-config`` writes it (``url`` only when set:
     the default path is resolved where the gateway runs)."""
-    return {"url": batches.url} if batches.url else {}
+    doc: dict[str, Any] = {"url": batches.url} if batches.url else {}
+    doc["share"] = batches.share
+    return doc
