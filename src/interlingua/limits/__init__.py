@@ -24,6 +24,7 @@ when a :class:`SharedCounters` is built. Imports nothing of ours but ``errors``.
 from __future__ import annotations
 
 from .period import DAY, MONTH, MemoryPeriodCounter, Period, PeriodCounter
+from .priority import BACKGROUND
 from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
 from .rate import RateLimit, RateLimiter, Slot
 from .redis_state import RedisLease, RedisPeriodCounter, RedisState
@@ -40,6 +41,7 @@ from .state import (
 from .window import WINDOW, Entry, Window
 
 __all__ = [
+    "BACKGROUND",
     "DAY",
     "MIN_RETRY_AFTER",
     "MONTH",

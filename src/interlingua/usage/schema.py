@@ -73,6 +73,7 @@ COLUMNS: tuple[str, ...] = (
     "latency",
     "ttft",
     "stream",
+    "batch_id",
 )
 INSERT = (
     f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) "
@@ -160,6 +161,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             # and sums it as one. NULL: the deployment had no price (unknown, not 0).
             f"ALTER TABLE {TABLE} ADD COLUMN cost_usd NUMERIC",
         ),
+    ),
+    Migration(
+        4,
+        "the Batch API batch a request was a line of",
+        # NULL for every interactive request (and every row written before)
+        (f"ALTER TABLE {TABLE} ADD COLUMN batch_id TEXT",),
     ),
 )
 
