@@ -13,7 +13,8 @@ and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
 /v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` (OpenAI
 list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
 and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
-is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`` the Files API.
+is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`` and
+``/v1/batches`` the Files and Batch APIs (server/batches).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from .asgi_io import (
     plain_headers,
     read_body,
 )
-from .batches.files import FilesApi
+from .batches.api import BatchApis
 from .budgets import SpendBook
 from .drain import Drain, shutting_down_error
 from .gateway import Gateway, internal_error
@@ -187,11 +188,13 @@ class Handlers:
         request: HTTPRequest | None = None,
         body: dict[str, Any] | None = None,
         live: Live | None = None,
+        batch: tuple[ClientKey | None, str] | None = None,
     ) -> BytesResponse | StreamResponse:
         """A generation with its record kept and its key's limits applied: the body is
-        read from ``request`` (HTTP) or given (a WebSocket frame). Errors come back as
-        responses in ``dialect`` so that they are counted too. (One coroutine, not
-        three: each await layer cost a few µs on the hot path.)"""
+        read from ``request`` (HTTP) or given (a WebSocket frame, a Batch API line:
+        ``batch`` is then its batch's key and id). Errors come back as responses in
+        ``dialect`` so that they are counted too. (One coroutine, not three: each await
+        layer cost a few µs on the hot path.)"""
         live = live or self.live
         accounting, gateway = live.accounting, live.gateway
         assert accounting is not None
@@ -201,7 +204,10 @@ class Handlers:
         trace = self.telemetry.begin(headers, record) if self.telemetry is not None else None
         try:
             try:
-                key = live.keys.authenticate(headers)
+                if batch is None:
+                    key = live.keys.authenticate(headers)
+                else:
+                    key, record.batch_id = batch
                 if key is not None:
                     record.key = key.name
                 if body is None:
@@ -461,7 +467,7 @@ def create_app(
     reloader = Reloader(source, handlers, process, _router_to(status_page))
     services = _Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
-    services.files = FilesApi.build(config, handlers.answer, handlers._check_auth)
+    services.files = BatchApis.build(config, handlers)  # (the Files and Batch APIs)
     generation = _generation(handlers)
     app = Starlette(
         routes=[
@@ -557,7 +563,7 @@ class _Services:
         #: the app's own HTTP engines (None: the caller's, which the caller closes)
         self.transports = transports
         self.telemetry: Telemetry | None = None
-        self.files: FilesApi  # (the Files API: its store and expiry sweep; set by create_app)
+        self.files: BatchApis  # (the Files and Batch APIs: their store, sweep and executor)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
