@@ -288,3 +288,72 @@ def test_pages_and_owners(tmp_path: Path) -> None:
             )
         for batch_id in made:
             wait(client, batch_id)
+
+
+def test_a_batch_over_the_bundled_local_model(tmp_path: Path) -> None:
+    raw = {
+        "upstreams": {"local": {"kind": "local", "bundled": "smollm2"}},
+        "models": [{"name": "smollm2", "upstream": "local"}],
+        "usage": False,
+        "batches": {"url": f"sqlite://{tmp_path}/batches.db"},
+    }
+    with live_server(create_app(parse_config(raw))) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
+        lines = [
+            {"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "smollm2", "max_tokens": 4,
+                      "messages": [{"role": "user", "content": f"Say {i}."}]}}
+            for i in range(3)
+        ]  # fmt: skip
+        batch = client.batches.create(
+            input_file_id=upload(client, lines), endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while (batch := client.batches.retrieve(batch.id)).status not in ENDED:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert batch.status == "completed"
+        assert batch.request_counts.model_dump() == {"total": 3, "completed": 3, "failed": 0}
+        got = output(client, batch.output_file_id)
+        assert sorted(line["custom_id"] for line in got) == ["q0", "q1", "q2"]
+        for line in got:  # (sampled text is never asserted: only its shape)
+            body = line["response"]["body"]
+            assert body["object"] == "chat.completion" and body["usage"]["completion_tokens"] > 0
+
+
+def test_the_cli_lists_shows_and_cancels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from interlingua.cli import main
+
+    config = tmp_path / "gateway.yaml"
+    config.write_text(json.dumps({"batches": {"url": f"sqlite://{tmp_path}/batches.db"}}))
+    with gateway(tmp_path, delay=0.5, concurrency=1) as served:
+        client = served.client()
+        file_id = upload(client, [chat_line(i) for i in range(20)])
+        done = client.batches.create(
+            input_file_id=upload(client, [chat_line(0)]), endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )  # fmt: skip
+        wait(client, done.id)
+        running = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        wait(client, running.id, until=("in_progress",))
+        capsys.readouterr()
+        assert main(["batches", "list", "-c", str(config), "--json"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert [(b["id"], b["owner"]) for b in listed] == [
+            (running.id, "team-a"), (done.id, "team-a"),
+        ]  # fmt: skip
+        assert main(["batches", "list", "-c", str(config)]) == 0
+        table = capsys.readouterr().out
+        assert running.id in table and "in_progress" in table and "1/0/1" in table
+        assert main(["batches", "show", done.id, "-c", str(config), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["status"] == "completed"
+        assert main(["batches", "cancel", running.id, "-c", str(config)]) == 0
+        assert "cancelling" in capsys.readouterr().out
+        assert wait(client, running.id).status == "cancelled"  # (the executor's next turn)
+        assert main(["batches", "cancel", done.id, "-c", str(config)]) == 1
+        assert main(["batches", "show", "batch_nope", "-c", str(config)]) == 1
