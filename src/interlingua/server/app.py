@@ -13,8 +13,7 @@ and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
 /v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` (OpenAI
 list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
 and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
-is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`` and
-``/v1/batches`` the Files and Batch APIs (server/batches).
+is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files``, ``/v1/batches``: server/batches.
 """
 
 from __future__ import annotations
@@ -191,10 +190,9 @@ class Handlers:
         batch: tuple[ClientKey | None, str] | None = None,
     ) -> BytesResponse | StreamResponse:
         """A generation with its record kept and its key's limits applied: the body is
-        read from ``request`` (HTTP) or given (a WebSocket frame, a Batch API line:
-        ``batch`` is then its batch's key and id). Errors come back as responses in
-        ``dialect`` so that they are counted too. (One coroutine, not three: each await
-        layer cost a few µs on the hot path.)"""
+        read from ``request`` (HTTP) or given (a WebSocket frame; a batch line, with its
+        ``batch``'s key and id). Errors come back as responses in ``dialect`` so that
+        they are counted too. (One coroutine, not three: each await layer cost µs.)"""
         live = live or self.live
         accounting, gateway = live.accounting, live.gateway
         assert accounting is not None
