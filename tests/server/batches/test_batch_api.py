@@ -53,14 +53,16 @@ class Served:
 
 
 @contextlib.contextmanager
-def gateway(tmp: Path, *, delay: float = 0.0, **batches: Any) -> Iterator[Served]:
+def gateway(
+    tmp: Path, *, delay: float = 0.0, limits: dict[str, Any] | None = None, **batches: Any
+) -> Iterator[Served]:
     fake = FakeUpstream("fake", wire="openai", delay=delay)
     raw: dict[str, Any] = {
         "upstreams": {"fake": {"kind": "fake"}},
         "models": [{"name": "m", "upstream": "fake"}, {"name": "secret", "upstream": "fake"}],
         "keys": [
             {"name": "team-a", "key_sha256": hashlib.sha256(KEY_A.encode()).hexdigest(),
-             "models": ["m"]},
+             "models": ["m"], **({"limits": limits} if limits else {})},
             {"name": "team-b", "key_sha256": hashlib.sha256(KEY_B.encode()).hexdigest()},
         ],
         "usage": {"url": f"sqlite://{tmp}/usage.db"},
@@ -357,3 +359,25 @@ def test_the_cli_lists_shows_and_cancels(
         assert wait(client, running.id).status == "cancelled"  # (the executor's next turn)
         assert main(["batches", "cancel", done.id, "-c", str(config)]) == 1
         assert main(["batches", "show", "batch_nope", "-c", str(config)]) == 1
+
+
+def test_a_keys_limit_makes_lines_wait_not_fail(tmp_path: Path) -> None:
+    # one request of the key's at a time, four lines of the batch at once: three of every
+    # four tries are refused with 429 (Retry-After 1 s), and wait their turn
+    with gateway(tmp_path, delay=0.1, limits={"max_concurrency": 1}, concurrency=4) as served:
+        client = served.client()
+        batch = client.batches.create(
+            input_file_id=upload(client, [chat_line(i) for i in range(4)]),
+            endpoint="/v1/chat/completions", completion_window="24h",
+        )  # fmt: skip
+        batch = wait(client, batch.id)
+        assert batch.status == "completed"
+        assert batch.request_counts.model_dump() == {"total": 4, "completed": 4, "failed": 0}
+        assert served.fake.max_in_flight == 1
+    rows = (
+        sqlite3.connect(tmp_path / "usage.db")
+        .execute("SELECT status, batch_id FROM interlingua_usage")
+        .fetchall()
+    )
+    assert sorted(r[0] for r in rows if r[0] == 200) == [200] * 4
+    assert {r[0] for r in rows} == {200, 429} and {r[1] for r in rows} == {batch.id}
