@@ -293,14 +293,17 @@ class Executor:
             else:
                 await upload.abort()
                 names.append(None)
-        await self.jobs.advance(
+        ended = await self.jobs.advance(
             job.id, self.holder, ending, ("finalizing", "cancelling"),
             output_file_id=names[0], error_file_id=names[1], completed=counts.completed,
             failed=failed, input_tokens=counts.input_tokens, output_tokens=counts.output_tokens,
             cached_tokens=counts.cached_tokens, reasoning_tokens=counts.reasoning_tokens,
             holder=None, lease_until=None,
         )  # fmt: skip
-        await self.jobs.forget_results(job.id)
+        if ended:
+            await self.jobs.forget_results(job.id)
+        else:  # (another process took the batch over meanwhile: its files, its journal)
+            await files.discard([name for name in names if name])
 
     async def _expired_lines(self, job: Job, errors: Upload) -> int:
         """Write a ``batch_expired`` error line for each line the window ended before;
