@@ -381,3 +381,28 @@ def test_a_keys_limit_makes_lines_wait_not_fail(tmp_path: Path) -> None:
     )
     assert sorted(r[0] for r in rows if r[0] == 200) == [200] * 4
     assert {r[0] for r in rows} == {200, 429} and {r[1] for r in rows} == {batch.id}
+
+
+def test_batch_lines_are_background_work_and_interactive_requests_are_not(
+    tmp_path: Path,
+) -> None:
+    from interlingua.limits import BACKGROUND
+    from interlingua.upstreams.fake import echo_response
+
+    seen: list[bool] = []
+
+    def noting(request: Any) -> Any:
+        seen.append(BACKGROUND.get())  # (what the upstream limiter reads)
+        return echo_response(request)
+
+    with gateway(tmp_path) as served:
+        client = served.client()
+        served.fake.enqueue(noting)
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        served.fake.enqueue(noting)
+        batch = client.batches.create(
+            input_file_id=upload(client, [chat_line(0)]), endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )  # fmt: skip
+        assert wait(client, batch.id).status == "completed"
+    assert seen == [False, True]
