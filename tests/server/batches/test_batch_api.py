@@ -406,3 +406,38 @@ def test_batch_lines_are_background_work_and_interactive_requests_are_not(
         )  # fmt: skip
         assert wait(client, batch.id).status == "completed"
     assert seen == [False, True]
+
+
+def test_a_stopped_gateways_batch_resumes_and_one_whose_input_was_deleted_fails(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from interlingua.batches import open_batch_store
+
+    with gateway(tmp_path, delay=0.2, concurrency=1) as served:
+        client = served.client()
+        file_id = upload(client, [chat_line(i) for i in range(30)])
+        batch = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        deadline = time.monotonic() + 20
+        while client.batches.retrieve(batch.id).request_counts.completed < 2:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    # stopped cleanly (its lease given up); the input deleted before the next one starts
+
+    async def delete() -> None:
+        store = open_batch_store(f"sqlite://{tmp_path}/batches.db")
+        await store.open()
+        assert await store.files.delete(file_id, "team-a")
+        await store.aclose()
+
+    asyncio.run(delete())
+    with gateway(tmp_path) as served:
+        client = served.client()
+        ended = wait(client, batch.id)
+        assert ended.status == "failed" and ended.failed_at
+        assert [e.code for e in ended.errors.data] == ["file_not_found"]  # type: ignore[union-attr]
+        kept = output(client, ended.output_file_id)
+        assert 2 <= len(kept) == ended.request_counts.completed < 30  # type: ignore[union-attr]

@@ -270,10 +270,11 @@ class Executor:
         if staged:  # (a holder died making them: made again)
             await files.discard(staged)
         counts = await self.jobs.journal_counts(job.id)
-        if job.status == "cancelling":
-            ending = "cancelled"
-        else:
-            ending = "completed" if counts.completed + counts.failed >= job.total else "expired"
+        ending, gone = _ending(job, counts.completed + counts.failed), None
+        if ending == "failed":  # (lines left, time left: the input file was deleted)
+            gone = [{"code": "file_not_found", "param": "input_file_id", "line": None,
+                     "message": f"The input file {job.input_file_id} was deleted while the "
+                     "batch ran; the lines that finished are in its files."}]  # fmt: skip
         output = await files.begin(job.owner)
         errors = await files.begin(job.owner)
         await self.jobs.stage(job.id, self.holder, output.id, errors.id)
@@ -298,7 +299,7 @@ class Executor:
             output_file_id=names[0], error_file_id=names[1], completed=counts.completed,
             failed=failed, input_tokens=counts.input_tokens, output_tokens=counts.output_tokens,
             cached_tokens=counts.cached_tokens, reasoning_tokens=counts.reasoning_tokens,
-            holder=None, lease_until=None,
+            holder=None, lease_until=None, **({"errors": orjson.dumps(gone).decode()} if gone else {}),
         )  # fmt: skip
         if ended:
             await self.jobs.forget_results(job.id)
@@ -317,3 +318,14 @@ class Executor:
                 await errors.write(error_record(custom_id, "batch_expired", message))
                 count += 1
         return count
+
+
+def _ending(job: Job, finished: int) -> str:
+    """How a batch that stopped running ends: cancelled when asked; completed when every
+    line finished; expired when its window ended first; failed when neither (its input
+    file was deleted under it)."""
+    if job.status == "cancelling":
+        return "cancelled"
+    if finished >= job.total:
+        return "completed"
+    return "expired" if time.time() >= job.expires_at else "failed"
