@@ -5,7 +5,8 @@ that counts what it is sent, the openai SDK as the client.
   by itself, every custom_id is in the output exactly once, and no line that had
   finished (journaled when the process died) was sent to the upstream again;
 * two gateways on one PostgreSQL: the one holding the batch's lease is killed, the other
-  takes the batch over (after the lease runs out) and completes it, likewise.
+  takes the batch over (after the lease runs out) and completes it, likewise;
+* ``--workers 2`` on one SQLite store: each batch is run by one worker, no line twice.
 """
 
 from __future__ import annotations
@@ -153,3 +154,15 @@ def test_another_process_takes_over_a_dead_holders_batch(tmp_path: Path, postgre
         counts = sent(mock)
     assert all(counts[cid] == 1 for cid in done_before), counts
     assert set(counts) == {f"r{i}" for i in range(LINES)}
+
+
+def test_workers_share_the_store_and_run_each_batch_once(tmp_path: Path) -> None:
+    store = f"sqlite://{tmp_path}/batches.db"
+    with mock_openai(default=slow) as mock:
+        with serve(tmp_path, config(mock.base_url, store), workers=2) as gateway:
+            c = client(gateway)
+            batch_ids = [start_batch(c) for _ in range(2)]
+            for batch_id in batch_ids:
+                finished_exactly_once(c, batch_id)
+        counts = sent(mock)
+    assert counts == {f"r{i}": 2 for i in range(LINES)}  # (two batches of the same lines)
