@@ -4,6 +4,8 @@ completion, against the batch bench's mock upstream (100 ms an answer).
     python -m bench.batch_api_bench               # 10,000 lines, concurrency 256
     python -m bench.batch_api_bench --lines 2000
 
+(``python -m bench.batch_bench`` runs it too, after the runner's rows: ``--no-api`` skips it.)
+
 What it does: starts bench/batch_bench.py's mock upstream in its own process, then
 ``interlingua serve`` in another, with the mock as its one upstream, ``batches:``
 ``concurrency`` and ``max_concurrency`` at ``--concurrency``, no usage log, a fresh
@@ -72,7 +74,9 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def _run(args: argparse.Namespace, work: Path, upstream: str) -> str:
+def run_api(args: argparse.Namespace, work: Path, upstream: str) -> str:
+    """The run (``args``: ``lines``, ``concurrency``, ``delay``) against the mock at
+    ``upstream``, in the directory ``work``; its markdown table."""
     import httpx
     import openai
 
@@ -140,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         assert mock.stdout is not None
         upstream = f"http://127.0.0.1:{int(mock.stdout.readline())}"
         with tempfile.TemporaryDirectory(prefix="batch_api_bench-") as tmp:
-            report = _run(args, Path(tmp), upstream)
+            report = run_api(args, Path(tmp), upstream)
     finally:
         mock.terminate()
         mock.wait(10)
