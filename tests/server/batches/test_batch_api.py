@@ -441,3 +441,30 @@ def test_a_stopped_gateways_batch_resumes_and_one_whose_input_was_deleted_fails(
         assert [e.code for e in ended.errors.data] == ["file_not_found"]  # type: ignore[union-attr]
         kept = output(client, ended.output_file_id)
         assert 2 <= len(kept) == ended.request_counts.completed < 30  # type: ignore[union-attr]
+
+
+def test_a_retryable_upstream_failure_is_tried_again_and_a_lasting_one_is_the_lines_result(
+    tmp_path: Path,
+) -> None:
+    from interlingua.errors import InvalidRequestError, UpstreamError
+
+    with gateway(tmp_path, concurrency=1) as served:
+        client = served.client()
+        # the first line: two 502s (tried again, after 0.5 s then 1 s), then a 400 (its
+        # result: not worth another try); the second line: an answer
+        for _ in range(2):
+            served.fake.enqueue(UpstreamError("the upstream is having a moment", status=502))
+        served.fake.enqueue(InvalidRequestError("no such thing", param="messages"))
+        batch = client.batches.create(
+            input_file_id=upload(client, [chat_line(0), chat_line(1)]),
+            endpoint="/v1/chat/completions", completion_window="24h",
+        )  # fmt: skip
+        batch = wait(client, batch.id)
+        assert batch.status == "completed"
+        assert batch.request_counts.model_dump() == {"total": 2, "completed": 1, "failed": 1}
+        (ok,) = output(client, batch.output_file_id)
+        (failed,) = output(client, batch.error_file_id)
+        assert failed["custom_id"] == "r0" and failed["response"]["status_code"] == 400
+        assert failed["error"]["message"] == "no such thing"
+        assert ok["custom_id"] == "r1" and ok["response"]["status_code"] == 200
+        assert len(served.fake.wire_requests) == 4

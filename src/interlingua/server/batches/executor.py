@@ -249,7 +249,7 @@ class Executor:
                 continue
             if outcome.status in RETRYABLE and retries < RETRIES:
                 retries += 1
-                await asyncio.sleep(min(_MAX_WAIT, outcome.retry_after or 0.5 * 2**retries))
+                await asyncio.sleep(min(_MAX_WAIT, outcome.retry_after or 0.25 * 2**retries))
                 continue
             break
         # The places go to the next lines now, not after the commit: a line's wait for its
