@@ -25,6 +25,8 @@ from typing import Any
 import orjson
 import yaml
 
+from .otlp_sink import sink_url
+
 BODIES = Path(__file__).resolve().parent / "bodies"
 #: The key clients present. Every server under test checks it (interlingua's
 #: ``server.api_keys``, LiteLLM's master key, which LiteLLM refuses to run without), so
@@ -152,6 +154,7 @@ TEAMS = (
     "on-no-metrics",
     "on-priced",
     "on-budgeted",
+    "on-traced",
 )
 
 
@@ -164,7 +167,8 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
     priced (``on-priced``: a ``prices:`` file under ``tmp`` whose one glob matches every
     model, with each kind of price, so every request's cost is computed), or priced with
     the key's daily and monthly budgets too (``on-budgeted``: each request checked
-    against them and charged; budgets a bench never reaches)."""
+    against them and charged; budgets a bench never reaches), or ``on`` with traces
+    (``on-traced``: every request's spans exported to a local collector)."""
     if team not in TEAMS:
         raise ValueError(f"unknown team variant {team!r} (known: {', '.join(TEAMS)})")
     limits = {"rpm": 10**9, "tpm": 10**12, "max_concurrency": 10**6}
@@ -181,6 +185,8 @@ def team_sections(team: str, tmp: Path) -> dict[str, Any]:
         or (team.startswith("on-") and team != "on-no-metrics"),
     }
     priced: dict[str, Any] = {}
+    if team == "on-traced":  # (spans to a collector of the bench's own: bench/otlp_sink.py)
+        priced["telemetry"] = {"otlp_endpoint": sink_url(), "service_name": "bench"}
     if team in ("on-priced", "on-budgeted"):
         tmp.mkdir(parents=True, exist_ok=True)
         prices = tmp / "prices.yaml"

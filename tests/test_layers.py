@@ -32,7 +32,7 @@ Inside ``server``, by concern, bottom to top:
     server.responses             the request path
     server.batches               the request path, server.responses (a file's owner is
                                  a stored response's: ``owner_of``)
-    server.app                   all of the above (it assembles them)
+    server.app, server.services  all of the above (the app's assembly and its lifespan)
     server.process               anything in server (serve, factory, the connection guard)
 """
 
@@ -193,7 +193,7 @@ def _server_concern(module: str) -> str | None:
         return None  # (server/__init__.py re-exports create_app: the package's face)
     if parts[2] in ("views", "responses", "batches", "process") and len(parts) > 3:
         return parts[2]
-    return "app" if parts[2] == "app" else "request path"
+    return "app" if parts[2] in ("app", "services") else "request path"
 
 
 def test_server_concerns_follow_their_floors() -> None:

@@ -1,4 +1,4 @@
-"""Command line: ``interlingua serve | models | batch | batches | usage``.
+"""Command line: ``interlingua serve | models | batch | batches | usage | keys``.
 
 interlingua serve                      # no config: the bundled local model (needs [local])
 interlingua serve --config my.yaml     # route model names to the upstreams in my.yaml
@@ -8,6 +8,7 @@ interlingua models --config my.yaml    # list the model names clients can ask fo
 interlingua batch run in.jsonl -o out.jsonl --model m   # a JSONL of requests (see --help)
 interlingua batches list                # the Batch API's batches (also: show ID, cancel ID)
 interlingua usage --since 7d --by key,model  # requests, errors, tokens, latency per key/model
+interlingua keys create --name team-c --budget-per-month 100  # a key live, its secret once
 """
 
 from __future__ import annotations
@@ -174,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .usage.command import add_usage_parser
 
     add_usage_parser(sub)
+
+    from .usage.keys_command import add_keys_parser
+
+    add_keys_parser(sub)
     return parser
 
 

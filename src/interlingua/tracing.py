@@ -91,6 +91,7 @@ class Trace:
         "parent_id",
         "span_id",
         "state",
+        "tail",
         "trace_id",
     )
 
@@ -107,6 +108,10 @@ class Trace:
         #: is exported); the answer's body when it was a whole one
         self.body: dict[str, Any] | None = None
         self.answer: bytes | None = None
+        #: a stream's last events as its client got them (its finish reasons): a relayed
+        #: stream's last reads, a translated one's last encoded batch; None: not a stream,
+        #: or it never ended
+        self.tail: bytes | None = None
 
     @classmethod
     def begin(cls, headers: Mapping[str, str]) -> Trace:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 import yaml
@@ -350,3 +351,13 @@ def test_command_line_adds_baselines_and_quick_durations() -> None:
         options(["--scenarios", "nope"])
     with pytest.raises(SystemExit):
         options(["--peers", "vllm"])
+
+
+def test_on_traced_exports_to_a_local_collector_that_answers_200(tmp_path: Path) -> None:
+    traced = scenarios.team_sections("on-traced", tmp_path)
+    assert {k: v for k, v in traced.items() if k != "telemetry"} == scenarios.team_sections(
+        "on", tmp_path
+    )
+    endpoint = traced["telemetry"]["otlp_endpoint"]
+    answer = httpx.post(endpoint + "/v1/traces", content=b"\x0a\x00", timeout=5)
+    assert answer.status_code == 200

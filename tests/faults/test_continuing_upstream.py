@@ -30,6 +30,12 @@ from .continuing_upstream import (
 )
 from .continuing_wire import CHAT, DIALECTS, MESSAGES, PATHS, RESPONSES, pieces
 
+#: The instrument's own tests run with the slow suites (``.ci/run``): they check the test
+#: upstream, not the gateway, and tell something only when the upstream changes; the
+#: continuation matrix drives every behaviour through the gateway in the default run, and
+#: fails there if the upstream misbehaves.
+pytestmark = pytest.mark.slow
+
 WORDS = pieces(ANSWER)
 STALL_READ = 0.4
 

@@ -118,3 +118,27 @@ async def test_the_lifespan_is_no_user_of_the_first_config(tmp_path: Path) -> No
     await inbox.put({"type": "lifespan.shutdown"})
     assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
     await task
+
+
+async def test_a_reload_gauges_the_waiting_lines_of_the_upstreams_it_serves(
+    tmp_path: Path,
+) -> None:
+    """The queue-depth gauge follows the upstreams a reload serves: an added upstream's
+    line is scraped, a removed one's is gone."""
+    limited = _config(("a", "b"))
+    for upstream in limited["upstreams"].values():
+        upstream["limits"] = {"max_concurrency": 2}
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(limited))
+    app = _app(path)
+    added = _config(("a", "c"))
+    for upstream in added["upstreams"].values():
+        upstream["limits"] = {"max_concurrency": 2}
+    path.write_text(yaml.safe_dump(added))
+    assert (await _post(app, "/admin/reload")).status_code == 200
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        scraped = (await client.get("/metrics")).text
+    assert 'interlingua_upstream_queue_depth{upstream="a"} 0.0' in scraped
+    assert 'interlingua_upstream_queue_depth{upstream="c"} 0.0' in scraped
+    assert 'upstream="b"' not in scraped.split("interlingua_upstream_queue_depth", 1)[1]

@@ -28,6 +28,8 @@ from interlingua.server import create_app
 
 from ..live_server import free_port, live_server
 from .mock_upstream import mock_openai, status
+from .responses.mock_responses import mock_responses
+from .test_cost_served import messages_answer
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -158,8 +160,7 @@ def test_a_request_is_a_span_in_its_clients_trace_with_one_child_per_attempt(
     assert got["interlingua.cost_usd"] == pytest.approx((42 * 3 + 17 * 15) / 1e6)
     assert got["interlingua.key"] == "team-a" and got["interlingua.request_id"]
     assert "error.type" not in got and "gen_ai.input.messages" not in got
-    if not stream:
-        assert got["gen_ai.response.finish_reasons"] == ["tool_calls"]
+    assert got["gen_ai.response.finish_reasons"] == ["tool_calls"]
     # the failed attempt, then its retry; both children of the request's span
     assert [attributes(a)["interlingua.retry"] for a in attempts] == [0, 1]
     first, second = (attributes(a) for a in attempts)
@@ -176,6 +177,86 @@ def test_a_request_is_a_span_in_its_clients_trace_with_one_child_per_attempt(
         f"00-{TRACE_ID}-{a.span_id.hex()}-01" for a in attempts
     ]
     assert all(h["tracestate"] == "vendor=1" for h in sent)
+
+
+@pytest.fixture(scope="module")
+def dialects_gateway() -> Iterator[tuple[str, Receiver]]:
+    """A gateway with a Chat, a Messages and a Responses upstream, and its receiver."""
+    found = Receiver()
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        mock_openai() as chat,
+        mock_openai("/v1/messages", default=messages_answer) as anth,
+        mock_responses() as resp,
+    ):
+        patch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        config = parse_config(
+            {
+                "upstreams": {
+                    "chat": {"kind": "openai", "base_url": chat.base_url},
+                    "anth": {"kind": "anthropic", "base_url": anth.base_url},
+                    "resp": {"kind": "responses", "base_url": resp.base_url},
+                },
+                "models": [
+                    {"name": "openai-m", "upstream": "chat", "model": "up-gpt"},
+                    {"name": "anthropic-m", "upstream": "anth", "model": "claude-x"},
+                    {"name": "responses-m", "upstream": "resp", "model": "gpt-r"},
+                ],
+                "usage": False,
+                "telemetry": {"otlp_endpoint": found.url, "service_name": "gw"},
+            }
+        )
+        with live_server(create_app(config)) as url:
+            yield url, found
+    found.server.shutdown()
+    found.server.server_close()
+
+
+#: each client dialect's endpoint and the finish reasons it shows for each upstream's
+#: answer (the Chat mock calls a tool; the Messages and Responses mocks end their turn)
+ENDPOINTS = {
+    "openai": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+}
+REASONS = {
+    ("openai", "openai"): "tool_calls",
+    ("openai", "anthropic"): "stop",
+    ("anthropic", "openai"): "tool_use",
+    ("anthropic", "anthropic"): "end_turn",
+    ("responses", "openai"): "completed",
+    ("responses", "responses"): "completed",
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+@pytest.mark.parametrize(("client", "upstream"), list(REASONS), ids="-from-".join)
+def test_the_request_span_has_the_finish_reasons_its_client_was_shown(
+    dialects_gateway: tuple[str, Receiver], client: str, upstream: str, stream: bool
+) -> None:
+    """Stream or not, relayed (same dialect) or translated: the reason in the client's
+    words (a stream's read from its last events, once, when it ends)."""
+    url, receiver = dialects_gateway
+    trace_id = os.urandom(16).hex()
+    body: dict[str, Any] = {"model": f"{upstream}-m", "stream": stream, "max_tokens": 64}
+    if client == "responses":
+        body["input"] = "hello"
+    else:
+        body["messages"] = HELLO
+    parent = {"traceparent": f"00-{trace_id}-{CLIENT_SPAN}-01"}
+    with httpx.stream(
+        "POST", url + ENDPOINTS[client], json=body, headers=parent, timeout=10
+    ) as answer:
+        answer.read()
+        assert answer.status_code == 200, answer.text
+    deadline = time.monotonic() + 10
+    while not (found := [s for _, s in receiver.spans if s.trace_id.hex() == trace_id]):
+        assert time.monotonic() < deadline, "no span for the request"
+        time.sleep(0.02)
+    (request,) = by_kind(found, SERVER)
+    got = attributes(request)
+    assert got["interlingua.stream"] is stream
+    assert got["gen_ai.response.finish_reasons"] == [REASONS[client, upstream]]
 
 
 def test_a_request_without_a_traceparent_starts_a_trace_and_content_is_opt_in(

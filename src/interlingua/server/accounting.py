@@ -364,6 +364,11 @@ class Meter:
             self._trim_at = max(2 * _TAIL_EVENTS, 2 * len(tail))
         return False
 
+    def last_events(self) -> bytes:
+        """The last events of the stream read so far, as :meth:`done` will read them (a
+        trace's finish reasons: server/telemetry.py)."""
+        return _last_events(b"".join(self._tail)) if self._tail else b""
+
     def failed(self, exc: BaseException) -> bytes:
         """The response's ``on_error``: the failure's kind into the record, then the
         in-band error event (or ``exc`` raised again when the response renders none)."""

@@ -19,10 +19,9 @@ is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -42,9 +41,10 @@ from ..errors import InterlinguaError, InvalidRequestError, NotFoundError
 from ..limits import SharedCounters
 from ..upstreams import Transports, build_upstreams, check_config
 from ..upstreams.base import Upstream
-from ..usage import ResponseStore, StoreError, UsageLog, open_store, open_usage_log
+from ..usage import ResponseStore, open_store, open_usage_log
 from ..usage.record import RecordSink
 from .accounting import RECORD
+from .admin_keys import AdminKeys
 from .asgi_io import (
     JSON_CT,
     BytesResponse,
@@ -64,7 +64,9 @@ from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
 from .responses.state import respond
 from .responses.websocket import ResponsesSocket
-from .telemetry import Telemetry
+from .services import Services
+from .stored_keys import stored_keys_for
+from .telemetry import Telemetry, trace_stream
 from .views.metrics import Metrics, metrics_routes
 from .views.multiproc import multiprocess_dir
 from .views.spend import SpendView
@@ -249,7 +251,10 @@ class Handlers:
             RECORD.reset(token)
         if trace is not None and isinstance(response, BytesResponse):
             trace.answer = response.body  # (its finish reasons, read when its span is made)
-        return accounting.close(tab, response, dialect)
+        response = accounting.close(tab, response, dialect)
+        if trace is not None and isinstance(response, StreamResponse):
+            trace_stream(response, trace)
+        return response
 
     def _dispatch(
         self,
@@ -457,13 +462,14 @@ def create_app(
     sinks = (usage_log, metrics, status_page, telemetry)
     process.sinks = [*record_sinks, *(s for s in sinks if s is not None)]
     process.usage_log = usage_log
+    process.stored = stored_keys_for(config, usage_log, counters)  # (with an admin section)
     handlers = Handlers(
         build_live(config, process, upstreams, router=router), drain or Drain(), store, telemetry
     )
     if status_page is not None:  # (spend from the usage log, budgets of the keys serving)
         status_page.spend = SpendView(usage_log, lambda: handlers.live.keys.budgeted())
-    reloader = Reloader(source, handlers, process, _router_to(status_page))
-    services = _Services(reloader, counters, usage_log, store, own_transports)
+    reloader = Reloader(source, handlers, process, _swapped(status_page, metrics, telemetry))
+    services = Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
     services.files = BatchApis.build(config, handlers)  # (the Files and Batch APIs)
     generation = _generation(handlers)
@@ -472,6 +478,7 @@ def create_app(
             *_routes(handlers, generation, metrics, status_page),
             *services.files.routes(),
             Route("/admin/reload", reloader.admin_reload, methods=["POST"]),
+            *AdminKeys(handlers, process.stored).routes(),
         ],
         lifespan=services.lifespan,
         exception_handlers={HTTPException: _NotFoundAsError(handlers)},
@@ -500,12 +507,19 @@ def _observer(
     return observe
 
 
-def _router_to(status_page: StatusPage | None) -> Callable[[Live], None]:
-    """What a reload tells the status page: the router it now shows."""
+def _swapped(
+    status_page: StatusPage | None, metrics: Metrics | None, telemetry: Telemetry | None
+) -> Callable[[Live], None]:
+    """What a reload tells the status page (the router it now shows), the metrics (the
+    upstreams whose waiting lines they gauge) and the telemetry (the upstreams' kinds)."""
 
     def swapped(live: Live) -> None:
         if status_page is not None:
             status_page.router = live.gateway.router
+        if metrics is not None:
+            metrics.upstreams(live.upstreams)
+        if telemetry is not None:
+            telemetry.upstreams(live.config)
 
     return swapped
 
@@ -540,70 +554,6 @@ def _routes(
         WebSocketRoute("/v1/responses", socket),
         WebSocketRoute("/responses", socket),
     ]
-
-
-class _Services:
-    """What the app starts before serving and stops after: each is stopped only if it
-    was started, the last started first (an ``AsyncExitStack``)."""
-
-    def __init__(
-        self,
-        reloader: Reloader,
-        counters: SharedCounters | None,
-        usage_log: UsageLog | None,
-        store: ResponseStore | None,
-        transports: Transports | None,
-    ) -> None:
-        self.reloader = reloader
-        self.counters = counters
-        self.usage_log = usage_log
-        self.store = store
-        #: the app's own HTTP engines (None: the caller's, which the caller closes)
-        self.transports = transports
-        self.telemetry: Telemetry | None = None
-        self.files: BatchApis  # (the Files and Batch APIs: their store, sweep and executor)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        reloader = self.reloader
-        live = reloader.holder.live
-        async with contextlib.AsyncExitStack() as stack:
-            if self.transports is not None:
-                stack.push_async_callback(self.transports.aclose)
-            if self.telemetry is not None:  # (closed after the last records' drain)
-                stack.push_async_callback(self.telemetry.aclose)
-            if self.counters is not None:
-                await self.counters.start()  # (Redis away: logged once; limits per process)
-                stack.push_async_callback(self.counters.aclose)
-            if self.usage_log is not None:
-                await self.usage_log.start()  # (a database that is down is logged, retried)
-                stack.push_async_callback(self.usage_log.aclose)
-                # (the keys' spend so far toward their budgets, from the log)
-                await reloader.process.spend.seed(self.usage_log.db)
-            if self.store is not None:
-                await _open_store(self.store)
-                stack.push_async_callback(self.store.aclose)
-            await stack.enter_async_context(self.files.serving())
-            # (the upstreams serving at shutdown: those a reload added too, and those it
-            # retired whose last requests have not ended)
-            stack.push_async_callback(reloader.aclose)
-            for upstream in live.upstreams.values():
-                await upstream.start()
-            if live.accounting is not None:
-                # (the last tenth of a second's records; one accounting across reloads)
-                stack.callback(live.accounting.drain)
-            if reloader.source is not None:
-                stack.callback(reloader.listen())
-            yield
-
-
-async def _open_store(store: ResponseStore) -> None:
-    try:
-        await store.open()
-    except StoreError as exc:
-        # Chat and Messages need no store: serve them; stored-response requests retry the
-        # connection and answer 503 while it fails.
-        log.error("stored responses unavailable (retried on use): %s", exc)
 
 
 __all__ = ["GENERATION_ROUTES", "create_app"]

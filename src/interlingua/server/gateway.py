@@ -39,6 +39,7 @@ from ..dialects import DIALECT_NAMES, Dialect, StreamEncoder, encode_body, get_d
 from ..dialects.relay import RELAYED_HEADERS, UPSTREAM_REQUEST_ID, note_error_body
 from ..errors import InterlinguaError, InvalidRequestError, UpstreamError, request_id_note
 from ..routing import Route, Router
+from ..tracing import TRACE
 from ..upstreams.base import ANSWER_ID, RawResponse
 from ..upstreams.shaping import for_upstream, shape_body
 from ..usage.record import Record
@@ -526,9 +527,13 @@ def _batch_encoder(
                     record.error = error.kind.value
                 return b"".join(out), True
             out.append(encoder.encode(event))
+        data = b"".join(out)
         if record is not None and batch and isinstance(batch[-1], StreamEnd):
             count_usage(record, batch[-1].usage)
-        return b"".join(out), False
+            trace = TRACE.get()  # (once a stream: its span's finish reasons)
+            if trace is not None:
+                trace.tail = data
+        return data, False
 
     return encode
 

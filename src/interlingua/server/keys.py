@@ -2,14 +2,28 @@
 
 Two sources, one check. ``keys:`` (config/team.py) names each key, may restrict it to
 some models (globs) and give it limits; ``server.api_keys`` are plain shared keys with
-neither (their requests carry no key name). When neither is configured, the gateway is
-open.
+neither (their requests carry no key name); with an ``admin`` section and the usage log
+on, keys an admin created live in the database too (usage/keys_store.py, kept current
+in every process by server/stored_keys.py), side by side with the config's: a name the
+config uses is the config's. When no key is configured and the database holds none
+(nor could: no admin section), the gateway is open; once the database may hold keys it
+is closed even while it holds none, so revoking the last key never opens it.
 
 A key arrives as ``Authorization: Bearer <key>`` or ``x-api-key: <key>`` (the two SDKs'
-ways). Only SHA-256 digests are kept in memory, and the presented key's digest is
-compared with *every* known digest in constant time, so neither the answer's timing nor
-an early exit tells an attacker how much of a guess was right. A key's value never
-leaves this module: logs, usage rows and metrics see its name.
+ways). Only SHA-256 digests are kept in memory, in a dict keyed by digest: one lookup
+per request however many keys there are. Why a dict lookup is as safe as comparing with
+every digest in constant time (what this module did with a handful of config keys): the
+timing of a lookup depends on the *digest* of what was presented -- its hash bucket, and
+byte comparisons with the few digests in that bucket -- never directly on the presented
+key. To learn anything about a stored digest from that timing an attacker would have to
+choose presented keys whose SHA-256 shares a prefix with it, which is a preimage search
+on SHA-256; and the bucket a digest lands in is a keyed (per-process random) hash of it.
+What timing can tell is at most "this guess's digest collides with some stored digest's
+hash bucket", which brings no guess closer to a key. So the lookup is O(1) and leaks
+nothing usable; a key's value never leaves this module: logs, usage rows and metrics see
+its name. A database key past its expiry is refused with 401 naming the expiry, a
+revoked one with 401 naming the revocation (the holder of a revoked key knows it anyway;
+these messages are built only on the refusal path).
 
 :meth:`ClientKey.admit` enforces the key's limits on a request that passed
 authentication and the model check: ``rpm``/``tpm``/``max_concurrency`` on a
@@ -26,9 +40,10 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import hmac
 import math
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 
 from ..config import Config, KeyConfig, KeyLimits
 from ..errors import AuthenticationError, PermissionDeniedError, RateLimitError
@@ -42,6 +57,7 @@ from ..limits import (
     MemoryState,
     PeriodCounter,
 )
+from ..usage.keys_store import StoredKey
 from .budgets import Budget, SpendBook
 
 __all__ = ["Admission", "ClientKey", "KeyRing", "presented_key"]
@@ -251,10 +267,40 @@ class ClientKey:
 
 
 class KeyRing:
-    """Every key clients may present (see the module docstring)."""
+    """Every key clients may present (see the module docstring): the config's, then the
+    database's (``stored``: the rows it was built from, revoked ones included);
+    ``closed``: a key is required even when there is none."""
 
-    def __init__(self, keys: Iterable[ClientKey]) -> None:
+    def __init__(
+        self,
+        keys: Iterable[ClientKey],
+        stored: Sequence[StoredKey] = (),
+        *,
+        closed: bool = False,
+        configured: int | None = None,
+    ) -> None:
         self.keys = tuple(keys)
+        self.stored = tuple(stored)
+        names = {key.name for key in self.keys}
+        #: the config's keys, the first ``configured`` of ``keys`` (default: all of
+        #: them); a database refresh keeps them as they are
+        self.configured = self.keys[:configured]
+        #: whether requests must present a key
+        self.enabled = bool(self.keys) or closed
+        self._by_digest = {key.digest: key for key in self.keys}
+        #: digest -> expiry, of the keys that have one (checked when one is presented)
+        self._expiring = {
+            bytes.fromhex(row.sha256): row.expires_at
+            for row in self.stored
+            if row.expires_at is not None and row.revoked_at is None and row.name in names
+        }
+        #: digest -> why it is refused, of the revoked keys (the refusal's message)
+        self._revoked = {
+            bytes.fromhex(row.sha256): f"The API key '{row.name}' was revoked at "
+            f"{_iso(row.revoked_at)}."
+            for row in self.stored
+            if row.revoked_at is not None
+        }
 
     @classmethod
     def from_config(
@@ -263,52 +309,97 @@ class KeyRing:
         counters: Counters | None = None,
         previous: KeyRing | None = None,
         book: SpendBook | None = None,
+        *,
+        stored: Sequence[StoredKey] | None = None,
     ) -> KeyRing:
         """The ring of ``config``'s ``keys`` and ``server.api_keys`` (a ``key_env`` is
-        read now: ConfigError when its variable is unset). A key of ``previous`` (the
-        ring a reloaded config replaces) whose name, digest, models and limits are all
-        unchanged is kept, the same object: its counts (a minute's requests, a day's
-        tokens, its requests in flight) carry over; ``book`` keeps the budgets'
-        spend (by key name: it carries over whatever changed)."""
+        read now: ConfigError when its variable is unset), and of the database's keys
+        ``stored`` (None: keys do not live in the database; then an empty ring leaves the
+        gateway open). A key of ``previous`` (the ring a reloaded config replaces) whose
+        name, digest, models and limits are all unchanged is kept, the same object: its
+        counts (a minute's requests, a day's tokens, its requests in flight) carry over;
+        ``book`` keeps the budgets' spend (by key name: it carries over whatever
+        changed)."""
         kept = {key.name: key for key in previous.keys if key.name} if previous else {}
-        return cls(
-            [
-                *(_named(key, counters, kept.get(key.name), book) for key in config.keys),
-                *(
-                    ClientKey(None, hashlib.sha256(plain.encode()).digest())
-                    for plain in config.server.api_keys
-                ),
-            ]
-        )
+        configured = [
+            *(_named(key, counters, kept.get(key.name), book) for key in config.keys),
+            *(
+                ClientKey(None, hashlib.sha256(plain.encode()).digest())
+                for plain in config.server.api_keys
+            ),
+        ]
+        ring = cls(configured, closed=stored is not None)
+        return ring.with_stored(stored, counters, book, kept) if stored is not None else ring
+
+    def with_stored(
+        self,
+        stored: Sequence[StoredKey],
+        counters: Counters | None = None,
+        book: SpendBook | None = None,
+        kept: Mapping[str, ClientKey] | None = None,
+    ) -> KeyRing:
+        """This ring's config keys beside the database's keys ``stored`` (a refresh):
+        an unchanged database key is kept, the same object (its counts carry over). A
+        stored key named like a config key is left out: the config's wins."""
+        if kept is None:
+            kept = {key.name: key for key in self.keys if key.name is not None}
+        taken = {key.name for key in self.configured}
+        usable = [row for row in stored if row.revoked_at is None and row.name not in taken]
+        keys = [
+            *self.configured,
+            *(_stored(row, counters, kept.get(row.name), book) for row in usable),
+        ]
+        return KeyRing(keys, stored, closed=True, configured=len(self.configured))
 
     def budgeted(self) -> list[tuple[str, tuple[Budget, ...]]]:
         """Each named key with budgets, and its budgets (the status page's)."""
         return [(key.name, key.budgets) for key in self.keys if key.name and key.budgets]
 
-    @property
-    def enabled(self) -> bool:
-        """Whether requests must present a key."""
-        return bool(self.keys)
-
     def authenticate(self, headers: Mapping[str, str]) -> ClientKey | None:
         """The key ``headers`` present; None when no keys are configured; else
         AuthenticationError (401)."""
-        if not self.keys:
+        if not self.enabled:
             return None
         presented = presented_key(headers)
         found = None
         if presented is not None:
             digest = hashlib.sha256(presented.encode("utf-8", "surrogatepass")).digest()
-            for key in self.keys:  # every digest, no early exit
-                if hmac.compare_digest(digest, key.digest):
-                    found = key
+            found = self._by_digest.get(digest)  # (why a lookup is safe: module docstring)
+            if found is not None and self._expiring:
+                expires = self._expiring.get(digest)
+                if expires is not None and time.time() >= expires:
+                    raise _refused(f"The API key '{found.name}' expired at {_iso(expires)}.")
+            elif found is None and digest in self._revoked:
+                raise _refused(self._revoked[digest])
         if found is None:
-            raise AuthenticationError(
-                "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or "
-                "'x-api-key: <key>'.",
-                code="invalid_api_key",
-            )
+            raise _refused("Invalid or missing API key.", "Send it")
         return found
+
+
+def _refused(why: str, send: str = "Send a valid key") -> AuthenticationError:
+    return AuthenticationError(
+        f"{why} {send} as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
+        code="invalid_api_key",
+    )
+
+
+def _iso(when: float | None) -> str:
+    """Unix seconds as ``2026-05-01T12:00:00Z``."""
+    return datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _stored(
+    row: StoredKey, counters: Counters | None, old: ClientKey | None, book: SpendBook | None
+) -> ClientKey:
+    """The ClientKey of a database row: ``old`` when its models and limits did not
+    change, with the row's digest (a rotated key keeps its counts: a leaked key's
+    replacement does not get a fresh minute or day; the old digest stops working
+    because the new ring is keyed by the new one)."""
+    digest = bytes.fromhex(row.sha256)
+    if old is not None and (old.models, old.limits) == (row.models, row.limits):
+        old.digest = digest
+        return old
+    return ClientKey(row.name, digest, row.models, row.limits, counters, book)
 
 
 def _named(

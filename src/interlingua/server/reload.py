@@ -11,7 +11,8 @@ config halfway: requests in flight finish on the objects they started with.
 refuses the file with the reason and leaves the old one serving. What was unchanged is
 reused, the same objects, so its counts carry over: an upstream whose entry is equal
 (its connection pool and its limits), a key whose name, digest, models and limits are
-equal (its rpm/tpm/day counts), and the cooldown book (kept by deployment: a deployment
+equal (its rpm/tpm/day counts; the keys of the database, server/stored_keys.py, are
+not the file's: they stay, unchanged ones the same objects), and the cooldown book (kept by deployment: a deployment
 of the same upstream and model stays cooling). An upstream that left is closed once the
 requests that started on the old bundle have ended (:attr:`Live.users`, counted by the
 front layer: server/middleware.py).
@@ -57,8 +58,9 @@ from .asgi_io import BytesResponse
 from .budgets import SpendBook, warn_unpriced
 from .gateway import Gateway
 from .keys import KeyRing, presented_key
+from .stored_keys import StoredKeys
 
-__all__ = ["ConfigSource", "Live", "Process", "Reloader", "build_live"]
+__all__ = ["ConfigSource", "Holder", "Live", "Process", "Reloader", "build_live", "check_admin"]
 
 log = logging.getLogger("interlingua.server")
 OPENAI = get_dialect("openai")
@@ -152,6 +154,8 @@ class Process:
     spend: SpendBook = dataclasses.field(default_factory=SpendBook)
     #: where the spend so far is read from when a key gets a budget
     usage_log: UsageLog | None = None
+    #: the database's keys, kept current (None: keys do not live in the database)
+    stored: StoredKeys | None = None
 
     def router(
         self, config: Config, upstreams: Mapping[str, Upstream], old: Live | None = None
@@ -182,7 +186,9 @@ def build_live(
     secrets = [key for cfg in config.upstreams.values() if (key := cfg.api_key())]
     gateway = Gateway(config, router, secrets, process.responses)
     book = process.spend
-    keys = KeyRing.from_config(config, process.counters, old.keys if old else None, book)
+    stored = process.stored.rows() if process.stored is not None else None
+    previous = old.keys if old else None
+    keys = KeyRing.from_config(config, process.counters, previous, book, stored=stored)
     pricing = Pricing(config)
     accounting = old.accounting if old is not None else None
     if accounting is None and (process.sinks or any(key.limited for key in keys.keys)):
@@ -361,7 +367,7 @@ class Reloader:
         live = self.holder.live
         gateway, request_id = live.gateway, request.scope.get("state", {}).get("request_id", "")
         try:
-            _check_admin(live, request)
+            check_admin(live, request)
             try:
                 outcome = await self.reload()
             except ConfigError as exc:
@@ -383,11 +389,11 @@ def _ignored() -> None:
     """A SIGHUP while shutting down (its default action would kill the process)."""
 
 
-def _check_admin(live: Live, request: Any) -> None:
+def check_admin(live: Live, request: Any) -> None:
     """404 without an admin section, 401 without a key, 403 with another key."""
     if live.admin is None:
-        path = request.scope["path"]
-        raise NotFoundError(f"Unknown request URL: POST {path}.", code="unknown_url")
+        where = f"{request.scope.get('method', 'POST')} {request.scope['path']}"
+        raise NotFoundError(f"Unknown request URL: {where}.", code="unknown_url")
     headers = request.headers
     presented = presented_key(headers)
     if presented is None:

@@ -35,8 +35,10 @@ import orjson
 from ..config import Config, TelemetryConfig
 from ..tracing import TRACE, Attempt, Trace
 from ..usage.record import Record, failed
+from .accounting import Meter
+from .asgi_io import StreamResponse
 
-__all__ = ["PROVIDERS", "Telemetry"]
+__all__ = ["PROVIDERS", "Telemetry", "trace_stream"]
 
 log = logging.getLogger("interlingua.server")
 
@@ -47,6 +49,8 @@ PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"
 _MAX_TOKENS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 _INPUT = ("messages", "input")
 _SYSTEM = ("system", "instructions")
+#: the events at a stream's end read for its finish reasons
+_STREAM_EVENTS = 8
 #: seconds the exporter waits for the collector per batch
 _EXPORT_TIMEOUT = 5.0
 #: seconds the gateway's exit waits for the last spans to be exported
@@ -60,12 +64,17 @@ class Telemetry:
         settings = config.telemetry
         assert settings is not None
         self.content = settings.content
-        self._provider = {
-            name: PROVIDERS.get(cfg.kind, cfg.kind) for name, cfg in config.upstreams.items()
-        }
+        self._provider: dict[str, str] = {}
+        self.upstreams(config)
         #: the requests in flight: id(record) -> (record, trace), until the record ends
         self._live: dict[int, tuple[Record, Trace]] = {}
         self._otel = _Otel(settings)
+
+    def upstreams(self, config: Config) -> None:
+        """Name the providers of ``config``'s upstreams (at start, and after a reload)."""
+        self._provider = {
+            name: PROVIDERS.get(cfg.kind, cfg.kind) for name, cfg in config.upstreams.items()
+        }
 
     def begin(self, headers: Mapping[str, str], record: Record) -> Trace:
         """The trace of the request ``record`` counts, set for its task."""
@@ -151,7 +160,11 @@ class Telemetry:
                 attributes["gen_ai.request.max_tokens"] = limit
                 break
         answer = _answer(trace.answer) if trace.answer and row.status < 400 else None
-        if answer is not None and (reasons := _finish_reasons(answer)):
+        if answer is not None:
+            reasons = _finish_reasons(answer)
+        else:
+            reasons = _stream_reasons(trace.tail) if trace.tail else []
+        if reasons:
             attributes["gen_ai.response.finish_reasons"] = reasons
         if self.content:
             _content(attributes, body, answer)
@@ -182,6 +195,22 @@ class Telemetry:
         """Export what is queued (the exporter's timeout bounds a collector that is
         away), in a thread: the loop keeps serving the other apps' shutdown."""
         await asyncio.to_thread(self._otel.shutdown)
+
+
+def trace_stream(response: StreamResponse, trace: Trace) -> None:
+    """A relayed stream's last events to ``trace`` when it ends (its finish reasons),
+    read from its meter's tail once, just before the meter lets the tail go. (A
+    translated stream's encoder puts its last batch there itself: server/gateway.py.)"""
+    finished = response.finished
+    meter = getattr(finished, "__self__", None)
+    if response.counted or finished is None or not isinstance(meter, Meter):
+        return
+
+    def traced(outcome: str) -> None:
+        trace.tail = meter.last_events()
+        finished(outcome)
+
+    response.finished = traced
 
 
 class _Otel:
@@ -303,6 +332,34 @@ def _finish_reasons(answer: dict[str, Any]) -> list[str]:
         return [details["reason"]]
     status = answer.get("status")
     return [status] if isinstance(status, str) else []
+
+
+def _stream_reasons(tail: bytes) -> list[str]:
+    """Why a stream ended, from its last events as its dialect says it: Chat's
+    ``finish_reason`` per choice, Messages' ``message_delta`` ``stop_reason``, Responses'
+    final ``response`` (as :func:`_finish_reasons` reads a whole one)."""
+    reasons: list[str] = []
+    for event in tail.split(b"\n\n")[-_STREAM_EVENTS:]:
+        for line in event.split(b"\n"):
+            if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+                continue
+            try:
+                data = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            if isinstance(final := data.get("response"), dict) and data.get("type") != (
+                "response.created"
+            ):
+                reasons = _finish_reasons(final)
+            elif isinstance(delta := data.get("delta"), dict) and isinstance(
+                stop := delta.get("stop_reason"), str
+            ):
+                reasons.append(stop)
+            elif isinstance(data.get("choices"), list):
+                reasons += _finish_reasons(data)
+    return reasons
 
 
 def _content(

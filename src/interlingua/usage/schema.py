@@ -39,6 +39,8 @@ from .db import Database
 __all__ = [
     "COLUMNS",
     "INSERT",
+    "KEYS_TABLE",
+    "KEYS_VERSION_TABLE",
     "MIGRATIONS",
     "TABLE",
     "VERSION_TABLE",
@@ -51,6 +53,9 @@ logger = logging.getLogger("interlingua.usage")
 
 TABLE = "interlingua_usage"
 VERSION_TABLE = "interlingua_usage_schema"
+#: the client keys an admin created (usage/keys_store.py), and their change counter
+KEYS_TABLE = "interlingua_keys"
+KEYS_VERSION_TABLE = "interlingua_keys_version"
 
 #: the columns a row is written with, in the order of :data:`INSERT`'s parameters
 COLUMNS: tuple[str, ...] = (
@@ -160,6 +165,33 @@ MIGRATIONS: tuple[Migration, ...] = (
             # 8-byte float, 15 significant digits (a request's cost to far below a cent)
             # and sums it as one. NULL: the deployment had no price (unknown, not 0).
             f"ALTER TABLE {TABLE} ADD COLUMN cost_usd NUMERIC",
+        ),
+    ),
+    Migration(
+        3,
+        "client keys managed live (their SHA-256 only), with a change counter",
+        (
+            # sha256: hex of the secret's digest (the secret is never stored); models: a
+            # JSON list of globs; limits: a JSON object, budgets as exact decimal text;
+            # times in Unix seconds like `at`; changed: the change counter's value when
+            # the row last changed (a poller reads the rows past the value it saw).
+            # A revoked key keeps its row: its name stays taken (the usage log's history
+            # under that name is its own).
+            f"""CREATE TABLE {KEYS_TABLE} (
+                name TEXT PRIMARY KEY,
+                sha256 TEXT NOT NULL UNIQUE,
+                models TEXT NOT NULL,
+                limits TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION,
+                revoked_at DOUBLE PRECISION,
+                changed BIGINT NOT NULL
+            )""",
+            f"CREATE INDEX {KEYS_TABLE}_changed ON {KEYS_TABLE} (changed)",
+            # One row: bumped in the transaction of every change, so its row lock orders
+            # PostgreSQL's writers (commit order = counter order) and a poll is one read.
+            f"CREATE TABLE {KEYS_VERSION_TABLE} (one INTEGER PRIMARY KEY, version BIGINT NOT NULL)",
+            f"INSERT INTO {KEYS_VERSION_TABLE} (one, version) VALUES (1, 0)",
         ),
     ),
     Migration(

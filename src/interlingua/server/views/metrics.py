@@ -253,11 +253,8 @@ class Metrics:
         #: hands over the records that wait to be counted (the accounting sets it)
         self.catch_up: Callable[[], None] = nothing_to_catch_up
         self._in_flight_shown = -1
-        self._lines = [
-            _Line(upstream.limiter, self.queue_depth.labels(name))
-            for name, upstream in (upstreams or {}).items()
-            if isinstance(upstream, LimitedUpstream)
-        ]
+        self._lines: dict[str, _Line] = {}
+        self.upstreams(upstreams or {})
         #: multiprocess mode: flush on a timer too (the other workers' scrapes read us)
         self._timed = self.directory is not None
         self._flush_due = False
@@ -265,6 +262,19 @@ class Metrics:
         self.flush()
         if self._timed:  # what the last second counted, when this worker exits
             atexit.register(_flush_at_exit, weakref.ref(self))
+
+    def upstreams(self, upstreams: Mapping[str, Upstream]) -> None:
+        """Gauge the waiting lines of ``upstreams`` (those with ``limits``), the ones a
+        reload now serves: an added upstream gets its gauge, a removed one loses it, a
+        rebuilt one's gauge follows its new line."""
+        limited = {n: u for n, u in upstreams.items() if isinstance(u, LimitedUpstream)}
+        lines = self._lines
+        for name in [n for n in lines if n not in limited]:
+            del lines[name]
+            self.queue_depth.remove(name)  # (its label was made with its line)
+        for name, upstream in limited.items():
+            if name not in lines or lines[name].limiter is not upstream.limiter:
+                lines[name] = _Line(upstream.limiter, self.queue_depth.labels(name))
 
     def _declare(self, r: CollectorRegistry) -> None:
         self.requests = Counter(
@@ -512,7 +522,7 @@ class Metrics:
         if in_flight != self._in_flight_shown:
             self._in_flight_shown = in_flight
             self.in_flight.set(in_flight)
-        for line in self._lines:
+        for line in self._lines.values():
             depth = line.limiter.waiting
             if depth != line.shown:
                 line.shown = depth
