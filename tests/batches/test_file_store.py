@@ -118,11 +118,11 @@ async def test_its_versions_are_its_own(tmp_path: Path) -> None:
     store = open_batch_store(f"sqlite://{tmp_path}/shared.db")
     await store.open()
     try:
-        usage_latest = USAGE_MIGRATIONS[-1].version
-        assert await migrate(store.db) == usage_latest  # the usage log's, from nothing
-        rows = await store.db.fetch(f"SELECT version FROM {VERSION_TABLE}")
-        assert rows == [(1,)]
+        # the usage log's, from nothing
+        assert await migrate(store.db) == USAGE_MIGRATIONS[-1].version
+        rows = await store.db.fetch(f"SELECT version FROM {VERSION_TABLE} ORDER BY version")
+        assert rows == [(1,), (2,)]  # the store's: files, then batches
         usage_rows = await store.db.fetch(f"SELECT version FROM {USAGE_VERSIONS}")
-        assert len(usage_rows) == usage_latest
+        assert len(usage_rows) == len(USAGE_MIGRATIONS)
     finally:
         await store.aclose()

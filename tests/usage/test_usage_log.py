@@ -117,12 +117,13 @@ async def test_rows_are_written_with_their_exact_values(url: str) -> None:
     await log.aclose()  # (writes what is left)
     assert log.written == 2 and log.dropped == 0 and log.pending == 0
     rows = await _rows(url)
-    got = [(row[0], *row[1:-1], bool(row[-1])) for row in rows]  # (SQLite's BOOLEAN is 0/1)
+    # (SQLite's BOOLEAN is 0/1; the last column is the batch id, None for these)
+    got = [(row[0], *row[1:-2], bool(row[-2]), row[-1]) for row in rows]
     assert got == [
         (1, 1_700_000_001.0, "req_1", "team-1", "anthropic", "model-1", "vllm",
-         "Qwen/Qwen3-8B", 200, None, 101, 11, 1, 0, 0, 0, None, 0.251, 0.125, True),
+         "Qwen/Qwen3-8B", 200, None, 101, 11, 1, 0, 0, 0, None, 0.251, 0.125, True, None),
         (2, 1_700_000_002.0, "req_2", None, "anthropic", "model-0", None, None, 502,
-         "upstream_unavailable", 0, 0, 0, 0, 0, 0, None, 0.252, None, False),
+         "upstream_unavailable", 0, 0, 0, 0, 0, 0, None, 0.252, None, False, None),
     ]  # fmt: skip
 
 

@@ -109,6 +109,8 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     #: seconds from arrival to the first streamed byte (None: not a stream)
     ttft: float | None = None
     stream: bool = False
+    #: the Batch API batch the request was a line of (None: an interactive request)
+    batch_id: str | None = None
 
     @property
     def total_tokens(self) -> int:

@@ -78,6 +78,7 @@ COLUMNS: tuple[str, ...] = (
     "latency",
     "ttft",
     "stream",
+    "batch_id",
 )
 INSERT = (
     f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) "
@@ -192,6 +193,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             f"CREATE TABLE {KEYS_VERSION_TABLE} (one INTEGER PRIMARY KEY, version BIGINT NOT NULL)",
             f"INSERT INTO {KEYS_VERSION_TABLE} (one, version) VALUES (1, 0)",
         ),
+    ),
+    Migration(
+        4,
+        "the Batch API batch a request was a line of",
+        # NULL for every interactive request (and every row written before)
+        (f"ALTER TABLE {TABLE} ADD COLUMN batch_id TEXT",),
     ),
 )
 
