@@ -19,12 +19,13 @@ What it does:
    with a batch within 10 % of without.
 
 **How background load is made.** The Batch API's executor marks each line's call as
-background work (:data:`interlingua.limits.BACKGROUND`). Until a batch can be submitted
-to the gateway, the background load is made by a bench-only hook (``--background-load
-hook``, the only one now): the child gateway serves a request carrying
-``x-bench-background: 1`` as background work, so the load takes the same route, limiter
-and upstream as a batch's lines would. A Batch API load (upload a JSONL of many lines,
-``batches.create``, cancel at the phase's end) plugs into :data:`LOADS` beside it.
+background work (:data:`interlingua.limits.BACKGROUND`). ``--background-load api``
+submits a real batch for each phase (``files.create`` of a JSONL of many lines,
+``batches.create``, cancelled at the phase's end: what a user does);
+``--background-load hook`` (the default) has ``--background`` closed-loop clients whose
+requests the child gateway serves as background work (a request carrying
+``x-bench-background: 1``, a bench-only hook), the same route, limiter and upstream as a
+batch's lines without the executor.
 
 Progress goes to stderr, the markdown report to stdout.
 """
@@ -50,6 +51,7 @@ import yaml
 MARK = (b"x-bench-background", b"1")
 KEY = "bench-key"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 20}
+_BODY_JSON = b'{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":20}'
 
 #: a background load: (the gateway's URL, clients) -> an async context running the load
 #: while it is entered; its ``list`` gathers the load's request latencies
@@ -148,8 +150,54 @@ async def hook_load(base: str, clients: int, latencies: list[float]) -> AsyncIte
             await asyncio.gather(*loops, return_exceptions=True)
 
 
-#: the ways to make background load (the Batch API's goes here once it exists)
-LOADS: dict[str, Load] = {"hook": hook_load}
+#: lines of the Batch API load's batch: more than any phase gets through
+API_LINES = 20_000
+
+
+@contextlib.asynccontextmanager
+async def api_load(base: str, clients: int, done: list[float]) -> AsyncIterator[None]:
+    """A real batch through the Batch API (``files.create`` of :data:`API_LINES` lines,
+    ``batches.create``), cancelled when the context ends; ``done`` grows by one entry per
+    line the batch has completed, as its ``request_counts`` say (``clients`` is unused:
+    the executor's own concurrency and ``batches.share`` bound it)."""
+    import aiohttp
+
+    headers = {"authorization": f"Bearer {KEY}"}
+    lines = b"".join(
+        b'{"custom_id":"l%d","method":"POST","url":"/v1/chat/completions","body":%s}\n'
+        % (i, _BODY_JSON)
+        for i in range(API_LINES)
+    )
+    async with aiohttp.ClientSession(headers=headers) as session:
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", lines, filename="load.jsonl")
+        async with session.post(base + "/v1/files", data=form) as answer:
+            file_id = (await answer.json())["id"]
+        create = {"input_file_id": file_id, "endpoint": "/v1/chat/completions",
+                  "completion_window": "24h"}  # fmt: skip
+        async with session.post(base + "/v1/batches", json=create) as answer:
+            batch_id = (await answer.json())["id"]
+
+        async def follow() -> None:
+            while True:
+                async with session.get(f"{base}/v1/batches/{batch_id}") as answer:
+                    completed = (await answer.json())["request_counts"]["completed"]
+                done.extend([0.0] * (completed - len(done)))
+                await asyncio.sleep(0.2)
+
+        follower = asyncio.ensure_future(follow())
+        try:
+            yield
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+            async with session.post(f"{base}/v1/batches/{batch_id}/cancel") as answer:
+                await answer.read()
+
+
+#: the ways to make background load: a bench-only hook, or a real batch (``api``)
+LOADS: dict[str, Load] = {"hook": hook_load, "api": api_load}
 
 
 async def interactive(base: str, clients: int, seconds: float) -> list[float]:
@@ -230,10 +278,16 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def _child(args: list[str]) -> tuple[subprocess.Popen[str], int]:
-    """A child process of this module that prints its port first; (process, port)."""
+def _child(args: list[str], data: str | None = None) -> tuple[subprocess.Popen[str], int]:
+    """A child process of this module that prints its port first; (process, port).
+    ``data``: its user data dir (the gateway's usage log and batch store go there)."""
+    env = {**os.environ, "XDG_DATA_HOME": data} if data else None
     process = subprocess.Popen(
-        [sys.executable, *args], stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=env,
     )
     assert process.stdout is not None
     return process, int(process.stdout.readline())
@@ -274,7 +328,7 @@ def _bench(args: argparse.Namespace) -> int:
             )
             env_note = os.environ.get("PYTHONPATH", "")
             say(f"gateway from {env_note or 'the installed package'}")
-            gateway, port = _child(["-m", "bench.priority_bench", "--serve", str(config)])
+            gateway, port = _child(["-m", "bench.priority_bench", "--serve", str(config)], tmp)
             procs.append(gateway)
             base = f"http://127.0.0.1:{port}"
             results = asyncio.run(_all(args, base))

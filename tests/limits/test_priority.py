@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from interlingua.limits import Limiter, QueueRefused, Ticket
-from interlingua.limits.share import BackgroundShare
+from interlingua.limits.share import RETURN_GRACE, BackgroundShare
 
 from .fake_time import FakeTime, settle
 
@@ -61,10 +61,12 @@ async def test_an_interactive_request_is_admitted_before_the_next_background_one
     assert log[-1] == "i2" and lim.background_waiting == 3
     (await live[0]).release()
     await settle()
-    assert log[-1] == "b2"  # no one interactive waits: the background line moves again
+    assert log[-1] == "i2"  # the slot i0 left is kept a moment for its client's next
+    await time.advance(RETURN_GRACE)
+    assert log[-1] == "b2"  # no one came back: the background line moves again
     for task in (batch[1], batch[2], live[1], live[2]):
         (await task).release()
-        await settle()
+        await time.advance(RETURN_GRACE)
     assert log[-2:] == ["b3", "b4"]
     for task in batch[3:]:
         (await task).release()
@@ -205,3 +207,41 @@ def test_the_share_rounds_down_but_always_lets_one_in() -> None:
         BackgroundShare(0)
     with pytest.raises(ValueError, match="background_share"):
         Limiter(max_concurrency=1, background_share=1.5)
+
+
+async def test_the_slot_an_interactive_request_left_waits_for_its_client_s_next(
+    time: FakeTime,
+) -> None:
+    """A client that keeps the upstream busy alone sends its next request moments after
+    an answer: the slot it left is not handed to the batch in between."""
+    lim = limiter(time, max_concurrency=2)
+    log: list[str] = []
+    first = [start(lim, background=False, log=log, name=f"i{i}") for i in range(2)]
+    batch = start(lim, background=True, log=log, name="b0")
+    await settle()
+    assert log == ["i0", "i1"] and lim.background_waiting == 1
+    (await first[0]).release()
+    await time.advance(RETURN_GRACE / 5)  # the client reads its answer, asks again
+    assert log == ["i0", "i1"]  # the batch did not take the slot meanwhile
+    again = start(lim, background=False, log=log, name="i2")
+    await settle()
+    assert log[-1] == "i2" and lim.in_flight == 2
+    for task in (first[1], again):
+        (await task).release()
+    await time.advance(RETURN_GRACE)  # nobody came back this time: the batch's turn
+    assert log[-1] == "b0"
+    (await batch).release()
+    assert lim.in_flight == 0
+
+
+async def test_without_interactive_traffic_the_batch_is_not_held_back(time: FakeTime) -> None:
+    lim = limiter(time, share=1.0, max_concurrency=2)
+    log: list[str] = []
+    batch = [start(lim, background=True, log=log, name=f"b{i}") for i in range(3)]
+    await settle()
+    assert log == ["b0", "b1"]
+    (await batch[0]).release()  # a background release keeps nothing
+    await settle()
+    assert log[-1] == "b2"
+    for task in batch[1:]:
+        (await task).release()

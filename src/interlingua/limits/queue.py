@@ -280,7 +280,11 @@ class Limiter:
                 await turn
             while True:
                 # Interactive requests waiting here come first: nap until the line empties.
-                wait = UNTIL_RELEASE if self._line else share.fits(self._clock(), tokens)
+                wait = (
+                    UNTIL_RELEASE
+                    if self._line
+                    else share.fits(self._clock(), tokens, len(self._live))
+                )
                 if wait == 0:
                     got = await self.state.acquire(tokens)
                     if not isinstance(got, float):
@@ -331,7 +335,10 @@ class Limiter:
     def _release(self, ticket: Ticket) -> None:
         self._live.pop(ticket, None)
         self.state.release(ticket.lease)
-        held = self._clock() - ticket.started
+        now = self._clock()
+        if self._share is not None and type(ticket) is Ticket:  # (an interactive one)
+            self._share.interactive_left(now)
+        held = now - ticket.started
         mean = self._hold
         self._hold = held if mean is None else mean + _HOLD_WEIGHT * (held - mean)
         self._poke()

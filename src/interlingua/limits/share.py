@@ -14,6 +14,13 @@ it took every slot the limits allow, each interactive request would wait behind 
   interactive request waits in the limiter's line; interactive requests are served
   first, first come first served among themselves, and background ones first come first
   served among themselves;
+* **the slot an interactive request just left is kept for its client** -- a person's
+  tool or an agent sends its next request moments after an answer; if the slot it
+  freed went to the batch at once, a client that keeps the upstream busy alone would
+  find it taken each time and wait behind the batch. So for :data:`RETURN_GRACE` after
+  an interactive request ends, its slot counts as taken for background requests (with
+  a ``max_concurrency``: one slot per interactive release in that time). A batch then
+  uses the room interactive traffic leaves, and still all of it when none comes;
 * **no giving up** -- a background request waits as long as it takes: no
   ``queue_timeout``, and it does not count toward ``max_queue`` (those bound how long a
   client waits and how many wait, and a batch is not a client that hangs up). A
@@ -36,7 +43,12 @@ from collections.abc import Awaitable, Callable
 
 from .window import Window
 
-__all__ = ["BackgroundShare", "nap"]
+__all__ = ["RETURN_GRACE", "BackgroundShare", "nap"]
+
+#: seconds the slot an interactive request left stays kept from background requests
+#: (its client's next request arrives well within it: a closed-loop client on this
+#: machine comes back in ~1-5 ms; a client across a network within a few tens)
+RETURN_GRACE = 0.05
 
 
 class BackgroundShare:
@@ -46,7 +58,7 @@ class BackgroundShare:
     not limited, so no share of it either).
     """
 
-    __slots__ = ("cap", "in_flight", "line", "wake", "window")
+    __slots__ = ("cap", "in_flight", "kept", "line", "slots", "wake", "window")
 
     def __init__(
         self,
@@ -59,6 +71,10 @@ class BackgroundShare:
             raise ValueError(f"the background share must be in (0, 1], got {share}")
         #: background requests that may be in flight at once
         self.cap = math.inf if max_concurrency is None else _part(share, max_concurrency)
+        #: the limiter's max_concurrency (inf: none)
+        self.slots = math.inf if max_concurrency is None else max_concurrency
+        #: when each slot an interactive request left recently stops being kept for it
+        self.kept: deque[float] = deque()
         rpm_part = None if rpm is None else _part(share, rpm)
         tpm_part = None if tpm is None else _part(share, tpm)
         #: background admissions of the last minute, against their share of rpm and tpm
@@ -69,11 +85,23 @@ class BackgroundShare:
         #: the napping head's alarm
         self.wake: asyncio.Future[None] | None = None
 
-    def fits(self, now: float, tokens: int) -> float:
+    def interactive_left(self, now: float) -> None:
+        """An interactive request ended at ``now``: keep its slot from background
+        requests for :data:`RETURN_GRACE`."""
+        if self.slots != math.inf:
+            self.kept.append(now + RETURN_GRACE)
+
+    def fits(self, now: float, tokens: int, in_flight: int = 0) -> float:
         """0.0 when one more background request of ``tokens`` fits the share now, else
-        the seconds until it may (inf: until a background request ends)."""
+        the seconds until it may (inf: until a background request ends). ``in_flight``:
+        every request the limiter holds now (the kept slots count beside them)."""
         if self.in_flight >= self.cap:
             return math.inf
+        kept = self.kept
+        while kept and kept[0] <= now:
+            kept.popleft()
+        if kept and in_flight + len(kept) >= self.slots:
+            return kept[0] - now
         window = self.window
         return window.wait_needed(now, tokens) if window.limited else 0.0
 
