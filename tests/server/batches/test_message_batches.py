@@ -3,17 +3,19 @@ over an OpenAI-compatible fake upstream (so every request is translated): create
 ended -> results carrying Anthropic ``message`` objects (an upstream 400 on one request:
 ``errored``); pagination; cancel (``canceled`` requests); delete (refused while running);
 another key's batch is a 404; bad requests refused naming their index; expiry; the
-batch's files stay out of the Files API.
+batch's files stay out of the Files API and the OpenAI batches out of this one.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx
+import openai
 import pytest
 
 from interlingua.errors import InvalidRequestError
@@ -75,9 +77,26 @@ def test_a_batch_ends_with_a_message_per_request_and_an_upstream_400_errored(
                 assert message.usage.input_tokens > 0 and message.usage.output_tokens > 0
         # translated: the upstream heard the OpenAI dialect
         assert all("messages" in body for body in served.fake.wire_requests)
-        # the batch's files are not the Files API's
-        files = served.client().files.list()
-        assert files.data == []
+        # the batch's files are not the Files API's: not listed, and 404s there
+        openai_client = served.client()
+        assert openai_client.files.list().data == []
+        with sqlite3.connect(served.tmp / "batches.db") as db:
+            (names,) = db.execute(
+                "SELECT input_file_id, output_file_id, error_file_id FROM interlingua_batches"
+            ).fetchall()
+        assert all(names)
+        for file_id in names:
+            with pytest.raises(openai.NotFoundError):
+                openai_client.files.retrieve(file_id)
+            with pytest.raises(openai.NotFoundError):
+                openai_client.files.content(file_id)
+            with pytest.raises(openai.NotFoundError):
+                openai_client.files.delete(file_id)
+        with pytest.raises(openai.NotFoundError):  # (nor an OpenAI batch's input)
+            openai_client.batches.create(
+                input_file_id=names[0], endpoint="/v1/messages", completion_window="24h"
+            )
+        assert len(results(a, batch.id)) == 5  # (all still there)
 
 
 def test_pages_owners_and_delete(tmp_path: Path) -> None:
@@ -103,8 +122,10 @@ def test_pages_owners_and_delete(tmp_path: Path) -> None:
             assert caught.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
         with pytest.raises(anthropic.NotFoundError):
             b.messages.batches.delete(ids[0])
-        # nor does the OpenAI Batch API list them
+        # nor does the OpenAI Batch API list or show them
         assert served.client().batches.list().data == []
+        with pytest.raises(openai.NotFoundError):
+            served.client().batches.retrieve(ids[0])
         ended(a, ids[0])
         deleted = a.messages.batches.delete(ids[0])
         assert deleted.id == ids[0] and deleted.type == "message_batch_deleted"
