@@ -8,8 +8,10 @@ batch's files stay out of the Files API and the OpenAI batches out of this one.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,24 @@ from interlingua.errors import InvalidRequestError
 from .test_batch_api import KEY_A, KEY_B, Served, gateway
 
 
-def client(served: Served, key: str = KEY_A) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=served.url, api_key=key, max_retries=0)
+class Clients:
+    """The SDK clients of one test, closed with its gateway (no socket left to the GC)."""
+
+    def __init__(self, served: Served, stack: contextlib.ExitStack) -> None:
+        self.served, self.stack = served, stack
+
+    def __call__(self, key: str = KEY_A) -> anthropic.Anthropic:
+        made = anthropic.Anthropic(base_url=self.served.url, api_key=key, max_retries=0)
+        return self.stack.enter_context(made)
+
+    def openai(self) -> openai.OpenAI:
+        return self.stack.enter_context(self.served.client())
+
+
+@contextlib.contextmanager
+def serving(tmp: Path, **options: Any) -> Iterator[tuple[Served, Clients]]:
+    with gateway(tmp, **options) as served, contextlib.ExitStack() as stack:
+        yield served, Clients(served, stack)
 
 
 def request(i: int, model: str = "m", **params: Any) -> dict[str, Any]:
@@ -49,8 +67,8 @@ def results(a: anthropic.Anthropic, batch_id: str) -> dict[str, Any]:
 def test_a_batch_ends_with_a_message_per_request_and_an_upstream_400_errored(
     tmp_path: Path,
 ) -> None:
-    with gateway(tmp_path, concurrency=1) as served:
-        a = client(served)
+    with serving(tmp_path, concurrency=1) as (served, client):
+        a = client()
         served.fake.enqueue(InvalidRequestError("no such thing", param="messages"))
         created = a.messages.batches.create(requests=[request(i) for i in range(5)])  # type: ignore[misc]
         assert created.id.startswith("msgbatch_") and created.type == "message_batch"
@@ -78,7 +96,7 @@ def test_a_batch_ends_with_a_message_per_request_and_an_upstream_400_errored(
         # translated: the upstream heard the OpenAI dialect
         assert all("messages" in body for body in served.fake.wire_requests)
         # the batch's files are not the Files API's: not listed, and 404s there
-        openai_client = served.client()
+        openai_client = client.openai()
         assert openai_client.files.list().data == []
         with sqlite3.connect(served.tmp / "batches.db") as db:
             (names,) = db.execute(
@@ -100,8 +118,8 @@ def test_a_batch_ends_with_a_message_per_request_and_an_upstream_400_errored(
 
 
 def test_pages_owners_and_delete(tmp_path: Path) -> None:
-    with gateway(tmp_path) as served:
-        a, b = client(served), client(served, KEY_B)
+    with serving(tmp_path) as (_, client):
+        a, b = client(), client(KEY_B)
         ids = [a.messages.batches.create(requests=[request(i)]).id for i in range(5)]  # type: ignore[misc]
         newest_first = ids[::-1]
         page = a.messages.batches.list(limit=2)
@@ -123,9 +141,9 @@ def test_pages_owners_and_delete(tmp_path: Path) -> None:
         with pytest.raises(anthropic.NotFoundError):
             b.messages.batches.delete(ids[0])
         # nor does the OpenAI Batch API list or show them
-        assert served.client().batches.list().data == []
+        assert client.openai().batches.list().data == []
         with pytest.raises(openai.NotFoundError):
-            served.client().batches.retrieve(ids[0])
+            client.openai().batches.retrieve(ids[0])
         ended(a, ids[0])
         deleted = a.messages.batches.delete(ids[0])
         assert deleted.id == ids[0] and deleted.type == "message_batch_deleted"
@@ -134,8 +152,8 @@ def test_pages_owners_and_delete(tmp_path: Path) -> None:
 
 
 def test_cancel_keeps_what_finished_and_the_rest_are_canceled(tmp_path: Path) -> None:
-    with gateway(tmp_path, delay=0.1, concurrency=1) as served:
-        a = client(served)
+    with serving(tmp_path, delay=0.1, concurrency=1) as (served, client):
+        a = client()
         batch = a.messages.batches.create(requests=[request(i) for i in range(40)])  # type: ignore[misc]
         with pytest.raises(anthropic.BadRequestError):  # (still running)
             a.messages.batches.delete(batch.id)
@@ -164,8 +182,8 @@ def test_cancel_keeps_what_finished_and_the_rest_are_canceled(tmp_path: Path) ->
 
 
 def test_a_batch_expires_at_its_windows_end(tmp_path: Path) -> None:
-    with gateway(tmp_path, delay=0.3, concurrency=1, completion_window="2s") as served:
-        a = client(served)
+    with serving(tmp_path, delay=0.3, concurrency=1, completion_window="2s") as (_, client):
+        a = client()
         batch = ended(a, a.messages.batches.create(requests=[request(i) for i in range(30)]).id)  # type: ignore[misc]
         counts = batch.request_counts
         assert counts.expired > 0 and counts.succeeded >= 1 and counts.errored == 0
@@ -189,12 +207,12 @@ def test_a_batch_expires_at_its_windows_end(tmp_path: Path) -> None:
 def test_bad_requests_are_refused_naming_the_index(
     tmp_path: Path, requests: list[Any], named: str
 ) -> None:
-    with gateway(tmp_path) as served:
-        a = client(served)
+    with serving(tmp_path) as (served, client):
+        a = client()
         with pytest.raises(anthropic.BadRequestError) as caught:
             a.messages.batches.create(requests=requests)
         error = caught.value.body["error"]  # type: ignore[index]
         assert error["type"] == "invalid_request_error" and error["message"].startswith(named)
         assert a.messages.batches.list().data == [] and served.fake.wire_requests == []
         with pytest.raises(anthropic.AuthenticationError):
-            client(served, "sk-wrong").messages.batches.list()
+            client("sk-wrong").messages.batches.list()
