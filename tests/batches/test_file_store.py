@@ -121,7 +121,7 @@ async def test_its_versions_are_its_own(tmp_path: Path) -> None:
         # the usage log's, from nothing
         assert await migrate(store.db) == USAGE_MIGRATIONS[-1].version
         rows = await store.db.fetch(f"SELECT version FROM {VERSION_TABLE} ORDER BY version")
-        assert rows == [(1,), (2,)]  # the store's: files, then batches
+        assert rows == [(1,), (2,), (3,)]  # the store's: files, batches, then kinds
         usage_rows = await store.db.fetch(f"SELECT version FROM {USAGE_VERSIONS}")
         assert len(usage_rows) == len(USAGE_MIGRATIONS)
     finally:

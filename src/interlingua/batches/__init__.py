@@ -22,11 +22,12 @@ from ..usage import Database, connect
 from ..usage.db import sqlite_path
 from ..usage.schema import migrate
 from .blobs import Blobs, DatabaseBlobs, DirectoryBlobs
-from .files import FileStore, ListPage, StoredFile, Upload
+from .files import MESSAGE_BATCH_PURPOSE, FileStore, ListPage, StoredFile, Upload
 from .jobs import Job, JobStore
 from .schema import MIGRATIONS, VERSION_TABLE
 
 __all__ = [
+    "MESSAGE_BATCH_PURPOSE",
     "BatchStore",
     "FileStore",
     "Job",

@@ -11,6 +11,13 @@ the gateway has no named keys), and every read and delete takes an owner and see
 that owner's rows, so another key's file is indistinguishable from a missing one -- as
 for the stored responses (usage/responses.py).
 
+Message batches' files: Anthropic's Message Batches take their requests in the create
+request, not as an upload; the gateway writes them to a file of the key's with the
+purpose :data:`MESSAGE_BATCH_PURPOSE`, as it does the batch's results. Those files are
+that API's business: :meth:`FileStore.page` never lists them and the Files API answers
+for them as for a missing file (a key reads its message batch's results through
+``/v1/messages/batches/{id}/results`` and deletes them with the batch).
+
 Expiry: a row past its ``expires_at`` is never returned; :meth:`FileStore.sweep` deletes
 the bytes and rows of expired files (the serving process runs it in the background:
 :meth:`FileStore.sweeping`).
@@ -32,7 +39,14 @@ from ..usage import Database, StoreError
 from .blobs import Blobs, BlobWriter
 from .schema import FILES
 
-__all__ = ["FileStore", "ListPage", "StoredFile", "Upload", "new_file_id"]
+__all__ = [
+    "MESSAGE_BATCH_PURPOSE",
+    "FileStore",
+    "ListPage",
+    "StoredFile",
+    "Upload",
+    "new_file_id",
+]
 
 log = logging.getLogger("interlingua.batches")
 
@@ -41,6 +55,8 @@ UPLOAD_WINDOW = 24 * 3600
 #: rows one sweep deletes at most (the next sweep takes the rest)
 SWEEP_ROWS = 500
 _ALPHABET = string.ascii_letters + string.digits
+#: the purpose of a message batch's input and result files (hidden from the Files API)
+MESSAGE_BATCH_PURPOSE = "message_batch"
 _COLUMNS = "id, purpose, filename, bytes, created_at, expires_at, seq"
 
 
@@ -158,9 +174,12 @@ class FileStore:
     ) -> ListPage | None:
         """A page of ``owner``'s files, newest first (``order="desc"``) or oldest first,
         after the file ``after`` (None: from the start); None when ``after`` is not one
-        of ``owner``'s files."""
-        args: list[Any] = [owner, int(time.time())]
-        where = ["owner = $1", "status = 'processed'", "(expires_at IS NULL OR expires_at > $2)"]
+        of ``owner``'s files. A message batch's files are never listed."""
+        args: list[Any] = [owner, int(time.time()), MESSAGE_BATCH_PURPOSE]
+        where = [
+            "owner = $1", "status = 'processed'", "(expires_at IS NULL OR expires_at > $2)",
+            "purpose <> $3",
+        ]  # fmt: skip
         if purpose is not None:
             args.append(purpose)
             where.append(f"purpose = ${len(args)}")

@@ -57,15 +57,17 @@ _COUNTS = "total, completed, failed, input_tokens, output_tokens, cached_tokens,
 _COLUMNS = (
     "id, owner, endpoint, input_file_id, completion_window, status, model, "
     f"{', '.join(_TIMES)}, output_file_id, error_file_id, {_COUNTS}, errors, metadata, "
-    "holder, lease_until, seq"
+    "holder, lease_until, seq, kind, expired"
 )
+#: the id prefix of each kind of batch
+_PREFIXES = {"batch": "batch_", "message_batch": "msgbatch_"}
 #: results read from the journal at a time, when a file is made of them
 _PAGE = 500
 
 
-def new_batch_id() -> str:
-    """``batch_`` and 24 random letters and digits."""
-    return "batch_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
+def new_batch_id(kind: str = "batch") -> str:
+    """``batch_`` (``msgbatch_`` for a message batch) and 24 random letters and digits."""
+    return _PREFIXES[kind] + "".join(secrets.choice(_ALPHABET) for _ in range(24))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,10 @@ class Job:
     metadata: dict[str, str] | None
     holder: str | None
     lease_until: float | None
+    #: ``batch`` (the OpenAI Batch API's) or ``message_batch`` (Anthropic's)
+    kind: str = "batch"
+    #: of ``counts.failed``, the lines the window ended before
+    expired: int = 0
 
     @property
     def expires_at(self) -> int:
@@ -164,56 +170,84 @@ class JobStore:
         window: str,
         window_seconds: float,
         metadata: dict[str, str] | None,
+        kind: str = "batch",
+        total: int = 0,
     ) -> Job:
-        """A new batch of ``owner``'s, ``validating``."""
+        """A new batch of ``owner``'s, ``validating`` (``kind``: which API's; ``total``:
+        its lines when known already, as a message batch's are)."""
         now = int(time.time())
-        batch_id = new_batch_id()
+        batch_id = new_batch_id(kind)
         await self.db.execute(
             f"INSERT INTO {BATCHES} (id, owner, endpoint, input_file_id, completion_window, "
-            "status, created_at, expires_at, metadata) "
-            "VALUES ($1, $2, $3, $4, $5, 'validating', $6, $7, $8)",
-            batch_id, owner, endpoint, input_file_id, window, now,
-            now + int(window_seconds), None if metadata is None else orjson.dumps(metadata).decode(),
+            "status, created_at, expires_at, metadata, kind, total) "
+            "VALUES ($1, $2, $3, $4, $5, 'validating', $6, $7, $8, $9, $10)",
+            batch_id, owner, endpoint, input_file_id, window, now, now + int(window_seconds),
+            None if metadata is None else orjson.dumps(metadata).decode(), kind, total,
         )  # fmt: skip
         job = await self.get(batch_id)
         assert job is not None
         return job
 
-    async def get(self, batch_id: str, owner: str | None = None) -> Job | None:
-        """The batch ``batch_id`` (``owner``'s: None when it is another's); None when
-        it is not there."""
+    async def get(
+        self, batch_id: str, owner: str | None = None, kind: str | None = None
+    ) -> Job | None:
+        """The batch ``batch_id`` (``owner``'s: None when it is another's; of ``kind``:
+        None when it is of the other API's); None when it is not there."""
         rows = await self.db.fetch(f"SELECT {_COLUMNS} FROM {BATCHES} WHERE id = $1", batch_id)
         if not rows or (owner is not None and rows[0][1] != owner):
+            return None
+        if kind is not None and rows[0][30] != kind:
             return None
         return await self._job(rows[0])
 
     async def page(
-        self, owner: str | None, *, limit: int, after: str | None = None
+        self,
+        owner: str | None,
+        *,
+        limit: int,
+        after: str | None = None,
+        before: str | None = None,
+        kind: str | None = None,
     ) -> tuple[list[Job], bool] | None:
-        """``owner``'s batches (None: everyone's), newest first, after the batch
-        ``after``; and whether more follow. None when ``after`` is not one of them."""
+        """``owner``'s batches (None: everyone's; of ``kind`` when given), newest first,
+        after the batch ``after`` (older than it) or else the ``limit`` just before the
+        batch ``before`` (newer than it); and whether more follow in that direction.
+        None when ``after`` or ``before`` is not one of them."""
         args: list[Any] = []
         where = []
         if owner is not None:
             args.append(owner)
-            where.append("owner = $1")
-        if after is not None:
-            found = await self.db.fetch(f"SELECT seq, owner FROM {BATCHES} WHERE id = $1", after)
+            where.append(f"owner = ${len(args)}")
+        if kind is not None:
+            args.append(kind)
+            where.append(f"kind = ${len(args)}")
+        cursor, newer = (after, False) if after is not None else (before, before is not None)
+        if cursor is not None:
+            found = await self.db.fetch(
+                f"SELECT seq, owner, kind FROM {BATCHES} WHERE id = $1", cursor
+            )
             if not found or (owner is not None and found[0][1] != owner):
                 return None
+            if kind is not None and found[0][2] != kind:
+                return None
             args.append(found[0][0])
-            where.append(f"seq < ${len(args)}")
+            where.append(f"seq {'>' if newer else '<'} ${len(args)}")
         args.append(limit + 1)
         sql = f"SELECT {_COLUMNS} FROM {BATCHES}"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        rows = await self.db.fetch(f"{sql} ORDER BY seq DESC LIMIT ${len(args)}", *args)
-        return [await self._job(row) for row in rows[:limit]], len(rows) > limit
+        order = "ASC" if newer else "DESC"
+        rows = await self.db.fetch(f"{sql} ORDER BY seq {order} LIMIT ${len(args)}", *args)
+        jobs = [await self._job(row) for row in rows[:limit]]
+        return (jobs[::-1] if newer else jobs), len(rows) > limit
 
-    async def cancel(self, batch_id: str, owner: str | None = None) -> Job | None:
+    async def cancel(
+        self, batch_id: str, owner: str | None = None, kind: str | None = None
+    ) -> Job | None:
         """Ask for ``batch_id`` to be cancelled: ``cancelling`` when it is validating or
-        running (its holder ends it); unchanged otherwise. None: not there."""
-        job = await self.get(batch_id, owner)
+        running (its holder ends it); unchanged otherwise. None: not there (for
+        ``owner``, of ``kind``)."""
+        job = await self.get(batch_id, owner, kind)
         if job is None:
             return None
         await self.db.execute(
@@ -221,7 +255,7 @@ class JobStore:
             "WHERE id = $1 AND status IN ('validating', 'in_progress')",
             batch_id, int(time.time()),
         )  # fmt: skip
-        return await self.get(batch_id, owner)
+        return await self.get(batch_id, owner, kind)
 
     # -- the executors' ----------------------------------------------------------------
 
@@ -344,6 +378,17 @@ class JobStore:
                 return
             last = int(rows[-1][0])
 
+    async def delete(self, batch_id: str, owner: str) -> bool:
+        """Delete ``owner``'s ended batch ``batch_id`` and its journal (its files are the
+        caller's to delete); whether it did."""
+        deleted = await self.db.execute(
+            f"DELETE FROM {BATCHES} WHERE id = $1 AND owner = $2 AND status IN {_ENDED_SQL}",
+            batch_id, owner,
+        )  # fmt: skip
+        if deleted:
+            await self.forget_results(batch_id)
+        return bool(deleted)
+
     async def forget_results(self, batch_id: str) -> None:
         """Delete ``batch_id``'s journal (its files hold the results now)."""
         await self.db.execute(f"DELETE FROM {RESULTS} WHERE batch_id = $1", batch_id)
@@ -357,13 +402,15 @@ class JobStore:
         if status in ("in_progress", "cancelling", "finalizing"):
             counts = await self.journal_counts(batch_id)  # (the row has them once it ends)
         errors, metadata, holder, lease_until = row[25:29]
+        kind, expired = row[30], int(row[31])
         return Job(
             batch_id, owner, endpoint, input_file_id, window, status, model, times,
             output_file_id, error_file_id, total, counts,
             None if errors is None else orjson.loads(errors),
             None if metadata is None else orjson.loads(metadata),
-            holder, None if lease_until is None else float(lease_until),
+            holder, None if lease_until is None else float(lease_until), kind, expired,
         )  # fmt: skip
 
 
 _ACTIVE_SQL = "(" + ", ".join(f"'{status}'" for status in ACTIVE) + ")"
+_ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in ENDED) + ")"

@@ -21,7 +21,11 @@ directory instead (batches/blobs.py) and this table stays empty.
 ``interlingua_batches``: one row per Batch API batch, its lifecycle's timestamps (Unix
 seconds, NULL until reached), its counts once it ended, ``errors`` and ``metadata`` as
 JSON text, and its lease: ``holder`` (the process running it, NULL for none) and
-``lease_until`` (Unix seconds; past it, any process may take the batch over).
+``lease_until`` (Unix seconds; past it, any process may take the batch over). ``kind``
+says which API made it: ``batch`` (the OpenAI Batch API) or ``message_batch`` (Anthropic's
+Message Batches, whose requests came in the create request and were written to an input
+file of the key's); ``expired`` is how many of its lines the window ended before (they
+are counted in ``failed`` too; Anthropic's counts tell them apart).
 
 ``interlingua_batch_results``: the journal of a running batch, one row per finished
 input line (``line``: 1-based), its Batch output line whole (``record``) and its tokens.
@@ -124,6 +128,14 @@ MIGRATIONS: tuple[Migration, ...] = (
                 record {{blob}} NOT NULL,
                 PRIMARY KEY (batch_id, line)
             )""",
+        ),
+    ),
+    Migration(
+        3,
+        "which API a batch is of, and how many of its lines expired",
+        (
+            f"ALTER TABLE {BATCHES} ADD COLUMN kind TEXT NOT NULL DEFAULT 'batch'",
+            f"ALTER TABLE {BATCHES} ADD COLUMN expired BIGINT NOT NULL DEFAULT 0",
         ),
     ),
 )

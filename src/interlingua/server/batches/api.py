@@ -17,6 +17,9 @@ Each also answers without the ``/v1`` prefix. A batch belongs to the key that cr
 as a file does (server/batches/files.py): to another key its id is the same 404 as an
 unknown one. The output and error files belong to that key too (``purpose``
 ``batch_output``), read with ``GET /v1/files/{id}/content``.
+
+Anthropic's Message Batches (``/v1/messages/batches``) are batches of this store too,
+rendered their own way: server/batches/message_batches.py.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import orjson
 from starlette.requests import Request as HTTPRequest
 from starlette.routing import Route
 
-from ...batches import Job, JobStore
+from ...batches import MESSAGE_BATCH_PURPOSE, Job, JobStore
 from ...config import BatchesConfig, Config
 from ...dialects import Dialect, get_dialect
 from ...errors import InvalidRequestError
@@ -40,6 +43,7 @@ from ..responses.state import owner_of, store_unavailable
 from .executor import Executor
 from .files import FilesApi
 from .lines import Handlers, LineRunner
+from .message_batches import MessageBatchesApi
 
 __all__ = ["ENDPOINTS", "WINDOWS", "BatchApis"]
 
@@ -101,7 +105,7 @@ class BatchApis:
 
     def routes(self) -> list[Route]:
         """The Starlette routes, with and without ``/v1``."""
-        routes = self.files.routes()
+        routes = self.files.routes() + MessageBatchesApi(self).routes()
         for prefix in ("/v1/batches", "/batches"):
             routes += [
                 Route(prefix, self.create, methods=["POST"]),
@@ -156,7 +160,7 @@ class BatchApis:
         jobs = await self._store()
         try:
             stored = await self.files.files.get(file_id, owner)
-            if stored is None:
+            if stored is None or stored.purpose == MESSAGE_BATCH_PURPOSE:
                 raise InvalidRequestError(
                     f"No such File object: {file_id}", status=404, param="input_file_id"
                 )
@@ -192,7 +196,7 @@ class BatchApis:
         after = request.query_params.get("after")
         jobs = await self._store()
         try:
-            page = await jobs.page(owner, limit=limit, after=after)
+            page = await jobs.page(owner, limit=limit, after=after, kind="batch")
         except StoreError as exc:
             raise store_unavailable(exc) from exc
         if page is None:
@@ -215,7 +219,7 @@ class BatchApis:
         batch_id = request.path_params["batch_id"]
         jobs = await self._store()
         try:
-            job = await jobs.get(batch_id, owner)
+            job = await jobs.get(batch_id, owner, "batch")
         except StoreError as exc:
             raise store_unavailable(exc) from exc
         if job is None:
@@ -232,7 +236,7 @@ class BatchApis:
         batch_id = request.path_params["batch_id"]
         jobs = await self._store()
         try:
-            job = await jobs.cancel(batch_id, owner)
+            job = await jobs.cancel(batch_id, owner, "batch")
         except StoreError as exc:
             raise store_unavailable(exc) from exc
         if job is None:

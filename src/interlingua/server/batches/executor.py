@@ -40,13 +40,22 @@ from collections.abc import AsyncIterator
 import orjson
 
 from ...batch.records import error_record, parse_line
-from ...batches import BatchStore, Job, Upload
+from ...batches import MESSAGE_BATCH_PURPOSE, BatchStore, Job, Upload
 from ...batches.jobs import LineResult
 from ...config import BatchesConfig, FilesConfig
 from ...errors import InterlinguaError
 from ...usage import StoreError
 from ...usage.db import WriteBatcher
-from .lines import Checker, LineRunner, check_line, input_lines, key_named, output_record, usage_of
+from .lines import (
+    MAX_MESSAGE_REQUESTS,
+    Checker,
+    LineRunner,
+    check_line,
+    input_lines,
+    key_named,
+    output_record,
+    usage_of,
+)
 
 __all__ = ["RETRIES", "Executor"]
 
@@ -163,6 +172,8 @@ class Executor:
     async def _validate(self, job: Job) -> Job | None:
         errors: list[dict[str, object]] = []
         checker = Checker(job.endpoint, None, set(), errors)
+        if job.kind == "message_batch":
+            checker.limit = MAX_MESSAGE_REQUESTS
         stored = await self.store.files.get(job.input_file_id, job.owner)
         try:
             checker.key = key_named(self.runner.handlers.live, job.owner)
@@ -283,14 +294,17 @@ class Executor:
             await output.write(record)
         async for record in self.jobs.records(job.id, failed=True):
             await errors.write(record)
-        failed = counts.failed
+        failed, expired = counts.failed, 0
         if ending == "expired":
-            failed += await self._expired_lines(job, errors)
+            expired = await self._expired_lines(job, errors)
+            failed += expired
         keep = self.files_config.expire_after
+        # (a message batch's results are read through its own API, not the Files API's)
+        purpose = MESSAGE_BATCH_PURPOSE if job.kind == "message_batch" else "batch_output"
         names: list[str | None] = []
         for upload, kind in ((output, "output"), (errors, "error")):
             if upload.size:
-                await upload.finish("batch_output", f"{job.id}_{kind}.jsonl", keep)
+                await upload.finish(purpose, f"{job.id}_{kind}.jsonl", keep)
                 names.append(upload.id)
             else:
                 await upload.abort()
@@ -298,8 +312,9 @@ class Executor:
         ended = await self.jobs.advance(
             job.id, self.holder, ending, ("finalizing", "cancelling"),
             output_file_id=names[0], error_file_id=names[1], completed=counts.completed,
-            failed=failed, input_tokens=counts.input_tokens, output_tokens=counts.output_tokens,
-            cached_tokens=counts.cached_tokens, reasoning_tokens=counts.reasoning_tokens,
+            failed=failed, expired=expired, input_tokens=counts.input_tokens,
+            output_tokens=counts.output_tokens, cached_tokens=counts.cached_tokens,
+            reasoning_tokens=counts.reasoning_tokens,
             holder=None, lease_until=None, **({"errors": orjson.dumps(gone).decode()} if gone else {}),
         )  # fmt: skip
         if ended:

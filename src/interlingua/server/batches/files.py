@@ -31,7 +31,14 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from ...batches import BatchStore, FileStore, StoredFile, Upload, open_batch_store
+from ...batches import (
+    MESSAGE_BATCH_PURPOSE,
+    BatchStore,
+    FileStore,
+    StoredFile,
+    Upload,
+    open_batch_store,
+)
 from ...config import Config, FilesConfig
 from ...dialects import get_dialect
 from ...errors import InvalidRequestError, RequestTooLargeError
@@ -255,7 +262,7 @@ class FilesApi:
             stored = await (await self._opened()).get(file_id, owner)
         except StoreError as exc:
             raise store_unavailable(exc) from exc
-        if stored is None:
+        if stored is None or stored.purpose == MESSAGE_BATCH_PURPOSE:  # (that API's)
             raise _not_found(file_id)
         return stored
 
@@ -279,6 +286,7 @@ class FilesApi:
     async def _delete(self, request: HTTPRequest) -> BytesResponse:
         owner = self._owner(request)
         file_id = request.path_params["file_id"]
+        await self._found(request)  # (a message batch's file is deleted with the batch)
         try:
             deleted = await (await self._opened()).delete(file_id, owner)
         except StoreError as exc:

@@ -41,12 +41,22 @@ from ..gateway import internal_error
 from ..keys import ClientKey
 from ..reload import Live
 
-__all__ = ["Checker", "LineOutcome", "LineRunner", "check_line", "input_lines"]
+__all__ = [
+    "MAX_LINES",
+    "MAX_MESSAGE_REQUESTS",
+    "Checker",
+    "LineOutcome",
+    "LineRunner",
+    "check_line",
+    "input_lines",
+]
 
 log = logging.getLogger("interlingua.batches")
 
-#: the most lines a batch may have (the API's own limit)
+#: the most lines a batch may have (the API's own limit; Anthropic's Message Batches
+#: allow twice as many)
 MAX_LINES = 50_000
+MAX_MESSAGE_REQUESTS = 100_000
 
 
 class Handlers(Protocol):
@@ -121,6 +131,8 @@ class Checker:
     errors: list[dict[str, Any]]
     model: str | None = None
     lines: int = 0
+    #: the most lines the batch may have
+    limit: int = MAX_LINES
 
 
 def _error(code: str, message: str, line: int, param: str | None = None) -> dict[str, Any]:
@@ -130,8 +142,8 @@ def _error(code: str, message: str, line: int, param: str | None = None) -> dict
 def check_line(checker: Checker, number: int, raw: bytes) -> None:
     """Check one input line, noting its error in ``checker`` (see the module docstring)."""
     checker.lines += 1
-    if checker.lines == MAX_LINES + 1:
-        message = f"A batch may have at most {MAX_LINES} requests."
+    if checker.lines == checker.limit + 1:
+        message = f"A batch may have at most {checker.limit} requests."
         checker.errors.append(_error("too_many_requests", message, number))
     try:
         item = parse_line(raw, number)
