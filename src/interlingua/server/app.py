@@ -8,6 +8,7 @@ the upstreams and closes them, and the engines, at shutdown.
 
 Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
+``POST /v1/embeddings`` (OpenAI Embeddings: server/embeddings.py),
 ``POST /v1/responses`` (OpenAI Responses, with stored state: server/responses/state.py)
 and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
 /v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` (OpenAI
@@ -56,6 +57,7 @@ from .asgi_io import (
 from .batches.files import FilesApi
 from .budgets import SpendBook
 from .drain import Drain, shutting_down_error
+from .embeddings import embed
 from .gateway import Gateway, internal_error
 from .keys import ClientKey
 from .middleware import REQUEST_ID, Front
@@ -134,8 +136,10 @@ class Handlers:
         return await _as_response(self.live.gateway, dialect, work, _request_id(request), path)
 
     async def _generate(
-        self, request: HTTPRequest, dialect: Dialect
+        self, request: HTTPRequest, dialect: Dialect, endpoint: str | None = None
     ) -> BytesResponse | StreamResponse:
+        """A request of one of the generation routes (``endpoint``: one of
+        :data:`ENDPOINTS`; None: ``dialect``'s own generation endpoint)."""
         live = self.live
         if self.drain.draining:
             return self._shutting_down(request, dialect)
@@ -148,9 +152,10 @@ class Handlers:
                     request.receive,
                     request=request,
                     live=live,
+                    endpoint=endpoint,
                 )
             else:
-                work = self._generation(request, dialect, live)
+                work = self._generation(request, dialect, live, endpoint)
                 path = request.scope["path"]
                 response = await _as_response(
                     live.gateway, dialect, work, _request_id(request), path
@@ -167,7 +172,7 @@ class Handlers:
         return response
 
     async def _generation(
-        self, request: HTTPRequest, dialect: Dialect, live: Live
+        self, request: HTTPRequest, dialect: Dialect, live: Live, endpoint: str | None
     ) -> BytesResponse | StreamResponse:
         """The lean path, when nothing counts requests (:meth:`counted` otherwise)."""
         headers = plain_headers(request)
@@ -177,6 +182,8 @@ class Handlers:
         # (a key without model globs allows all: two calls a request fewer)
         if key is not None and key.models and (model := _model_name(body)):
             key.check_model(model)
+        if endpoint is not None:
+            return await ENDPOINTS[endpoint](live.gateway, body, headers, request.receive)
         return await self._dispatch(live.gateway, dialect, body, headers, request.receive, key)
 
     async def counted(
@@ -189,6 +196,7 @@ class Handlers:
         request: HTTPRequest | None = None,
         body: dict[str, Any] | None = None,
         live: Live | None = None,
+        endpoint: str | None = None,
     ) -> BytesResponse | StreamResponse:
         """A generation with its record kept and its key's limits applied: the body is
         read from ``request`` (HTTP) or given (a WebSocket frame). Errors come back as
@@ -197,7 +205,7 @@ class Handlers:
         live = live or self.live
         accounting, gateway = live.accounting, live.gateway
         assert accounting is not None
-        tab = accounting.open(request_id, dialect.name)
+        tab = accounting.open(request_id, dialect.name, endpoint)
         record = tab.record
         token = RECORD.set(record)
         trace = self.telemetry.begin(headers, record) if self.telemetry is not None else None
@@ -227,7 +235,9 @@ class Handlers:
                             tab.admission = await key.admit(tokens)
                         else:
                             tab.key, tab.entry = key, entry
-                if dialect is RESPONSES:
+                if endpoint is not None:
+                    response = await ENDPOINTS[endpoint](gateway, body, headers, receive)
+                elif dialect is RESPONSES:
                     response = await respond(gateway, self.store, body, headers, receive, key=key)
                 else:
                     response = await gateway.generate(dialect, body, headers, receive)
@@ -296,6 +306,9 @@ class Handlers:
 
     async def responses(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
         return await self._generate(request, RESPONSES)
+
+    async def embeddings(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
+        return await self._generate(request, OPENAI, EMBEDDINGS)
 
     async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
         return await self.answer(request, ANTHROPIC, self._count_tokens(request))
@@ -367,6 +380,11 @@ def _model_name(body: dict[str, Any]) -> str:
 
 Endpoint = Callable[[Handlers, HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
 
+#: The endpoints on the generation routes' machinery (keys, limits, accounting) that are
+#: not a dialect's generation: their name (the usage log's ``endpoint``) and their work.
+EMBEDDINGS = "embeddings"
+ENDPOINTS: dict[str, Callable[..., Awaitable[BytesResponse | StreamResponse]]] = {EMBEDDINGS: embed}
+
 #: The generation endpoints (all POST) and the handler of each. The one table both the
 #: fast dispatch (server/middleware.py:Front, which serves them) and the Starlette router
 #: are built from: Starlette still needs them listed so that another method on one of
@@ -378,6 +396,8 @@ GENERATION_ROUTES: dict[str, Endpoint] = {
     "/v1/messages/count_tokens": Handlers.count_tokens,
     "/v1/responses": Handlers.responses,
     "/responses": Handlers.responses,
+    "/v1/embeddings": Handlers.embeddings,
+    "/embeddings": Handlers.embeddings,
 }
 
 

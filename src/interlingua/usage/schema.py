@@ -78,6 +78,7 @@ COLUMNS: tuple[str, ...] = (
     "latency",
     "ttft",
     "stream",
+    "endpoint",
 )
 INSERT = (
     f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) "
@@ -192,6 +193,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             f"CREATE TABLE {KEYS_VERSION_TABLE} (one INTEGER PRIMARY KEY, version BIGINT NOT NULL)",
             f"INSERT INTO {KEYS_VERSION_TABLE} (one, version) VALUES (1, 0)",
         ),
+    ),
+    # (4: the Batch API's batch_id, on its own branch)
+    Migration(
+        5,
+        "the endpoint each request was made to (chat/completions, embeddings, ...)",
+        # NULL for the rows written before: every one of them a generation, whose
+        # endpoint its dialect says
+        (f"ALTER TABLE {TABLE} ADD COLUMN endpoint TEXT",),
     ),
 )
 
