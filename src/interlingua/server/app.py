@@ -11,8 +11,9 @@ Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/embeddings`` (OpenAI Embeddings: server/embeddings.py),
 ``POST /v1/responses`` (OpenAI Responses, with stored state: server/responses/state.py)
 and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
-/v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` (OpenAI
-list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
+/v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` and ``GET
+/v1/models/{id}`` (OpenAI shape, or Anthropic's when an ``anthropic-version`` header is
+present: server/models_api.py), ``GET /health``,
 and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
 is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`` the Files API.
 """
@@ -61,6 +62,7 @@ from .embeddings import embed
 from .gateway import Gateway, internal_error
 from .keys import ClientKey
 from .middleware import REQUEST_ID, Front
+from .models_api import ModelsApi
 from .reload import ConfigSource, Live, Process, Reloader, build_live
 from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
@@ -324,18 +326,6 @@ class Handlers:
         count = await live.gateway.count_tokens(parsed)
         return BytesResponse(orjson.dumps({"input_tokens": count}))
 
-    async def models(self, request: HTTPRequest) -> BytesResponse:
-        dialect = _client_dialect(request)
-        return await self.answer(request, dialect, self._models(request, dialect))
-
-    async def _models(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
-        live = self.live
-        key = live.keys.authenticate(request.headers)
-        names = live.gateway.router.model_names()
-        if key is not None and key.models:
-            names = [name for name in names if key.allows(name)]
-        return BytesResponse(orjson.dumps(dialect.render_model_list(names, _STARTED)))
-
     async def health(self, request: HTTPRequest) -> Any:
         if self.drain.draining:
             return BytesResponse(
@@ -559,8 +549,13 @@ def _routes(
     return [
         *(Route(path, handler, methods=["POST"]) for path, handler in generation.items()),
         *StoredResponses(handlers.store, handlers.answer, handlers._check_auth).routes(),
-        Route("/v1/models", handlers.models, methods=["GET"]),
-        Route("/models", handlers.models, methods=["GET"]),
+        *ModelsApi(
+            lambda: handlers.live.gateway.router,
+            handlers.answer,
+            handlers._check_auth,
+            _client_dialect,
+            _STARTED,
+        ).routes(),
         Route("/health", handlers.health, methods=["GET"]),
         Route("/", handlers.root, methods=["GET", "HEAD"]),
         *metrics_routes(metrics),

@@ -89,6 +89,10 @@ class Upstream:
     #: ``instruct`` or ``none`` (:mod:`.prefill`); the registry sets it from the config's
     #: ``continue_with``, and a wrapper around an upstream copies its inner one's
     continue_with: str = "none"
+    #: what its models are, as ``GET /v1/models`` lists them when their entry does not
+    #: say: ``chat``, or ``embedding`` for an upstream that only embeds; a wrapper around
+    #: an upstream copies its inner one's
+    model_kind: str = "chat"
 
     def __init__(self, name: str) -> None:
         self.name = name

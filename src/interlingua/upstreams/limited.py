@@ -68,6 +68,7 @@ class LimitedUpstream(Upstream):
         self.inner = inner
         self.dialect = inner.dialect
         self.continue_with = inner.continue_with
+        self.model_kind = inner.model_kind
         self.limits = limits
         # ``state``: counters shared with other replicas through Redis; else this process's.
         seams: dict[str, Any] = {"state": state}

@@ -40,6 +40,7 @@ class TextOptionsUpstream(Upstream):
         self.options = options
         self.cancel_on_disconnect = inner.cancel_on_disconnect
         self.continue_with = inner.continue_with
+        self.model_kind = inner.model_kind
         # Built once: a request without text tool calls needs nothing request-specific.
         self._plain = TextProcessing(think_tags=options.think_tags)
         self._quirks = _claude_code(options)

@@ -42,6 +42,7 @@ class LocalEmbeddingUpstream(Upstream):
     """A GGUF embedding model run by llama.cpp (see the module docstring)."""
 
     dialect = None
+    model_kind = "embedding"
 
     def __init__(self, name: str, embedder: LlamaEmbedder) -> None:
         super().__init__(name)
