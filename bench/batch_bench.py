@@ -23,7 +23,10 @@ What it does:
    answers parsed into ``ChatResult`` values, ``retry_on_empty`` on as by default) in a
    child process measured the same way (``--no-generate`` skips it);
 6. runs the plain alternative on the same mock: ``asyncio.gather`` over the ``openai``
-   SDK's ``AsyncOpenAI`` with a semaphore of 256, in a child process measured the same way.
+   SDK's ``AsyncOpenAI`` with a semaphore of 256, in a child process measured the same way;
+7. runs the 10,000 lines through the gateway's Batch API (bench/batch_api_bench.py: a real
+   ``interlingua serve``, ``files.create`` + ``batches.create`` to completion; its own
+   table, with the gateway's CPU and peak RSS; ``--no-api`` skips it).
 
 The ideal wall time is ``lines / concurrency * delay`` (10,000 / 256 x 0.1 s = 3.9 s): the
 time a runner with zero overhead needs. Goals (issues 4 and 13): wall <= 1.2x ideal for
@@ -298,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-big", action="store_true", help="skip the --big run")
     parser.add_argument("--no-sdk", action="store_true", help="skip the openai SDK run")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
+    parser.add_argument(
+        "--no-api", action="store_true", help="skip the Batch API run (bench.batch_api_bench)"
+    )
     parser.add_argument("--ray-actors", type=int, default=2, help="actors of the Ray run")
     parser.add_argument(
         "--no-generate", action="store_true", help="skip the client's generate() run"
@@ -335,12 +341,19 @@ def _bench(args: argparse.Namespace) -> int:
         base = f"http://127.0.0.1:{port}"
         with tempfile.TemporaryDirectory(prefix="batch_bench-") as tmp:
             results = _runs(args, Path(tmp), base)
+            if not args.no_api:  # (the same lines through the gateway's Batch API)
+                from .batch_api_bench import run_api
+
+                say(f"Batch API: {args.lines:,} lines ...")
+                api = run_api(args, Path(tmp), base)
     finally:
         mock.terminate()
         mock.wait(10)
     c, d = args.concurrency, args.delay
     print(f"## batch runner: concurrency {c}, mock upstream answering after {d * 1000:.0f} ms\n")
     print(table(results, c, d))
+    if not args.no_api:
+        print(f"\n{api}")
     ours = [r for r in results if r.name == "interlingua batch"]
     if len(ours) == 2:
         growth = ours[1].peak_rss_mib / ours[0].peak_rss_mib - 1

@@ -23,10 +23,13 @@ MB = 1024 * 1024
 def test_the_defaults_and_how_they_print() -> None:
     config = parse_config({})
     assert config.files == FilesConfig(max_bytes=200 * MB, expire_after=30 * 24 * 3600)
-    assert config.batches == BatchesConfig(url=None)
+    assert config.batches == BatchesConfig(url=None, share=0.5)
     doc = yaml.safe_load(config_to_yaml(config))
     assert doc["files"] == {"max_bytes": "200MB", "expire_after": "30d"}
-    assert doc["batches"] == {}
+    assert doc["batches"] == {
+        "share": 0.5, "concurrency": 32, "max_concurrency": 128, "lease": "30s",
+        "completion_window": "1d",
+    }  # fmt: skip
 
 
 def test_the_documented_sections_parse_and_print_back() -> None:
@@ -35,13 +38,17 @@ def test_the_documented_sections_parse_and_print_back() -> None:
             textwrap.dedent(
                 """
                 files: {max_bytes: 1GB, expire_after: 12h}
-                batches: {url: "postgresql://gw@db:5432/gateway"}
+                batches: {url: "postgresql://gw@db:5432/gateway", share: 0.25, concurrency: 4,
+                          max_concurrency: 16, lease: 10s, completion_window: 2s}
                 """
             )
         )
     )
     assert config.files == FilesConfig(max_bytes=1024 * MB, expire_after=12 * 3600)
-    assert config.batches.url == "postgresql://gw@db:5432/gateway"
+    assert config.batches == BatchesConfig(
+        "postgresql://gw@db:5432/gateway", share=0.25, concurrency=4, max_concurrency=16,
+        lease=10, completion_window=2,
+    )  # fmt: skip
     assert parse_config(yaml.safe_load(config_to_yaml(config))) == config
 
 
@@ -75,7 +82,12 @@ def test_sizes(written: Any, size: int) -> None:
         ({"files": {"max_bytes": 0}}, "above 0"),
         ({"files": {"max_byte": 1}}, "did you mean 'max_bytes'"),
         ({"batches": {"url": "mysql://x"}}, "batches.url: expected sqlite:///"),
-        ({"batches": {"share": 0.5}}, "batches: unknown key 'share'"),
+        ({"batches": {"shares": 0.5}}, "did you mean 'share'"),
+        ({"batches": {"share": 0}}, "batches.share: expected a positive number"),
+        ({"batches": {"share": 1.5}}, "batches.share: expected a number in"),
+        ({"batches": {"share": "half"}}, "batches.share: expected a positive number"),
+        ({"batches": {"concurrency": 0}}, "batches.concurrency"),
+        ({"batches": {"lease": "soon"}}, "batches.lease: expected a duration"),
     ],
 )
 def test_bad_values_name_their_path(raw: dict[str, Any], message: str) -> None:

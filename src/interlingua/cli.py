@@ -1,4 +1,4 @@
-"""Command line: ``interlingua serve | models | batch | usage | keys``.
+"""Command line: ``interlingua serve | models | batch | batches | usage | keys``.
 
 interlingua serve                      # no config: the bundled local model (needs [local])
 interlingua serve --config my.yaml     # route model names to the upstreams in my.yaml
@@ -6,6 +6,7 @@ interlingua serve --fake               # a scripted fake upstream that echoes (d
 interlingua serve --print-config       # show the effective config as YAML and exit
 interlingua models --config my.yaml    # list the model names clients can ask for
 interlingua batch run in.jsonl -o out.jsonl --model m   # a JSONL of requests (see --help)
+interlingua batches list                # the Batch API's batches (also: show ID, cancel ID)
 interlingua usage --since 7d --by key,model  # requests, errors, tokens, latency per key/model
 interlingua keys create --name team-c --budget-per-month 100  # a key live, its secret once
 """
@@ -166,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .batch.command import add_batch_parser
 
     add_batch_parser(sub)
+
+    from .batches.command import add_batches_parser
+
+    add_batches_parser(sub)
 
     from .usage.command import add_usage_parser
 

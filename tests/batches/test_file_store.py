@@ -14,6 +14,7 @@ from interlingua.batches import BatchStore, open_batch_store
 from interlingua.batches.blobs import DirectoryBlobs
 from interlingua.batches.files import UPLOAD_WINDOW
 from interlingua.batches.schema import CHUNK_BYTES, CHUNKS, FILES, VERSION_TABLE
+from interlingua.usage.schema import MIGRATIONS as USAGE_MIGRATIONS
 from interlingua.usage.schema import VERSION_TABLE as USAGE_VERSIONS
 from interlingua.usage.schema import migrate
 
@@ -117,9 +118,11 @@ async def test_its_versions_are_its_own(tmp_path: Path) -> None:
     store = open_batch_store(f"sqlite://{tmp_path}/shared.db")
     await store.open()
     try:
-        assert await migrate(store.db) == 2  # the usage log's, from nothing
-        rows = await store.db.fetch(f"SELECT version FROM {VERSION_TABLE}")
-        assert rows == [(1,)]
-        assert len(await store.db.fetch(f"SELECT version FROM {USAGE_VERSIONS}")) == 2
+        # the usage log's, from nothing
+        assert await migrate(store.db) == USAGE_MIGRATIONS[-1].version
+        rows = await store.db.fetch(f"SELECT version FROM {VERSION_TABLE} ORDER BY version")
+        assert rows == [(1,), (2,)]  # the store's: files, then batches
+        usage_rows = await store.db.fetch(f"SELECT version FROM {USAGE_VERSIONS}")
+        assert len(usage_rows) == len(USAGE_MIGRATIONS)
     finally:
         await store.aclose()

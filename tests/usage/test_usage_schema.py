@@ -25,8 +25,8 @@ from .helpers import fresh_database, make_record
 
 #: this version's schema (the later migrations below are a future release's)
 LATEST = MIGRATIONS[-1].version
-#: the versions this release's migrations number (a branch may leave a number to another)
-ALL_VERSIONS = [m.version for m in MIGRATIONS]
+#: every version a database of this release has had
+VERSIONS = [m.version for m in MIGRATIONS]
 _REGION = Migration(LATEST + 1, "a region column", (f"ALTER TABLE {TABLE} ADD COLUMN region TEXT",))
 _REGION_INDEX = Migration(
     LATEST + 2, "an index on region", (f"CREATE INDEX {TABLE}_region ON {TABLE} (region)",)
@@ -83,7 +83,7 @@ async def test_migrating_twice_changes_nothing_the_second_time(url: str) -> None
         assert await db.fetch(f"SELECT request_id, input_tokens FROM {TABLE}") == [("req_1", 0)]
     finally:
         await db.aclose()
-    assert await _versions(url) == ALL_VERSIONS
+    assert await _versions(url) == VERSIONS
     assert (await _columns(url))[:3] == ["id", "at", "request_id"]
 
 
@@ -114,7 +114,7 @@ async def test_a_version_0_database_is_migrated_and_its_other_tables_kept(tmp_pa
     await log.start()
     log.record(make_record(1))
     await log.aclose()
-    assert await _versions(f"sqlite://{path}") == ALL_VERSIONS
+    assert await _versions(f"sqlite://{path}") == VERSIONS
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("SELECT id FROM interlingua_responses").fetchall() == [("resp_1",)]
@@ -152,7 +152,7 @@ async def test_later_migrations_apply_in_order_and_once(url: str) -> None:
         await db.aclose()
     assert "region" in await _columns(url)
     rows = await _versions(url)
-    assert rows == [*ALL_VERSIONS, LATEST + 1, LATEST + 2]
+    assert rows == [*VERSIONS, LATEST + 1, LATEST + 2]
 
 
 async def test_a_failing_migration_changes_nothing(url: str) -> None:
@@ -198,7 +198,7 @@ async def test_concurrent_migrations_in_one_process(url: str) -> None:
         for db in databases:
             await db.aclose()
     assert versions == [LATEST] * 4
-    assert await _versions(url) == ALL_VERSIONS
+    assert await _versions(url) == VERSIONS
 
 
 async def test_an_old_log_gets_cache_writes_and_cost_in_place(url: str) -> None:
@@ -229,4 +229,4 @@ async def test_an_old_log_gets_cache_writes_and_cost_in_place(url: str) -> None:
     finally:
         await db.aclose()
     assert {"cache_write_tokens", "cost_usd"} <= set(await _columns(url))
-    assert await _versions(url) == ALL_VERSIONS
+    assert await _versions(url) == VERSIONS

@@ -5,7 +5,8 @@ Not the batch runner (interlingua/batch: JSONL in, JSONL out, on the command lin
 package keeps what the gateway's ``/v1/files`` routes are given, owned by the key that
 gave it, until it expires. :mod:`.schema` holds its tables and migrations (a version
 table of its own, so that it may share a database with the usage log), :mod:`.blobs`
-where the bytes go, :mod:`.files` the files themselves.
+where the bytes go, :mod:`.files` the files themselves, :mod:`.jobs` the batches run
+over them.
 
 >>> store = open_batch_store(None)
 >>> store.db.engine
@@ -22,11 +23,14 @@ from ..usage.db import sqlite_path
 from ..usage.schema import migrate
 from .blobs import Blobs, DatabaseBlobs, DirectoryBlobs
 from .files import FileStore, ListPage, StoredFile, Upload
+from .jobs import Job, JobStore
 from .schema import MIGRATIONS, VERSION_TABLE
 
 __all__ = [
     "BatchStore",
     "FileStore",
+    "Job",
+    "JobStore",
     "ListPage",
     "StoredFile",
     "Upload",
@@ -50,11 +54,13 @@ def files_directory(url: str) -> Path:
 
 
 class BatchStore:
-    """One database and the bytes beside it; :attr:`files` the uploaded files."""
+    """One database and the bytes beside it; :attr:`files` the uploaded files,
+    :attr:`jobs` the Batch API's batches."""
 
     def __init__(self, db: Database, blobs: Blobs) -> None:
         self.db = db
         self.files = FileStore(db, blobs)
+        self.jobs = JobStore(db)
         self._migrated = False
 
     async def open(self) -> None:

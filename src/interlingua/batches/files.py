@@ -196,6 +196,12 @@ class FileStore:
             await self.blobs.delete([file_id])
         return bool(deleted)
 
+    async def discard(self, file_ids: list[str]) -> None:
+        """Delete these files whatever their state and owner (a batch's output files
+        that a process died making: the batch makes them again)."""
+        await self.blobs.delete(file_ids)
+        await self.db.execute_many([(f"DELETE FROM {FILES} WHERE id = $1", (i,)) for i in file_ids])
+
     async def sweep(self, now: float | None = None) -> int:
         """Delete the bytes and rows of files expired at ``now`` (and of uploads
         abandoned for a day); how many."""

@@ -8,6 +8,14 @@ The shape is a contract (docs/config.md, "Files and batches")::
     batches:
       url: postgresql://...    # where files and batches are kept; default SQLite in the
                                # user data dir, the bytes in a directory beside it
+      share: 0.5               # the part of a limited upstream's max_concurrency, rpm
+                               # and tpm that batch requests may use (0 < share <= 1)
+      concurrency: 32          # lines of one batch in flight at once
+      max_concurrency: 128     # lines of all batches in flight in one process
+      lease: 30s               # a running batch's lease; a dead holder's batches are
+                               # taken over once it runs out
+      completion_window: 24h   # how long the API's "24h" window lasts here (tests
+                               # shorten it to see a batch expire)
 
 Both are optional; the defaults serve a gateway on one machine.
 """
@@ -18,9 +26,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._values import ConfigError, database_url, describe, mapping, reject_unknown
+from ._values import (
+    ConfigError,
+    database_url,
+    describe,
+    expect_positive_int,
+    mapping,
+    positive,
+    reject_unknown,
+)
 
 __all__ = [
+    "DEFAULT_SHARE",
     "BatchesConfig",
     "FilesConfig",
     "batches_doc",
@@ -41,6 +58,9 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?B?)\s*$", re.IGNORECASE)
 _BYTES = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": _MIB, "MB": _MIB, "G": 1024 * _MIB}
 _BYTES["GB"] = _BYTES["G"]
 
+DEFAULT_SHARE = 0.5
+"""The part of an upstream's limits batch requests may use unless ``batches.share`` says."""
+
 
 @dataclass(frozen=True)
 class FilesConfig:
@@ -57,9 +77,20 @@ class FilesConfig:
 class BatchesConfig:
     """Where uploaded files (and batches) are kept: None, SQLite in the user data dir
     with the bytes in a directory beside it; a PostgreSQL URL keeps the bytes there too,
-    so that every replica serves every file."""
+    so that every replica serves every file. ``share``: the part of each limited
+    upstream's max_concurrency, rpm and tpm batch requests may use (live traffic first)."""
 
     url: str | None = None
+    share: float = DEFAULT_SHARE
+    #: lines of one batch in flight at once
+    concurrency: int = 32
+    #: lines of all batches in flight at once in one process
+    max_concurrency: int = 128
+    #: seconds a holder's lease on a running batch lasts unless renewed (every third of
+    #: it): a process that died has its batches taken over this long after
+    lease: float = 30.0
+    #: seconds the API's ``"24h"`` completion window lasts
+    completion_window: float = float(_DAY)
 
 
 def expect_duration(value: Any, where: str) -> float:
@@ -135,8 +166,34 @@ def parse_batches(data: Any) -> BatchesConfig:
     if data is None:
         return BatchesConfig()
     raw = mapping(data, "batches")
-    reject_unknown(raw, ("url",), "batches")
-    return BatchesConfig(url=database_url(raw.get("url"), "batches.url"))
+    reject_unknown(
+        raw,
+        ("url", "share", "concurrency", "max_concurrency", "lease", "completion_window"),
+        "batches",
+    )
+    d = BatchesConfig()
+    return BatchesConfig(
+        url=database_url(raw.get("url"), "batches.url"),
+        share=_share(raw.get("share", DEFAULT_SHARE)),
+        concurrency=expect_positive_int(
+            raw.get("concurrency", d.concurrency), "batches.concurrency"
+        ),
+        max_concurrency=expect_positive_int(
+            raw.get("max_concurrency", d.max_concurrency), "batches.max_concurrency"
+        ),
+        lease=expect_duration(raw.get("lease", d.lease), "batches.lease"),
+        completion_window=expect_duration(
+            raw.get("completion_window", d.completion_window), "batches.completion_window"
+        ),
+    )
+
+
+def _share(value: Any) -> float:
+    """``batches.share``: a number in (0, 1]."""
+    share = positive(value, "batches.share")
+    if share > 1:
+        raise ConfigError(f"batches.share: expected a number in (0, 1], got {value!r}")
+    return share
 
 
 def files_doc(files: FilesConfig) -> dict[str, Any]:
@@ -150,4 +207,12 @@ def files_doc(files: FilesConfig) -> dict[str, Any]:
 def batches_doc(batches: BatchesConfig) -> dict[str, Any]:
     """The ``batches`` section as ``--print-config`` writes it (``url`` only when set:
     the default path is resolved where the gateway runs)."""
-    return {"url": batches.url} if batches.url else {}
+    doc: dict[str, Any] = {"url": batches.url} if batches.url else {}
+    doc.update(
+        share=batches.share,
+        concurrency=batches.concurrency,
+        max_concurrency=batches.max_concurrency,
+        lease=duration_text(batches.lease),
+        completion_window=duration_text(batches.completion_window),
+    )
+    return doc

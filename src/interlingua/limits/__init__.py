@@ -13,7 +13,9 @@ Modules: :mod:`.window` the sliding one-minute log (pure), :mod:`.state` the cou
 behind an interface (in memory; a shared Redis state replaces :class:`MemoryState` when
 replicas must share limits), :mod:`.queue` the FIFO line with its bounds and
 cancellation, :mod:`.rate` the client's API over it, :mod:`.period` counts per UTC day or month
-(a key's tokens per day, its budgets).
+(a key's tokens per day, its budgets). Background work (a batch's lines, marked by the
+:data:`BACKGROUND` context variable of :mod:`.priority`) gets a share of a limiter's limits
+and yields to interactive requests: :mod:`.share`.
 Shared by replicas through Redis (``state.url``): :mod:`.redis_state` (one Lua script per
 admission, :mod:`.redis_scripts`), :mod:`.shared` (one client per process, the
 fallback to per-process counters while Redis is away) and :mod:`.shared_cooldowns`
@@ -24,6 +26,7 @@ when a :class:`SharedCounters` is built. Imports nothing of ours but ``errors``.
 from __future__ import annotations
 
 from .period import DAY, MONTH, MemoryPeriodCounter, Period, PeriodCounter
+from .priority import BACKGROUND
 from .queue import MIN_RETRY_AFTER, Limiter, QueueRefused, Ticket
 from .rate import RateLimit, RateLimiter, Slot
 from .redis_state import RedisLease, RedisPeriodCounter, RedisState
@@ -40,6 +43,7 @@ from .state import (
 from .window import WINDOW, Entry, Window
 
 __all__ = [
+    "BACKGROUND",
     "DAY",
     "MIN_RETRY_AFTER",
     "MONTH",

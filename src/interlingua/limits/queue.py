@@ -25,6 +25,10 @@ line, wherever it stands, and the next one becomes head; nothing was taken, so n
 leaks. An admitted request holds a :class:`Ticket` until :meth:`Ticket.release`
 (idempotent; call it in ``finally``).
 
+Background work (a batch's lines) asks with :meth:`Limiter.acquire_background`: it gets
+at most ``background_share`` of the limits, waits in a line of its own without bounds,
+and never takes room while an interactive request waits here (:mod:`.share`).
+
 >>> limiter = Limiter(requests_per_minute=40, max_concurrency=8, max_queue=128,
 ...                   queue_timeout=60, what="upstream 'nim'")
 >>> async with limiter.slot(tokens=1200) as ticket:   # doctest: +SKIP
@@ -43,7 +47,8 @@ from contextlib import asynccontextmanager, suppress
 from typing import Literal
 
 from ..errors import OverloadedError
-from .state import LimitState, MemoryState
+from .share import BackgroundShare, nap
+from .state import UNTIL_RELEASE, LimitState, MemoryState
 
 __all__ = ["MIN_RETRY_AFTER", "Limiter", "QueueRefused", "Ticket"]
 
@@ -94,6 +99,32 @@ class Ticket:
             self._limiter._release(self)
 
 
+class _BackgroundTicket(Ticket):
+    """A background request's ticket: it also counts in the limiter's share."""
+
+    __slots__ = ("entry", "share")
+
+    def __init__(
+        self, limiter: Limiter, lease: object, tokens: int, started: float, share: BackgroundShare
+    ) -> None:
+        super().__init__(limiter, lease, tokens, started)
+        self.share = share
+        window = share.window
+        #: its admission in the share's window (None: no rpm/tpm)
+        self.entry = window.admit(started, tokens) if window.limited else None
+        share.in_flight += 1
+
+    def settle(self, tokens: int) -> None:
+        if self.entry is not None:
+            self.share.window.settle(self.entry, max(0, int(tokens)))
+        super().settle(tokens)
+
+    def release(self) -> None:
+        if not self.released:
+            self.share.in_flight -= 1
+        super().release()
+
+
 class _Waiter:
     __slots__ = ("deadline", "tokens", "turn")
 
@@ -109,7 +140,9 @@ class Limiter:
 
     ``what`` names the limited thing in refusals ("upstream 'nim'"). ``state`` replaces
     the in-process counters (a shared one when replicas share limits through Redis:
-    :mod:`.redis_state`); ``clock`` (monotonic seconds) and ``sleep`` are seams for tests.
+    :mod:`.redis_state`); ``background_share`` is the part of the limits background
+    requests may use (:meth:`acquire_background`); ``clock`` (monotonic seconds) and
+    ``sleep`` are seams for tests.
     """
 
     def __init__(
@@ -122,6 +155,7 @@ class Limiter:
         queue_timeout: float | None = None,
         what: str = "the limiter",
         state: LimitState | None = None,
+        background_share: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
@@ -129,6 +163,8 @@ class Limiter:
             raise ValueError(f"max_queue must be 0 or more, got {max_queue}")
         if queue_timeout is not None and not queue_timeout > 0:
             raise ValueError(f"queue_timeout must be positive, got {queue_timeout}")
+        if not 0 < background_share <= 1:
+            raise ValueError(f"background_share must be in (0, 1], got {background_share}")
         self.state: LimitState = state or MemoryState(
             requests_per_minute, tokens_per_minute, max_concurrency, clock=clock
         )
@@ -144,6 +180,10 @@ class Limiter:
         self._wake: asyncio.Future[None] | None = None  # the napping head's alarm
         self._head_until = 0.0  # when the head last expected to fit (inf: at a release)
         self._hold: float | None = None  # running mean of how long tickets are held
+        self.background_share = background_share
+        self._limits = (requests_per_minute, tokens_per_minute, max_concurrency)
+        #: background requests' counters and line, built on the first one
+        self._share: BackgroundShare | None = None
 
     @property
     def in_flight(self) -> int:
@@ -152,8 +192,18 @@ class Limiter:
 
     @property
     def waiting(self) -> int:
-        """Requests in line."""
+        """Interactive requests in line."""
         return len(self._line)
+
+    @property
+    def background_waiting(self) -> int:
+        """Background requests in their line."""
+        return 0 if self._share is None else len(self._share.line)
+
+    @property
+    def background_in_flight(self) -> int:
+        """Background tickets held now."""
+        return 0 if self._share is None else self._share.in_flight
 
     @asynccontextmanager
     async def slot(self, tokens: int = 0) -> AsyncIterator[Ticket]:
@@ -212,18 +262,41 @@ class Limiter:
             await self._nap(wait)
             wait = None
 
+    async def acquire_background(self, tokens: int = 0) -> Ticket:
+        """:meth:`acquire` for background work: within ``background_share`` of the
+        limits, only while no interactive request waits, however long that takes (no
+        ``queue_timeout``, not counted in ``max_queue``); a cancellation while waiting
+        leaves the line cleanly."""
+        tokens = max(0, int(tokens))
+        share = self._share
+        if share is None:
+            share = self._share = BackgroundShare(self.background_share, *self._limits)
+        # Always through the line, even when empty: only its head asks, so two requests
+        # cannot both pass the share's check while one of them awaits a shared state.
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        share.line.append(turn)
+        try:
+            if share.line[0] is not turn:
+                await turn
+            while True:
+                # Interactive requests waiting here come first: nap until the line empties.
+                wait = UNTIL_RELEASE if self._line else share.fits(self._clock(), tokens)
+                if wait == 0:
+                    got = await self.state.acquire(tokens)
+                    if not isinstance(got, float):
+                        ticket = _BackgroundTicket(self, got, tokens, self._clock(), share)
+                        self._live[ticket] = None
+                        return ticket
+                    wait = got
+                await share.nap(wait, self._sleep)
+        finally:
+            share.leave(turn)
+
     async def _nap(self, seconds: float) -> None:
         """Sleep ``seconds`` (inf: indefinitely), or less if :meth:`_poke` is called."""
         wake = self._wake = asyncio.get_running_loop().create_future()
         try:
-            if math.isinf(seconds):
-                await wake
-                return
-            alarm = asyncio.ensure_future(self._sleep(seconds))
-            try:
-                await asyncio.wait((wake, alarm), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                alarm.cancel()
+            await nap(wake, seconds, self._sleep)
         finally:
             if self._wake is wake:
                 self._wake = None
@@ -233,6 +306,8 @@ class Limiter:
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
+        if self._share is not None:
+            self._share.poke()
 
     def _leave(self, waiter: _Waiter) -> None:
         """Take ``waiter`` out of the line (admitted, refused or cancelled); if it was the
@@ -245,6 +320,8 @@ class Limiter:
         else:
             with suppress(ValueError):  # (already out: nothing to do)
                 line.remove(waiter)
+        if not line and self._share is not None:
+            self._share.poke()  # background requests may ask again
 
     def _issue(self, lease: object, tokens: int) -> Ticket:
         ticket = Ticket(self, lease, tokens, self._clock())

@@ -15,7 +15,7 @@ and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
 /v1/models/{id}`` (OpenAI shape, or Anthropic's when an ``anthropic-version`` header is
 present: server/models_api.py), ``GET /health``,
 and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
-is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files`` the Files API.
+is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files``, ``/v1/batches``: server/batches.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from .asgi_io import (
     plain_headers,
     read_body,
 )
-from .batches.files import FilesApi
+from .batches.api import BatchApis
 from .budgets import SpendBook
 from .drain import Drain, shutting_down_error
 from .embeddings import embed
@@ -198,12 +198,13 @@ class Handlers:
         request: HTTPRequest | None = None,
         body: dict[str, Any] | None = None,
         live: Live | None = None,
+        batch: tuple[ClientKey | None, str] | None = None,
         endpoint: str | None = None,
     ) -> BytesResponse | StreamResponse:
         """A generation with its record kept and its key's limits applied: the body is
-        read from ``request`` (HTTP) or given (a WebSocket frame). Errors come back as
-        responses in ``dialect`` so that they are counted too. (One coroutine, not
-        three: each await layer cost a few µs on the hot path.)"""
+        read from ``request`` (HTTP) or given (a WebSocket frame; a batch line, with its
+        ``batch``'s key and id). Errors come back as responses in ``dialect`` so that
+        they are counted too. (One coroutine, not three: each await layer cost µs.)"""
         live = live or self.live
         accounting, gateway = live.accounting, live.gateway
         assert accounting is not None
@@ -213,7 +214,10 @@ class Handlers:
         trace = self.telemetry.begin(headers, record) if self.telemetry is not None else None
         try:
             try:
-                key = live.keys.authenticate(headers)
+                if batch is None:
+                    key = live.keys.authenticate(headers)
+                else:
+                    key, record.batch_id = batch
                 if key is not None:
                     record.key = key.name
                 if body is None:
@@ -477,7 +481,7 @@ def create_app(
     reloader = Reloader(source, handlers, process, _swapped(status_page, metrics, telemetry))
     services = Services(reloader, counters, usage_log, store, own_transports)
     services.telemetry = telemetry
-    services.files = FilesApi.build(config, handlers.answer, handlers._check_auth)
+    services.files = BatchApis.build(config, handlers)  # (the Files and Batch APIs)
     generation = _generation(handlers)
     app = Starlette(
         routes=[

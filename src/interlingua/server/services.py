@@ -3,8 +3,9 @@
 Each service is stopped only if it was started, the last started first (an
 ``AsyncExitStack``): the HTTP engines, the telemetry's exporter, the shared counters
 (Redis), the usage log (and the spend toward budgets it holds), the keys stored in the
-database, the stored responses, the Files API's store and its expiry sweep, the
-upstreams, the last records' drain and the SIGHUP handler.
+database, the stored responses, the Files and Batch APIs' store (with the files' expiry
+sweep and the batch executor), the upstreams, the last records' drain and the SIGHUP
+handler.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from starlette.applications import Starlette
 from ..limits import SharedCounters
 from ..upstreams import Transports
 from ..usage import ResponseStore, StoreError, UsageLog
-from .batches.files import FilesApi
+from .batches.api import BatchApis
 from .reload import Reloader
 from .telemetry import Telemetry
 
@@ -45,7 +46,9 @@ class Services:
         #: the app's own HTTP engines (None: the caller's, which the caller closes)
         self.transports = transports
         self.telemetry: Telemetry | None = None
-        self.files: FilesApi  # (the Files API: its store and expiry sweep; set by create_app)
+        self.files: (
+            BatchApis  # (the Files and Batch APIs: store, sweep, executor; set by create_app)
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:

@@ -39,6 +39,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..config import COMMON_UPSTREAM_KEYS, Config, ConfigError, UpstreamConfig
+from ..config.batches import DEFAULT_SHARE
 from .base import RawResponse, Upstream
 from .prefill import continue_mode
 
@@ -150,6 +151,7 @@ def build_upstream(
     transports: Transports | None,
     counters: SharedCounters | None = None,
     name: str = "",
+    share: float = DEFAULT_SHARE,
 ) -> Upstream:
     """Build the upstream ``cfg`` describes, posting through ``transports`` if HTTP.
 
@@ -161,7 +163,8 @@ def build_upstream(
     resolved by kind (:func:`.prefill.continue_mode`). An entry with ``limits`` comes wrapped in a
     :class:`~.limited.LimitedUpstream` (whatever its kind); without, it is the kind's own.
     With ``counters`` (``state.url``) its limits are counted in Redis under ``name``,
-    together with the other replicas'.
+    together with the other replicas'. ``share`` is the part of the limits batch requests
+    may use (``batches.share``).
     """
     check_upstream(cfg)
     upstream = _KINDS[cfg.kind].factory(cfg, transports)
@@ -177,16 +180,17 @@ def build_upstream(
         if counters is not None
         else None
     )
-    return LimitedUpstream(upstream, limits, state=state)
+    return LimitedUpstream(upstream, limits, state=state, share=share)
 
 
 def build_upstreams(
     config: Config, transports: Transports | None, counters: SharedCounters | None = None
 ) -> dict[str, Upstream]:
     """Build every configured upstream, by name (their limits shared through
-    ``counters`` when given)."""
+    ``counters`` when given, ``batches.share`` of them for batch requests)."""
+    share = config.batches.share
     return {
-        name: build_upstream(cfg, transports, counters, name)
+        name: build_upstream(cfg, transports, counters, name, share)
         for name, cfg in config.upstreams.items()
     }
 

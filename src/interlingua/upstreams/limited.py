@@ -23,6 +23,11 @@ itself: every call of the wrapped upstream (:meth:`complete`, :meth:`stream` /
   gets :class:`~interlingua.limits.QueueRefused`: 429 for OpenAI clients, 529
   ``overloaded_error`` for Anthropic ones, with Retry-After. A waiting request whose
   client hangs up (its task is cancelled) leaves the line.
+* **background work yields** -- a call made while
+  :data:`~interlingua.limits.BACKGROUND` is set (a batch's line) takes its ticket with
+  :meth:`~interlingua.limits.Limiter.acquire_background`: at most ``share``
+  (``batches.share``) of max_concurrency, rpm and tpm, never while an interactive request
+  waits in the line, and without the line's bounds (it waits its turn however long).
 
 ``count_tokens`` is not limited (providers count it apart, and it generates nothing).
 :func:`~interlingua.upstreams.build_upstream` wraps an upstream only when its ``limits``
@@ -35,11 +40,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from ..config import LimitsConfig
+from ..config.batches import DEFAULT_SHARE
 from ..core import Request, Response, StreamEnd, StreamError, StreamEvent, aclose_iterator
 from ..core.tokens import estimate_request_tokens
 from ..dialects.relay_usage import StreamUsage, body_tokens, estimate_body_tokens
 from ..errors import InterlinguaError
-from ..limits import Limiter, LimitState, Ticket
+from ..limits import BACKGROUND, Limiter, LimitState, Ticket
 from .base import RawResponse, Upstream
 
 __all__ = ["LimitedUpstream"]
@@ -50,7 +56,8 @@ class LimitedUpstream(Upstream):
 
     It keeps ``inner``'s dialect (passthrough stays available) and name. Non-streaming
     requests are cancelled when their client hangs up (``cancel_on_disconnect``): a place
-    in the line and a slot are scarce, and nobody will read the answer.
+    in the line and a slot are scarce, and nobody will read the answer. ``share`` is the
+    part of the limits background work may use (``batches.share``).
     """
 
     cancel_on_disconnect = True
@@ -61,6 +68,7 @@ class LimitedUpstream(Upstream):
         limits: LimitsConfig,
         *,
         state: LimitState | None = None,
+        share: float = DEFAULT_SHARE,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
@@ -83,10 +91,18 @@ class LimitedUpstream(Upstream):
             max_queue=limits.max_queue,
             queue_timeout=limits.queue_timeout,
             what=f"upstream '{inner.name}'",
+            background_share=share,
             **seams,
         )
         #: tokens are estimated and settled only when a token limit is set
         self.counts_tokens = limits.tpm is not None
+
+    def _ticket(self, tokens: int) -> Awaitable[Ticket]:
+        """The limiter's ticket for a request of ``tokens``: as background work when the
+        caller marked it so (a batch's line), else as an interactive request."""
+        if BACKGROUND.get():
+            return self.limiter.acquire_background(tokens)
+        return self.limiter.acquire(tokens)
 
     def adjust_body(self, body: dict[str, Any]) -> None:
         """The inner upstream's own fix-ups (a passthrough body's max_tokens field)."""
@@ -109,7 +125,7 @@ class LimitedUpstream(Upstream):
 
     async def complete(self, request: Request) -> Response:
         tokens_in, reserve = self._estimate(request)
-        ticket = await self.limiter.acquire(reserve)
+        ticket = await self._ticket(reserve)
         try:
             try:
                 response = await self.inner.complete(request)
@@ -134,7 +150,7 @@ class LimitedUpstream(Upstream):
 
     async def stream_batches(self, request: Request) -> AsyncIterator[list[StreamEvent]]:
         tokens_in, reserve = self._estimate(request)
-        ticket = await self.limiter.acquire(reserve)
+        ticket = await self._ticket(reserve)
         batches = self.inner.stream_batches(request)
         started = False
         try:
@@ -161,7 +177,7 @@ class LimitedUpstream(Upstream):
         self, body: bytes, stream: bool, headers: Mapping[str, str]
     ) -> RawResponse:
         tokens_in, reserve = self._estimate_body(body)
-        ticket = await self.limiter.acquire(reserve)
+        ticket = await self._ticket(reserve)
         try:
             answer = await self.inner.passthrough(body, stream, headers)
         except BaseException as exc:

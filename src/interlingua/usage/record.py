@@ -109,6 +109,8 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     #: seconds from arrival to the first streamed byte (None: not a stream)
     ttft: float | None = None
     stream: bool = False
+    #: the Batch API batch the request was a line of (None: an interactive request)
+    batch_id: str | None = None
     #: the API endpoint the request was made to: "chat/completions", "messages",
     #: "responses" or "embeddings" (None: a row written by a version without the column,
     #: or by a writer that does not say)

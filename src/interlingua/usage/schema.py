@@ -78,6 +78,7 @@ COLUMNS: tuple[str, ...] = (
     "latency",
     "ttft",
     "stream",
+    "batch_id",
     "endpoint",
 )
 INSERT = (
@@ -194,7 +195,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             f"INSERT INTO {KEYS_VERSION_TABLE} (one, version) VALUES (1, 0)",
         ),
     ),
-    # (4: the Batch API's batch_id, on its own branch)
+    Migration(
+        4,
+        "the Batch API batch a request was a line of",
+        # NULL for every interactive request (and every row written before)
+        (f"ALTER TABLE {TABLE} ADD COLUMN batch_id TEXT",),
+    ),
     Migration(
         5,
         "the endpoint each request was made to (chat/completions, embeddings, ...)",
