@@ -315,6 +315,9 @@ def test_usage_rows_say_the_endpoint(stack: Stack) -> None:
     assert (row.endpoint, row.dialect, row.key) == ("embeddings", "openai", "team-a")
     assert (row.input_tokens, row.output_tokens, row.status, row.stream) == (9, 0, 200, False)
     assert stack.row(chat.headers["x-request-id"]).endpoint == "chat/completions"
+    # (and the metrics count it like any request)
+    metrics = httpx.get(stack.url + "/metrics").text
+    assert 'interlingua_requests_total{dialect="openai",key="team-a",model="embed"' in metrics
 
 
 def test_a_key_s_tpm_counts_the_input_tokens(stack: Stack) -> None:
