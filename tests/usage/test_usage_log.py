@@ -108,7 +108,7 @@ class ControlledDatabase:
 async def test_rows_are_written_with_their_exact_values(url: str) -> None:
     log = UsageLog(connect(url), interval=3600)
     await log.start()
-    full = make_record(1)  # a stream: every field set
+    full = make_record(1, endpoint="embeddings")  # a stream: every field set
     bare = make_record(2, key=None, upstream=None, upstream_model=None, status=502,
                        error="upstream_unavailable", input_tokens=0, output_tokens=0,
                        cached_tokens=0, reasoning_tokens=0)  # fmt: skip
@@ -117,13 +117,14 @@ async def test_rows_are_written_with_their_exact_values(url: str) -> None:
     await log.aclose()  # (writes what is left)
     assert log.written == 2 and log.dropped == 0 and log.pending == 0
     rows = await _rows(url)
-    # (SQLite's BOOLEAN is 0/1; the last column is the batch id, None for these)
-    got = [(row[0], *row[1:-2], bool(row[-2]), row[-1]) for row in rows]
+    # (SQLite's BOOLEAN is 0/1; then the batch id, None for these, and the endpoint)
+    got = [(row[0], *row[1:-3], bool(row[-3]), row[-2], row[-1]) for row in rows]
     assert got == [
         (1, 1_700_000_001.0, "req_1", "team-1", "anthropic", "model-1", "vllm",
-         "Qwen/Qwen3-8B", 200, None, 101, 11, 1, 0, 0, 0, None, 0.251, 0.125, True, None),
+         "Qwen/Qwen3-8B", 200, None, 101, 11, 1, 0, 0, 0, None, 0.251, 0.125, True, None,
+         "embeddings"),
         (2, 1_700_000_002.0, "req_2", None, "anthropic", "model-0", None, None, 502,
-         "upstream_unavailable", 0, 0, 0, 0, 0, 0, None, 0.252, None, False, None),
+         "upstream_unavailable", 0, 0, 0, 0, 0, 0, None, 0.252, None, False, None, None),
     ]  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from ._values import (
 )
 from .prices import parse_price
 from .sections import (
+    MODEL_KINDS,
     STREAM_BREAK_MODES,
     WILDCARD,
     ModelConfig,
@@ -90,6 +91,7 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
             raw.get("on_stream_break", "error"), STREAM_BREAK_MODES, f"{where}.on_stream_break"
         ),
         price=parse_price(raw["price"], f"{where}.price") if "price" in raw else None,
+        kind=expect_choice(raw["kind"], MODEL_KINDS, f"{where}.kind") if "kind" in raw else None,
     )
 
 
@@ -106,6 +108,7 @@ _MODEL_KEYS = (
     "drop_params",
     "on_stream_break",
     "price",
+    "kind",
 )
 
 

@@ -123,4 +123,6 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
         doc["on_stream_break"] = cfg.on_stream_break
     if cfg.price is not None:  # (a price the file gave is printed as the entry's own)
         doc["price"] = cfg.price.as_doc()
+    if cfg.kind is not None:
+        doc["kind"] = cfg.kind
     return doc

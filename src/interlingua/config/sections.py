@@ -56,6 +56,8 @@ COMMON_UPSTREAM_KEYS: tuple[str, ...] = (
 CONTINUE_MODES = ("prefill", "instruct", "none", "auto")
 #: ``models[].on_stream_break``: what a stream broken after its first byte becomes
 STREAM_BREAK_MODES = ("error", "continue")
+#: what a model is, as ``GET /v1/models`` lists it (a model entry's ``kind``)
+MODEL_KINDS = ("chat", "embedding")
 #: The server's limits against slow or hostile clients, in seconds and in counts.
 SERVER_LIMIT_SECONDS = ("header_timeout", "body_timeout", "keep_alive_timeout", "shutdown_timeout")
 SERVER_LIMIT_COUNTS = ("max_header_bytes", "max_headers")
@@ -225,6 +227,9 @@ class ModelConfig:
     #: what its tokens cost (its own ``price``, else the ``prices:`` file's match; None:
     #: unpriced, and its requests' cost is unknown, never 0)
     price: Price | None = None
+    #: one of :data:`MODEL_KINDS`, as the model list shows it; None: said by its upstream
+    #: (``embedding`` for a local embedding model, else ``chat``)
+    kind: str | None = None
 
     @property
     def shapes_body(self) -> bool:

@@ -78,6 +78,7 @@ from .keys import Admission, ClientKey
 __all__ = [
     "DRAIN_MAX",
     "DRAIN_SECONDS",
+    "GENERATION_ENDPOINTS",
     "RECORD",
     "Accounting",
     "Meter",
@@ -113,6 +114,13 @@ DRAIN_SECONDS = 0.1
 #: records that end within one drain at most (more are handed over at once): bounds the
 #: memory held and the loop's pause that handing them over takes
 DRAIN_MAX = 256
+
+#: the usage log's ``endpoint`` of a generation request, by its client dialect
+GENERATION_ENDPOINTS = {
+    "openai": "chat/completions",
+    "anthropic": "messages",
+    "responses": "responses",
+}
 
 
 class Accounting:
@@ -156,12 +164,20 @@ class Accounting:
     def _live(self) -> int:
         return self.in_flight
 
-    def open(self, request_id: str, dialect: str) -> Tab:
-        """The tab of a request that just arrived (model and key are filled later)."""
+    def open(self, request_id: str, dialect: str, endpoint: str | None = None) -> Tab:
+        """The tab of a request that just arrived (model and key are filled later);
+        ``endpoint``: the API it was made to (None: ``dialect``'s generation endpoint)."""
         self.in_flight += 1
         if self._drain_due is None:  # (the in-flight gauge changed: tell the sinks too)
             self._schedule_drain()
-        record = Record(at=time.time(), request_id=request_id, key=None, dialect=dialect, model="")
+        record = Record(
+            at=time.time(),
+            request_id=request_id,
+            key=None,
+            dialect=dialect,
+            model="",
+            endpoint=endpoint or GENERATION_ENDPOINTS.get(dialect),
+        )
         record.latency = time.perf_counter()  # the start, until _finish makes it a span
         return Tab(record)
 

@@ -8,10 +8,12 @@ the upstreams and closes them, and the engines, at shutdown.
 
 Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
+``POST /v1/embeddings`` (OpenAI Embeddings: server/embeddings.py),
 ``POST /v1/responses`` (OpenAI Responses, with stored state: server/responses/state.py)
 and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
-/v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` (OpenAI
-list, or Anthropic's when an ``anthropic-version`` header is present), ``GET /health``,
+/v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` and ``GET
+/v1/models/{id}`` (OpenAI shape, or Anthropic's when an ``anthropic-version`` header is
+present: server/models_api.py), ``GET /health``,
 and ``HEAD /`` (Claude Code pre-warms the connection with it); ``GET /v1/responses`` upgraded to a WebSocket
 is the Responses API's socket mode (server/responses/websocket.py); ``/v1/files``, ``/v1/batches``: server/batches.
 """
@@ -56,9 +58,11 @@ from .asgi_io import (
 from .batches.api import BatchApis
 from .budgets import SpendBook
 from .drain import Drain, shutting_down_error
+from .embeddings import embed
 from .gateway import Gateway, internal_error
 from .keys import ClientKey
 from .middleware import REQUEST_ID, Front
+from .models_api import ModelsApi
 from .reload import ConfigSource, Live, Process, Reloader, build_live
 from .responses.api import StoredResponses
 from .responses.sealing_key import sealing_key
@@ -134,8 +138,10 @@ class Handlers:
         return await _as_response(self.live.gateway, dialect, work, _request_id(request), path)
 
     async def _generate(
-        self, request: HTTPRequest, dialect: Dialect
+        self, request: HTTPRequest, dialect: Dialect, endpoint: str | None = None
     ) -> BytesResponse | StreamResponse:
+        """A request of one of the generation routes (``endpoint``: one of
+        :data:`ENDPOINTS`; None: ``dialect``'s own generation endpoint)."""
         live = self.live
         if self.drain.draining:
             return self._shutting_down(request, dialect)
@@ -148,9 +154,10 @@ class Handlers:
                     request.receive,
                     request=request,
                     live=live,
+                    endpoint=endpoint,
                 )
             else:
-                work = self._generation(request, dialect, live)
+                work = self._generation(request, dialect, live, endpoint)
                 path = request.scope["path"]
                 response = await _as_response(
                     live.gateway, dialect, work, _request_id(request), path
@@ -167,7 +174,7 @@ class Handlers:
         return response
 
     async def _generation(
-        self, request: HTTPRequest, dialect: Dialect, live: Live
+        self, request: HTTPRequest, dialect: Dialect, live: Live, endpoint: str | None
     ) -> BytesResponse | StreamResponse:
         """The lean path, when nothing counts requests (:meth:`counted` otherwise)."""
         headers = plain_headers(request)
@@ -177,6 +184,8 @@ class Handlers:
         # (a key without model globs allows all: two calls a request fewer)
         if key is not None and key.models and (model := _model_name(body)):
             key.check_model(model)
+        if endpoint is not None:
+            return await ENDPOINTS[endpoint](live.gateway, body, headers, request.receive)
         return await self._dispatch(live.gateway, dialect, body, headers, request.receive, key)
 
     async def counted(
@@ -190,6 +199,7 @@ class Handlers:
         body: dict[str, Any] | None = None,
         live: Live | None = None,
         batch: tuple[ClientKey | None, str] | None = None,
+        endpoint: str | None = None,
     ) -> BytesResponse | StreamResponse:
         """A generation with its record kept and its key's limits applied: the body is
         read from ``request`` (HTTP) or given (a WebSocket frame; a batch line, with its
@@ -198,7 +208,7 @@ class Handlers:
         live = live or self.live
         accounting, gateway = live.accounting, live.gateway
         assert accounting is not None
-        tab = accounting.open(request_id, dialect.name)
+        tab = accounting.open(request_id, dialect.name, endpoint)
         record = tab.record
         token = RECORD.set(record)
         trace = self.telemetry.begin(headers, record) if self.telemetry is not None else None
@@ -231,7 +241,9 @@ class Handlers:
                             tab.admission = await key.admit(tokens)
                         else:
                             tab.key, tab.entry = key, entry
-                if dialect is RESPONSES:
+                if endpoint is not None:
+                    response = await ENDPOINTS[endpoint](gateway, body, headers, receive)
+                elif dialect is RESPONSES:
                     response = await respond(gateway, self.store, body, headers, receive, key=key)
                 else:
                     response = await gateway.generate(dialect, body, headers, receive)
@@ -301,6 +313,9 @@ class Handlers:
     async def responses(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
         return await self._generate(request, RESPONSES)
 
+    async def embeddings(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
+        return await self._generate(request, OPENAI, EMBEDDINGS)
+
     async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
         return await self.answer(request, ANTHROPIC, self._count_tokens(request))
 
@@ -314,18 +329,6 @@ class Handlers:
             key.check_model(parsed.model)
         count = await live.gateway.count_tokens(parsed)
         return BytesResponse(orjson.dumps({"input_tokens": count}))
-
-    async def models(self, request: HTTPRequest) -> BytesResponse:
-        dialect = _client_dialect(request)
-        return await self.answer(request, dialect, self._models(request, dialect))
-
-    async def _models(self, request: HTTPRequest, dialect: Dialect) -> BytesResponse:
-        live = self.live
-        key = live.keys.authenticate(request.headers)
-        names = live.gateway.router.model_names()
-        if key is not None and key.models:
-            names = [name for name in names if key.allows(name)]
-        return BytesResponse(orjson.dumps(dialect.render_model_list(names, _STARTED)))
 
     async def health(self, request: HTTPRequest) -> Any:
         if self.drain.draining:
@@ -371,6 +374,11 @@ def _model_name(body: dict[str, Any]) -> str:
 
 Endpoint = Callable[[Handlers, HTTPRequest], Awaitable[BytesResponse | StreamResponse]]
 
+#: The endpoints on the generation routes' machinery (keys, limits, accounting) that are
+#: not a dialect's generation: their name (the usage log's ``endpoint``) and their work.
+EMBEDDINGS = "embeddings"
+ENDPOINTS: dict[str, Callable[..., Awaitable[BytesResponse | StreamResponse]]] = {EMBEDDINGS: embed}
+
 #: The generation endpoints (all POST) and the handler of each. The one table both the
 #: fast dispatch (server/middleware.py:Front, which serves them) and the Starlette router
 #: are built from: Starlette still needs them listed so that another method on one of
@@ -382,6 +390,8 @@ GENERATION_ROUTES: dict[str, Endpoint] = {
     "/v1/messages/count_tokens": Handlers.count_tokens,
     "/v1/responses": Handlers.responses,
     "/responses": Handlers.responses,
+    "/v1/embeddings": Handlers.embeddings,
+    "/embeddings": Handlers.embeddings,
 }
 
 
@@ -543,8 +553,13 @@ def _routes(
     return [
         *(Route(path, handler, methods=["POST"]) for path, handler in generation.items()),
         *StoredResponses(handlers.store, handlers.answer, handlers._check_auth).routes(),
-        Route("/v1/models", handlers.models, methods=["GET"]),
-        Route("/models", handlers.models, methods=["GET"]),
+        *ModelsApi(
+            lambda: handlers.live.gateway.router,
+            handlers.answer,
+            handlers._check_auth,
+            _client_dialect,
+            _STARTED,
+        ).routes(),
         Route("/health", handlers.health, methods=["GET"]),
         Route("/", handlers.root, methods=["GET", "HEAD"]),
         *metrics_routes(metrics),

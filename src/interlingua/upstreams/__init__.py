@@ -260,7 +260,12 @@ def _check_fake(cfg: UpstreamConfig, where: str) -> None:
 
 def _local(cfg: UpstreamConfig, transports: Transports | None) -> Upstream:
     # The engine module imports llama-cpp: a missing extra is a ConfigError here.
-    upstream: Upstream = _import_local("upstream", cfg.name).LocalUpstream.from_config(cfg)
+    upstream: Upstream
+    if cfg.options.get("embedding"):  # an embedding model: /v1/embeddings only
+        module = _import_local("embedding", cfg.name)
+        upstream = module.LocalEmbeddingUpstream.from_config(cfg)
+    else:
+        upstream = _import_local("upstream", cfg.name).LocalUpstream.from_config(cfg)
     return upstream
 
 
@@ -278,8 +283,8 @@ register_kind(
     _local,
     # The model file (bundled or path), context size, CPU threads, sequences decoded side
     # by side, how many requests may wait for a place, a chat template overriding the
-    # GGUF's own, and the text processing of its output (upstreams/local/kind.py checks
-    # the values).
+    # GGUF's own, the text processing of its output, and whether it is an embedding
+    # model (upstreams/local/kind.py checks the values).
     options=(
         "bundled",
         "path",
@@ -290,6 +295,7 @@ register_kind(
         "chat_template",
         "think_tags",
         "text_tool_calls",
+        "embedding",
     ),
     check=_check_local,
 )

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..core import Request, Response, StreamEvent, aclose_iterator
 from ..dialects.relay import RelayCheck, upstream_request_id
+from ..errors import InvalidRequestError
 
 #: The request id of the latest upstream answer that had one, in a 1-tuple made for that
 #: answer (:func:`note_answer_id`). The gateway reads it before and after an attempt on
@@ -88,6 +89,10 @@ class Upstream:
     #: ``instruct`` or ``none`` (:mod:`.prefill`); the registry sets it from the config's
     #: ``continue_with``, and a wrapper around an upstream copies its inner one's
     continue_with: str = "none"
+    #: what its models are, as ``GET /v1/models`` lists them when their entry does not
+    #: say: ``chat``, or ``embedding`` for an upstream that only embeds; a wrapper around
+    #: an upstream copies its inner one's
+    model_kind: str = "chat"
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -127,6 +132,20 @@ class Upstream:
         implement this.
         """
         raise NotImplementedError
+
+    async def embed(self, body: bytes, headers: Mapping[str, str]) -> RawResponse:
+        """Answer an Embeddings request (``POST /v1/embeddings``): ``body`` is the
+        client's, as the gateway checked and shaped it, with the upstream's model name; the
+        answer is the API's JSON (its vectors in the encoding the body asks for, or the
+        other one: the gateway converts), or an error status with an OpenAI error body,
+        relayed. An upstream whose API has no embeddings refuses with a 400 (the default).
+        """
+        raise InvalidRequestError(
+            f"upstream '{self.name}' has no embeddings endpoint: map this model to an "
+            "upstream of kind openai, responses or local (with embedding: true)",
+            param="model",
+            code="model_not_supported",
+        )
 
     def adjust_body(self, body: dict[str, Any]) -> None:
         """Fix up, in place, a body of this upstream's own dialect before it is sent:

@@ -310,6 +310,37 @@ class HttpUpstream(Upstream):
                 raise self._not_what_was_asked(resp.headers, data, "an answer")
         return RawResponse(resp.status, out_headers, body=data)
 
+    async def relay_json(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        looks_right: Callable[[bytes], bool],
+    ) -> RawResponse:
+        """POST ``body`` to another endpoint of this upstream's API (``/embeddings``) and
+        relay its whole JSON answer, as :meth:`passthrough` relays a non-stream one: an
+        error status with a JSON body is returned for the gateway to relay; an answer a
+        client could not read raises, as does a 2xx that ``looks_right`` refuses."""
+        resp = await self._post(url, body, self._forwarding(headers))
+        out_headers = relayed_headers(resp.headers)
+        kind = resp.headers.get("content-type")
+        if kind is not None:
+            out_headers["content-type"] = kind
+        try:
+            data = await resp.read()
+        except TransportError as exc:
+            raise self.transport_error(exc) from exc
+        finally:
+            resp.release()
+        if 200 <= resp.status < 300:
+            if not looks_right(data):
+                raise self._not_what_was_asked(resp.headers, data, "an answer")
+        elif resp.status < 400:
+            raise self._unexpected_status(resp.status, resp.headers)
+        elif _json_object(data) is None:
+            raise self.codec.parse_error(resp.status, data, dict(resp.headers))
+        return RawResponse(resp.status, out_headers, body=data)
+
     def _looks_right(self, data: bytes) -> bool:
         check = self._body_looks_right
         if check is None:

@@ -3,7 +3,7 @@
 A provider's free tier allows a few dozen requests a minute; an agent such as Claude Code
 bursts well past that and dies on the 429s. :class:`LimitedUpstream` paces the gateway
 itself: every call of the wrapped upstream (:meth:`complete`, :meth:`stream` /
-:meth:`stream_batches`, :meth:`passthrough`) first takes a ticket from a
+:meth:`stream_batches`, :meth:`passthrough`, :meth:`embed`) first takes a ticket from a
 :class:`~interlingua.limits.Limiter` built from the upstream's ``limits``:
 
 * **rpm / tpm** -- sliding one-minute windows. A request's tokens are *estimated on
@@ -76,6 +76,7 @@ class LimitedUpstream(Upstream):
         self.inner = inner
         self.dialect = inner.dialect
         self.continue_with = inner.continue_with
+        self.model_kind = inner.model_kind
         self.limits = limits
         # ``state``: counters shared with other replicas through Redis; else this process's.
         seams: dict[str, Any] = {"state": state}
@@ -199,6 +200,25 @@ class LimitedUpstream(Upstream):
         else:
             answer.closer = _closer(answer.closer, ticket, None)
         return answer
+
+    async def embed(self, body: bytes, headers: Mapping[str, str]) -> RawResponse:
+        """An Embeddings request, admitted like a passthrough one (its bytes / 4 as its
+        tokens; no output) and settled with the ``usage`` of its answer."""
+        tokens_in, reserve = self._estimate_body(body)
+        ticket = await self.limiter.acquire(reserve)
+        try:
+            try:
+                answer = await self.inner.embed(body, headers)
+            except InterlinguaError:
+                self._unanswered(ticket, tokens_in)
+                raise
+            if answer.status >= 300:
+                self._unanswered(ticket, tokens_in)
+            elif self.counts_tokens:
+                _settle(ticket, body_tokens(answer.body))
+            return answer
+        finally:
+            ticket.release()
 
     def _estimate_body(self, body: bytes) -> tuple[int, int]:
         """:meth:`_estimate` for a passthrough body: its bytes / 4 as the input."""

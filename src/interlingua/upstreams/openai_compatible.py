@@ -18,6 +18,7 @@ from ..config import ConfigError, TimeoutConfig, UpstreamConfig
 from ..dialects import Dialect
 from ..dialects.openai_chat import DIALECT, MAX_TOKENS_FIELDS, place_max_tokens
 from ..http_pool.engines import Transports
+from .base import RawResponse
 from .http_upstream import HttpUpstream, merge_headers
 
 __all__ = ["MAX_TOKENS_FIELDS", "OpenAICompatibleUpstream", "check_options"]
@@ -78,12 +79,24 @@ class OpenAICompatibleUpstream(HttpUpstream):
             max_tokens_field=cfg.options.get("max_tokens_field"),
         )
 
+    async def embed(self, body: bytes, headers: Mapping[str, str]) -> RawResponse:
+        """``POST {base_url}/embeddings``, the answer relayed as it came (the same API
+        root serves Chat, Responses and Embeddings)."""
+        return await self.relay_json(self.base_url + "/embeddings", body, headers, _has_data)
+
     def adjust_body(self, body: dict[str, Any]) -> None:
         """A Chat body's output limit in the field this upstream takes: ``max_tokens_field``
         when configured, else by model name (o-series and gpt-5 models refuse
         ``max_tokens``); on every path, passthrough included."""
         if self.codec is DIALECT:
             place_max_tokens(body, self.max_tokens_field)
+
+
+def _has_data(data: bytes) -> bool:
+    """Whether a 2xx body looks like an Embeddings answer (a JSON object with ``data``),
+    judged without parsing it: anything else is the upstream's fault (a 502), not a
+    body for the client's SDK to fail on."""
+    return data.lstrip()[:1] == b"{" and b'"data"' in data
 
 
 def check_options(cfg: UpstreamConfig, where: str, kind: str = "openai") -> str:

@@ -18,14 +18,14 @@ A wrapped upstream has no native dialect, so such routes never take the passthro
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ..config import ModelOptions
 from ..core import Request, Response, StreamEvent, aclose_iterator
 from ..text.events import TextProcessing, TextProcessingStream, process_response
 from ..text.tool_prompt import apply_text_tools, parsed_tool_calls
-from .base import Upstream
+from .base import RawResponse, Upstream
 from .claude_code import ClaudeCodeQuirks, ClaudeCodeStream, claude_code_response
 
 
@@ -40,6 +40,7 @@ class TextOptionsUpstream(Upstream):
         self.options = options
         self.cancel_on_disconnect = inner.cancel_on_disconnect
         self.continue_with = inner.continue_with
+        self.model_kind = inner.model_kind
         # Built once: a request without text tool calls needs nothing request-specific.
         self._plain = TextProcessing(think_tags=options.think_tags)
         self._quirks = _claude_code(options)
@@ -87,6 +88,10 @@ class TextOptionsUpstream(Upstream):
     def adjust_body(self, body: dict[str, Any]) -> None:
         """The inner upstream's own fix-ups (the base contract: wrappers forward it)."""
         self.inner.adjust_body(body)
+
+    async def embed(self, body: bytes, headers: Mapping[str, str]) -> RawResponse:
+        """The inner upstream's embeddings: the text options concern generated text."""
+        return await self.inner.embed(body, headers)
 
     async def count_tokens(self, request: Request) -> int | None:
         sent, _ = self._prepare(request)

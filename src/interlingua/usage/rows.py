@@ -110,6 +110,7 @@ _COLUMN_TYPES: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "ttft": (_Real | None, _optional_real),
     "stream": (bool, bool),
     "batch_id": (_Text | None, _optional_text),
+    "endpoint": (_Text | None, _optional_text),
 }
 assert tuple(_COLUMN_TYPES) == COLUMNS, "usage/rows.py: a column without its type"
 # astuple(record) is the row: a Record field out of the columns' order would shift values

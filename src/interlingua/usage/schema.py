@@ -79,6 +79,7 @@ COLUMNS: tuple[str, ...] = (
     "ttft",
     "stream",
     "batch_id",
+    "endpoint",
 )
 INSERT = (
     f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) "
@@ -199,6 +200,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the Batch API batch a request was a line of",
         # NULL for every interactive request (and every row written before)
         (f"ALTER TABLE {TABLE} ADD COLUMN batch_id TEXT",),
+    ),
+    Migration(
+        5,
+        "the endpoint each request was made to (chat/completions, embeddings, ...)",
+        # NULL for the rows written before: every one of them a generation, whose
+        # endpoint its dialect says
+        (f"ALTER TABLE {TABLE} ADD COLUMN endpoint TEXT",),
     ),
 )
 

@@ -14,6 +14,8 @@ Needs the ``local`` extra (``pip install -e '.[local]'``: llama-cpp-python and t
         chat_template: "..."   # Jinja, overrides the GGUF's tokenizer.chat_template
         think_tags: false      # <think>...</think> in the output -> reasoning blocks
         text_tool_calls: true  # offer tools in the prompt, parse calls from the text
+        embedding: false       # true: an embedding model, answering /v1/embeddings only
+                               # (:mod:`.embedding`, :mod:`.embedder`)
 
 Modules: :mod:`.kind` (what the config entry may say, the bundled models; light, so a
 config is checked without the extra), :mod:`.resources` (cores and memory this process

@@ -64,7 +64,7 @@ def check_options(cfg: UpstreamConfig, where: str) -> None:
             raise ConfigError(f"{where}.max_queue: must be 0 or more, got {queue}")
     if "chat_template" in options:
         expect_str(options["chat_template"], f"{where}.chat_template")
-    for key in ("think_tags", "text_tool_calls"):
+    for key in ("think_tags", "text_tool_calls", "embedding"):
         if key in options:
             expect_bool(options[key], f"{where}.{key}")
 
