@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -46,7 +47,7 @@ from ._build import (
     to_tool_choice,
     to_tools,
 )
-from ._embed import DEFAULT_BATCH_SIZE, Embedder, embed_all, embed_settings
+from ._embed import DEFAULT_BATCH_SIZE, Embedder, embed_all, embed_settings, embeddings_url
 from ._generate import Batch, Failure, generate_iter, generate_list
 from ._images import release_memory
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
@@ -441,6 +442,7 @@ class AsyncClient:
         estimated_tokens: int = 0,
         retry_on_empty: bool = False,
         log_failure: bool = True,
+        endpoint: str | None = None,
     ) -> RawReply:
         """POST a ready body (this dialect's JSON) with retries and rate limits; no parsing.
 
@@ -451,13 +453,19 @@ class AsyncClient:
         and, when judging it took the codec's full reading, the neutral ``response``.
         ``log_failure=False``: a caller that logs failures itself, with its own context
         (the batch runner names the line), gets no WARNING from the client for them.
+        ``endpoint="embeddings"`` POSTs to ``{base_url}/embeddings`` instead (another
+        endpoint of an OpenAI-style server; ``retry_on_empty`` judges chat answers only).
         """
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         policy, transport = self._policy, self._transport
+        post = transport.post
+        if endpoint is not None:
+            url = embeddings_url(self.dialect, self.base_url, endpoint)
+            post = partial(transport.post_to, url)
 
         async def attempt() -> RawReply:
             async with policy.slot(estimated_tokens):
-                raw, headers = await transport.post(data)
+                raw, headers = await post(data)
             rid = request_id(headers)
             if not retry_on_empty:
                 return RawReply(200, headers, raw, rid)

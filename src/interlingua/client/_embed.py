@@ -130,15 +130,16 @@ def embed_settings(
     }  # fmt: skip
 
 
-def embeddings_url(dialect: str, base_url: str) -> str:
-    """Where a client of ``dialect`` at ``base_url`` asks for embeddings: beside its
-    OpenAI-style generation endpoint (Anthropic's API has none)."""
+def embeddings_url(dialect: str, base_url: str, endpoint: str = "embeddings") -> str:
+    """Where a client of ``dialect`` at ``base_url`` asks for embeddings (or another
+    ``endpoint`` of the OpenAI API): beside its OpenAI-style generation endpoint. The
+    Anthropic API has none of them."""
     if dialect == "anthropic":
         raise ValueError(
-            "embed needs an OpenAI-compatible server: the Anthropic API has no embeddings "
-            '(use a client with dialect="openai" and a base URL ending in /v1)'
+            f"/{endpoint} needs an OpenAI-compatible server: the Anthropic API has no "
+            f'{endpoint} (use a client with dialect="openai" and a base URL ending in /v1)'
         )
-    return f"{base_url}/embeddings"
+    return f"{base_url}/{endpoint}"
 
 
 def texts_for(texts: Iterable[Text], size: int) -> Texts:

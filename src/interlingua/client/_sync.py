@@ -320,6 +320,7 @@ class Client:
         estimated_tokens: int = 0,
         retry_on_empty: bool = False,
         log_failure: bool = True,
+        endpoint: str | None = None,
     ) -> RawReply:
         """POST a ready body with retries and rate limits; see :meth:`AsyncClient.send_raw`."""
         return self._runner.run(
@@ -328,6 +329,7 @@ class Client:
                 estimated_tokens=estimated_tokens,
                 retry_on_empty=retry_on_empty,
                 log_failure=log_failure,
+                endpoint=endpoint,
             )
         )
 
