@@ -126,7 +126,8 @@ async def test_generator_input_and_shared_limiter(embedder: EmbeddingsServer) ->
     limiter = RateLimiter(requests_per_minute=10**6, tokens_per_minute=10**9, max_concurrency=2)
     embedder.latency = 0.02
     async with AsyncClient(embedder.v1, model="emb", rate_limit=limiter) as client:
-        got = await client.embed((f"two words{i}" for i in range(50)), batch_size=5)
+        texts = (f"two words{i}" for i in range(50))
+        got = await client.embed(texts, batch_size=5, progress=True)  # (a bar of batches)
     assert got == [vector_for(f"two words{i}") for i in range(50)]
     assert limiter.window_usage() == (10, 100)
     assert embedder.max_in_flight == 2
