@@ -214,20 +214,17 @@ class HttpTransport:
         """:meth:`Transport.open`."""
         return _EngineAnswer(await self._send(body, self._post, self.url), self._free)
 
-    async def post(self, body: bytes) -> tuple[bytes, dict[str, str]]:
-        """:meth:`Transport.post`."""
-        return await self._whole(await self._send(body, self._post, self.url))
-
-    async def post_to(self, url: str, body: bytes) -> tuple[bytes, dict[str, str]]:
-        """:meth:`Transport.post_to`: the same headers, connections and typed errors."""
-        post = self._others.get(url)
-        if post is None:  # bound once per URL, as the generation URL is
-            engine = self._engines.for_url(url)
-            post = self._others[url] = engine.bind(url, self._headers, timeout=self._limits)
-        return await self._whole(await self._send(body, post, url))
-
-    async def _whole(self, answer: EngineAnswer) -> tuple[bytes, dict[str, str]]:
-        """Read a 2xx answer to its end, then give back its connection and its place."""
+    async def post(self, body: bytes, url: str | None = None) -> tuple[bytes, dict[str, str]]:
+        """:meth:`Transport.post` (``url``: :meth:`post_to`'s, read in the same frame:
+        this is every call's path, and a coroutine more per call shows in a batch)."""
+        if url is None:
+            answer = await self._send(body, self._post, self.url)
+        else:
+            post = self._others.get(url)
+            if post is None:  # bound once per URL, as the generation URL is
+                engine = self._engines.for_url(url)
+                post = self._others[url] = engine.bind(url, self._headers, timeout=self._limits)
+            answer = await self._send(body, post, url)
         try:
             data = await answer.read()
         except TransportError as exc:
@@ -239,6 +236,10 @@ class HttpTransport:
         if type(headers) is dict:  # the lean pool's: lowercase already
             return data, headers
         return data, {k.lower(): v for k, v in headers.items()}  # aiohttp's, as they came
+
+    async def post_to(self, url: str, body: bytes) -> tuple[bytes, dict[str, str]]:
+        """:meth:`Transport.post_to`: the same headers, connections and typed errors."""
+        return await self.post(body, url)
 
     async def _send(
         self, body: bytes, post: Callable[[bytes], Awaitable[EngineAnswer]], url: str
