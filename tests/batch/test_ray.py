@@ -31,6 +31,7 @@ from interlingua.batch.ray_limits import start_keeper
 from interlingua.limits import SharedCounters
 from tests.redis_server import needs_redis_server, redis_server
 
+from ..embeddings_server import EmbeddingsServer, vector_for
 from .conftest import FakeChatServer, read_output, simple_rows, write_jsonl
 from .twins import comparable, mixed_rows, single
 
@@ -104,6 +105,22 @@ def test_a_resume_skips_the_ids_already_done(server: FakeChatServer, tmp_path: P
     result = on_ray(server, inp, out)  # nothing left to do
     assert server.started == [] and result.stats.done == 0 and result.stats.skipped == 48
     assert len(read_output(out)) == 48
+
+
+def test_embeddings_lines_on_ray_fill_the_vector_column(tmp_path: Path) -> None:
+    """/v1/embeddings lines run on Ray as in one process (the same call per line, the
+    same output): the vectors land in the Parquet output's ``embedding`` column."""
+    rows = [{"custom_id": f"e{i}", "method": "POST", "url": "/v1/embeddings",
+             "body": {"input": f"text {i}"}} for i in range(30)]  # fmt: skip
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    with EmbeddingsServer() as srv:
+        result = on_ray(srv, inp, tmp_path / "out.parquet")
+    table = pq.read_table(tmp_path / "out.parquet")
+    ids, vectors = table.column("custom_id").to_pylist(), table.column("embedding").to_pylist()
+    assert dict(zip(ids, vectors, strict=True)) == {
+        f"e{i}": vector_for(f"text {i}") for i in range(30)
+    }
+    assert result.stats.ok == 30
 
 
 class TimedServer(FakeChatServer):

@@ -53,7 +53,7 @@ def test_simple_lines_keep_prompt_images_and_settings() -> None:
         (b'{"custom_id": "a", "prompt": "x", "messages": []}', "invalid_request", "exactly one"),
         (b'{"custom_id": "a", "prompt": "x", "colour": 1}', "invalid_request", "['colour']"),
         (b'{"custom_id": "a", "prompt": "x", "images": "a.png"}', "invalid_request", "a list"),
-        (b'{"custom_id": "a", "url": "/v1/embeddings", "body": {}}', "invalid_request", "url"),
+        (b'{"custom_id": "a", "url": "/v1/moderations", "body": {}}', "invalid_request", "url"),
         (b'{"custom_id": "a", "method": "GET", "url": "/v1/messages", "body": {}}',
          "invalid_request", "POST"),
         (b'{"custom_id": "a", "url": "/v1/messages", "body": []}', "invalid_request", "body"),

@@ -214,7 +214,7 @@ async def test_unreadable_and_duplicate_lines_are_recorded_once(
         b"\n"
         b'{"custom_id": "b"}\n'
         b'{"custom_id": "a", "prompt": "again"}\n'
-        b'{"custom_id": "c", "method": "POST", "url": "/v1/embeddings", "body": {}}\n'
+        b'{"custom_id": "c", "method": "POST", "url": "/v1/moderations", "body": {}}\n'
     )
     _, result = await run(server, tmp_path, None, concurrency=1, ordered=True)
     out = read_output(tmp_path / "out.jsonl")
@@ -225,7 +225,7 @@ async def test_unreadable_and_duplicate_lines_are_recorded_once(
     assert "prompt" in out[2]["error"]["message"]
     assert out[3]["error"]["code"] == "duplicate_custom_id"
     assert "line 5" in out[3]["error"]["message"]
-    assert "/v1/embeddings" in out[4]["error"]["message"]
+    assert "/v1/moderations" in out[4]["error"]["message"]
     assert server.started == ["a"]  # only the one good line was sent
     assert result.stats.failed == 4
     # A second run finds everything recorded: nothing is sent or written again.

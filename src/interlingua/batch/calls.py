@@ -10,6 +10,8 @@ Which call depends on the line and the client's dialect:
   or Messages one, ...) is parsed by its url's codec, sent through the neutral
   core (:meth:`~interlingua.client.AsyncClient.send`), and the answer is rendered back in
   the line's dialect: the output body always matches the line's url;
+* an ``/v1/embeddings`` line is POSTed as is to the server's embeddings endpoint and
+  its answer kept byte for byte;
 * a simple line is built with :meth:`~interlingua.client.AsyncClient.prepare` (images
   encoded off the event loop, deduplicated by the client's bounded cache), rendered in the
   client's dialect and sent raw, so the output holds the server's own body.
@@ -47,7 +49,7 @@ from ..client import (
     normalize_usage,
 )
 from ..core import Request, Response
-from ..core.tokens import estimate_request_tokens
+from ..core.tokens import estimate_request_tokens, estimate_text
 from ..dialects import Dialect, get_dialect
 from ..errors import InterlinguaError
 from .fold import fold_body
@@ -122,6 +124,8 @@ async def call_item(client: AsyncClient, item: BatchItem, defaults: Defaults) ->
     """Send ``item`` and return its output line (see the module docstring)."""
     cid = item.custom_id
     try:
+        if item.endpoint is not None:
+            return await _call_endpoint_line(client, item, defaults)
         if item.dialect is not None:
             return await _call_batch_line(client, item, defaults)
         return await _call_simple_line(client, item, defaults)
@@ -206,6 +210,34 @@ async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defau
     usage = response.usage
     line = success_record(item.custom_id, reply.status, reply.request_id, orjson.dumps(out))
     return Outcome(line, None, usage.input_tokens, usage.output_tokens)
+
+
+async def _call_endpoint_line(client: AsyncClient, item: BatchItem, defaults: Defaults) -> Outcome:
+    """An embeddings line: its body (the model filled in) to the server's endpoint, the
+    answer kept byte for byte. Its inputs' estimated tokens count against --tpm."""
+    assert item.body is not None and item.endpoint is not None
+    body = item.body
+    if "model" not in body and defaults.model:
+        body = {**body, "model": defaults.model}
+    estimate = 0
+    if client.limiter.limits.tokens_per_minute is not None:
+        estimate = _input_tokens(body.get("input"))
+    reply = await client.send_raw(
+        body, estimated_tokens=estimate, log_failure=False, endpoint=item.endpoint
+    )
+    return ok_outcome(item.custom_id, reply.status, reply.request_id, reply.body)
+
+
+def _input_tokens(value: Any) -> int:
+    """Estimated tokens of an embeddings ``input``: texts by their length, token ids
+    counted, a list of either summed."""
+    if isinstance(value, str):
+        return estimate_text(value)
+    if isinstance(value, list):
+        if all(type(v) is int for v in value):
+            return len(value)
+        return sum(_input_tokens(v) for v in value)
+    return 0
 
 
 def _render(client: AsyncClient, request: Request) -> dict[str, Any]:

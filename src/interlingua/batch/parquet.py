@@ -30,16 +30,21 @@ for the ids already done. So a ``kill -9`` at any moment loses only the requests
 Readers of the directory -- ``pyarrow.dataset``, pandas, Spark, ``ray.data.read_parquet``
 -- skip the ``_``- and ``.``-prefixed files, so they see exactly the sealed parts.
 
-**Columns** (the fields of a JSONL output line)::
+**Columns** (the fields of a JSONL output line, and the vector of an embeddings one)::
 
     id          string
     custom_id   string (null: an input row that could not be read)
     response    struct<status_code: int32, request_id: string, body: string> (null: no answer)
     error       struct<code: string, message: string, line: int64> (null: success)
+    embedding   list<float32> (null: not a one-input embeddings answer)
 
 ``response.body`` is the JSON text of the answer's body (its shape depends on the dialect,
 so it is kept as text, byte for byte as the JSONL output holds it): ``json.loads`` it, or
-:func:`read_records` gives back the JSONL output's dicts.
+:func:`read_records` gives back the JSONL output's dicts. The vector of an
+``/v1/embeddings`` line with one input (base64 or floats in the answer) is in
+``embedding``, ready for a vector store, and only there: the body holds ``"embedding":
+null`` in its place (:func:`read_records` puts it back, as floats). A line with several
+inputs keeps its vectors in its body.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..client import decode_vector
 from .output import OutputScan, OutputWriter, _note
 from .records import DUPLICATE, OutputState, output_record
 
@@ -112,6 +118,7 @@ def schema() -> pa.Schema:
                 "error",
                 pa.struct([("code", pa.string()), ("message", pa.string()), ("line", pa.int64())]),
             ),
+            ("embedding", pa.list_(pa.float32())),
         ]
     )
 
@@ -154,11 +161,14 @@ def record_row(line: bytes) -> dict[str, Any] | None:
     if obj is None:
         return None
     response = obj.get("response")
+    vector = None
     if isinstance(response, dict):
+        body = response.get("body")
+        vector, body = _take_vector(body)
         response = {
             "status_code": response.get("status_code"),
             "request_id": response.get("request_id"),
-            "body": orjson.dumps(response.get("body")).decode(),
+            "body": orjson.dumps(body).decode(),
         }
     error = obj.get("error")
     if isinstance(error, dict):
@@ -172,15 +182,36 @@ def record_row(line: bytes) -> dict[str, Any] | None:
         "custom_id": obj["custom_id"],
         "response": response,
         "error": error,
+        "embedding": vector,
     }
 
 
+def _take_vector(body: Any) -> tuple[list[float] | None, Any]:
+    """(the vector, the body without it) of a one-input embeddings answer; (None, body)
+    for any other body. The vector goes to the ``embedding`` column, stored once."""
+    if not (isinstance(body, dict) and body.get("object") == "list"):
+        return None, body
+    data = body.get("data")
+    if not (isinstance(data, list) and len(data) == 1 and isinstance(data[0], dict)):
+        return None, body
+    try:
+        vector = decode_vector(data[0].get("embedding"))
+    except ValueError:  # not a vector: the body is kept whole
+        return None, body
+    return vector, {**body, "data": [{**data[0], "embedding": None}]}
+
+
 def _as_record(row: dict[str, Any]) -> dict[str, Any]:
-    """A row of :func:`schema` back as the JSONL output's record."""
+    """A row of :func:`schema` back as the JSONL output's record (an ``embedding`` put
+    back into its answer, as floats)."""
     response = row["response"]
     if response is not None:
         body = response["body"]
-        response = {**response, "body": None if body is None else orjson.loads(body)}
+        body = None if body is None else orjson.loads(body)
+        vector = row.get("embedding")
+        if vector is not None and isinstance(body, dict):
+            body["data"][0]["embedding"] = vector
+        response = {**response, "body": body}
     error = row["error"]
     if error is not None:
         error = {k: v for k, v in error.items() if v is not None or k != "line"}

@@ -5,7 +5,8 @@ Two input forms, told apart line by line:
 * **OpenAI Batch** -- ``{"custom_id", "method": "POST", "url", "body"}`` where ``url`` is
   ``/v1/chat/completions`` (the body is an OpenAI Chat request), ``/v1/responses`` (an
   OpenAI Responses request) or ``/v1/messages`` (an Anthropic Messages request). The
-  line's dialect is the dialect of its ``url``.
+  line's dialect is the dialect of its ``url``. ``/v1/embeddings`` (an OpenAI embeddings
+  request) is sent as it is to the server's embeddings endpoint.
 * **Simple** -- ``{"custom_id", "prompt" | "messages", "images"?, ...}``: a prompt in any
   form the client accepts (a string, a list of text and images, full messages), images as
   file paths (relative to the working directory), ``data:`` URIs or URLs, plus optional
@@ -50,6 +51,7 @@ __all__ = [
     "INVALID_LINE",
     "SIMPLE_FIELDS",
     "URL_DIALECTS",
+    "URL_ENDPOINTS",
     "BatchItem",
     "LineError",
     "OutputState",
@@ -68,6 +70,10 @@ URL_DIALECTS = {
     "/v1/messages": "anthropic",
 }
 """OpenAI Batch ``url`` -> the dialect of its body (and of the output body)."""
+
+URL_ENDPOINTS = {"/v1/embeddings": "embeddings"}
+"""OpenAI Batch ``url`` with no chat dialect -> the endpoint of the server it is sent to
+(the body goes as it is, the answer comes back byte for byte)."""
 
 SIMPLE_FIELDS = frozenset(
     {
@@ -118,6 +124,8 @@ class BatchItem:
 
     For OpenAI Batch lines ``body`` is the request body; for simple lines ``prompt``,
     ``images`` and ``settings`` (the per-line fields of :data:`SIMPLE_FIELDS`) are set.
+    An OpenAI Batch line for another endpoint (:data:`URL_ENDPOINTS`) has ``body`` and
+    ``endpoint``, no dialect.
     """
 
     custom_id: str
@@ -127,6 +135,7 @@ class BatchItem:
     prompt: Any = None
     images: list[Any] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    endpoint: str | None = None
 
 
 def parse_line(data: bytes | str | dict[str, Any], line_no: int) -> BatchItem:
@@ -162,16 +171,17 @@ def _batch_item(obj: dict[str, Any], cid: str, line_no: int) -> BatchItem:
         raise LineError(f'{where}: "method" must be "POST", got {method!r}', cid, "invalid_request")
     url = obj.get("url")
     dialect = URL_DIALECTS.get(url) if isinstance(url, str) else None
-    if dialect is None:
+    endpoint = URL_ENDPOINTS.get(url) if isinstance(url, str) else None
+    if dialect is None and endpoint is None:
         raise LineError(
-            f'{where}: "url" must be one of {sorted(URL_DIALECTS)}, got {url!r}',
+            f'{where}: "url" must be one of {sorted(URL_DIALECTS | URL_ENDPOINTS)}, got {url!r}',
             cid,
             "invalid_request",
         )
     body = obj.get("body")
     if not isinstance(body, dict):
         raise LineError(f'{where}: "body" must be a JSON object', cid, "invalid_request")
-    return BatchItem(cid, line_no, dialect=dialect, body=body)
+    return BatchItem(cid, line_no, dialect=dialect, body=body, endpoint=endpoint)
 
 
 def _simple_item(obj: dict[str, Any], cid: str, line_no: int) -> BatchItem:

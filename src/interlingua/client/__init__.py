@@ -27,6 +27,7 @@ from ..limits import RateLimit, RateLimiter
 from ._async import AsyncClient, RawReply
 from ._audio import Audio
 from ._build import UnsupportedParameterError
+from ._embed import decode_vector
 from ._errors import (
     AnswerError,
     APIConnectionError,
@@ -104,6 +105,7 @@ __all__ = [
     "UnsupportedParameterError",
     "better_usage",
     "custom_tool",
+    "decode_vector",
     "detect_image_type",
     "extract_json",
     "fold_reasoning",

@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -46,12 +47,14 @@ from ._build import (
     to_tool_choice,
     to_tools,
 )
+from ._embed import DEFAULT_BATCH_SIZE, Embedder, embed_all, embed_settings, embeddings_url
 from ._generate import Batch, Failure, generate_iter, generate_list
 from ._images import release_memory
 from ._inputs import DEFAULT_IMAGE_CACHE_BYTES, Inputs
 from ._outputs import (
     CallOptions,
     ChatResult,
+    call_options,
     is_empty_answer,
     validate_structured,
 )
@@ -439,6 +442,7 @@ class AsyncClient:
         estimated_tokens: int = 0,
         retry_on_empty: bool = False,
         log_failure: bool = True,
+        endpoint: str | None = None,
     ) -> RawReply:
         """POST a ready body (this dialect's JSON) with retries and rate limits; no parsing.
 
@@ -449,13 +453,19 @@ class AsyncClient:
         and, when judging it took the codec's full reading, the neutral ``response``.
         ``log_failure=False``: a caller that logs failures itself, with its own context
         (the batch runner names the line), gets no WARNING from the client for them.
+        ``endpoint="embeddings"`` POSTs to ``{base_url}/embeddings`` instead (another
+        endpoint of an OpenAI-style server; ``retry_on_empty`` judges chat answers only).
         """
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         policy, transport = self._policy, self._transport
+        post = transport.post
+        if endpoint is not None:
+            url = embeddings_url(self.dialect, self.base_url, endpoint)
+            post = partial(transport.post_to, url)
 
         async def attempt() -> RawReply:
             async with policy.slot(estimated_tokens):
-                raw, headers = await transport.post(data)
+                raw, headers = await post(data)
             rid = request_id(headers)
             if not retry_on_empty:
                 return RawReply(200, headers, raw, rid)
@@ -526,14 +536,10 @@ class AsyncClient:
         progress: bool,
         on_error: str,
         defaults: dict[str, Any],
-    ) -> Batch:
+    ) -> Batch[ChatResult]:
         """A batch of ``chat`` calls, its arguments checked."""
         check_keys(defaults, CHAT_KEYS, "generate")
-        if on_error not in ("return", "raise"):
-            raise ValueError(f'on_error must be "return" or "raise", got {on_error!r}')
-        width = self.concurrency if concurrency is None else concurrency
-        if width < 1:
-            raise ValueError("concurrency must be at least 1")
+        width = self._width(concurrency, on_error)
         settings = dict(defaults)
         if "retry_on_empty" not in self.defaults:
             settings.setdefault("retry_on_empty", True)
@@ -542,6 +548,47 @@ class AsyncClient:
             raise_first=on_error == "raise", retries=lambda: self._policy.retries,
             ended=self.clear_cache,
         )  # fmt: skip
+
+    def _width(self, concurrency: int | None, on_error: str) -> int:
+        """A batch's calls in flight, its ``on_error`` checked."""
+        if on_error not in ("return", "raise"):
+            raise ValueError(f'on_error must be "return" or "raise", got {on_error!r}')
+        width = self.concurrency if concurrency is None else concurrency
+        if width < 1:
+            raise ValueError("concurrency must be at least 1")
+        return width
+
+    async def embed(
+        self,
+        texts: Iterable[str | list[int]],
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        concurrency: int | None = None,
+        encoding_format: str = "base64",
+        user: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        progress: bool = False,
+        on_error: str = "return",
+    ) -> list[list[float] | Failure]:
+        """One vector per text, in input order, from the server's ``/embeddings``.
+
+        ``batch_size`` texts per request (at most 2048, the API's limit), up to
+        ``concurrency`` requests in flight (default: the client's), under the client's
+        rate limits and retries; ``dimensions`` is passed on (models that can shorten
+        their vectors); vectors travel as base64 unless ``encoding_format="float"``.
+        Texts may also be lists of token ids. A batch that fails for good puts its
+        :class:`~interlingua.client.Failure` in each of its texts' places
+        (``on_error="raise"``: its error is raised). See :mod:`interlingua.client._embed`.
+        """
+        width = self._width(concurrency, on_error)
+        settings = embed_settings(
+            model or self.model, dimensions, encoding_format, user, extra_body
+        )
+        embedder = Embedder(self._transport, self._policy, self.dialect, self.base_url)
+        raise_first = on_error == "raise"
+        return await embed_all(embedder, texts, batch_size, settings, width, progress, raise_first)
 
     # --- answers -----------------------------------------------------------------------
 
@@ -572,19 +619,9 @@ class AsyncClient:
             "json_schema",
         )
         think = self._flag(think_tags, "think_tags")
-        retry = self._flag(retry_on_empty, "retry_on_empty")
-        if model_class is None:  # one of eight values: shared, not built per call
-            return _PLAIN_OPTIONS[think, structured, retry]
-        return CallOptions(think, structured, model_class, retry)
-
-
-#: CallOptions without a pydantic class, by (think_tags, structured, retry_on_empty)
-_PLAIN_OPTIONS = {
-    (t, s, r): CallOptions(t, s, None, r)
-    for t in (False, True)
-    for s in (False, True)
-    for r in (False, True)
-}
+        return call_options(
+            think, structured, model_class, self._flag(retry_on_empty, "retry_on_empty")
+        )
 
 
 #: the keyword arguments ``chat`` takes: ``prepare``'s and the result options

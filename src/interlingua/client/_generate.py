@@ -41,13 +41,15 @@ import contextlib
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from ._inputs import InputError
-from ._outputs import ChatResult
 from ._settings import merge
 
 __all__ = ["Batch", "Failure", "generate_iter", "generate_list", "split_item"]
+
+#: what one call of a batch gives (a ChatResult for ``generate``; vectors for ``embed``)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +136,12 @@ def _failure(exc: Exception) -> Failure:
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
+class Batch(Generic[R]):
     """What one batch runs: ``chat`` over ``items`` with ``settings`` (an item's own win),
-    ``width`` calls in flight; ``keys`` are the settings ``chat`` takes."""
+    ``width`` calls in flight; ``keys`` are the settings ``chat`` takes. ``unit`` and
+    ``label`` name what the progress bar counts."""
 
-    chat: Callable[..., Awaitable[ChatResult]]
+    chat: Callable[..., Awaitable[R]]
     items: Iterable[Any]
     settings: Mapping[str, Any]
     width: int
@@ -148,13 +151,15 @@ class Batch:
     retries: Callable[[], int] | None = None
     #: called once the batch is over, however it ended (the client drops its image cache)
     ended: Callable[[], None] | None = None
+    unit: str = "item"
+    label: str = "generate"
 
     @property
     def total(self) -> int | None:
         """The number of items, when the input knows it."""
         return len(self.items) if isinstance(self.items, Sized) else None
 
-    async def one(self, index: int, item: Any) -> ChatResult | Failure:
+    async def one(self, index: int, item: Any) -> R | Failure:
         """One item's call: its answer, or its :class:`Failure`."""
         try:
             prompt, own = split_item(item, self.keys, f"items[{index}]")
@@ -163,10 +168,12 @@ class Batch:
             return _failure(exc)
 
     def bar(self) -> _Bar | None:
-        return _Bar(self.total, self.retries) if self.progress else None
+        if not self.progress:
+            return None
+        return _Bar(self.total, self.retries, self.unit, self.label)
 
 
-async def generate_list(batch: Batch) -> list[ChatResult | Failure]:
+async def generate_list(batch: Batch[R]) -> list[R | Failure]:
     """Every item's result in input order (see the module doc).
 
     :func:`generate_iter` less its hand-over: each worker appends its results itself, so
@@ -179,7 +186,7 @@ async def generate_list(batch: Batch) -> list[ChatResult | Failure]:
     if total == 0:
         return []
     source = enumerate(batch.items)
-    done: list[tuple[int, ChatResult | Failure]] = []
+    done: list[tuple[int, R | Failure]] = []
     bar = batch.bar()
 
     async def worker() -> None:
@@ -222,13 +229,13 @@ async def _stop(
         ended()
 
 
-async def generate_iter(batch: Batch) -> AsyncGenerator[tuple[int, ChatResult | Failure], None]:
+async def generate_iter(batch: Batch[R]) -> AsyncGenerator[tuple[int, R | Failure], None]:
     """``(index, result)`` for every item, in completion order (see the module doc)."""
     total = batch.total
     if total == 0:
         return
     source = enumerate(batch.items)
-    queue: asyncio.Queue[tuple[int, ChatResult | Failure] | _End] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, R | Failure] | _End] = asyncio.Queue()
     # Entered before an item is read, left when its result is handed over: at most
     # 2 x ``width`` items read and not yet handed over, however slow the consumer (2 x:
     # a consumer busy for a moment does not stall the workers).
@@ -274,16 +281,20 @@ async def generate_iter(batch: Batch) -> AsyncGenerator[tuple[int, ChatResult | 
 class _Bar:
     """tqdm's bar over the items: done/total, rate, ETA; failures and retries after it."""
 
-    def __init__(self, total: int | None, retries: Callable[[], int] | None) -> None:
+    def __init__(
+        self,
+        total: int | None,
+        retries: Callable[[], int] | None,
+        unit: str = "item",
+        label: str = "generate",
+    ) -> None:
         from tqdm import tqdm
 
         self._retries = retries
         self.failed = 0
-        self._bar = tqdm(
-            total=total, unit="item", desc="generate", dynamic_ncols=True, mininterval=0.2
-        )
+        self._bar = tqdm(total=total, unit=unit, desc=label, dynamic_ncols=True, mininterval=0.2)
 
-    def update(self, result: ChatResult | Failure) -> None:
+    def update(self, result: object) -> None:
         if isinstance(result, Failure):
             self.failed += 1
         self._bar.set_postfix_str(self._postfix(), refresh=False)

@@ -88,6 +88,23 @@ class CallOptions:
     retry_on_empty: bool = False
 
 
+def call_options(think: bool, structured: bool, model_class: Any, retry: bool) -> CallOptions:
+    """The :class:`CallOptions` of a call (without a pydantic class: one of eight shared
+    values, not one built per call)."""
+    if model_class is None:
+        return _PLAIN_OPTIONS[think, structured, retry]
+    return CallOptions(think, structured, model_class, retry)
+
+
+#: CallOptions without a pydantic class, by (think_tags, structured, retry_on_empty)
+_PLAIN_OPTIONS = {
+    (t, s, r): CallOptions(t, s, None, r)
+    for t in (False, True)
+    for s in (False, True)
+    for r in (False, True)
+}
+
+
 # --- usage -------------------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from ..core import Request, StreamEvent, ToolSpec
 from ..limits import RateLimiter
 from ._async import AsyncClient, RawReply
+from ._embed import DEFAULT_BATCH_SIZE
 from ._generate import Failure
 from ._outputs import ChatResult
 from ._stream import ChatStream
@@ -319,6 +320,7 @@ class Client:
         estimated_tokens: int = 0,
         retry_on_empty: bool = False,
         log_failure: bool = True,
+        endpoint: str | None = None,
     ) -> RawReply:
         """POST a ready body with retries and rate limits; see :meth:`AsyncClient.send_raw`."""
         return self._runner.run(
@@ -327,6 +329,7 @@ class Client:
                 estimated_tokens=estimated_tokens,
                 retry_on_empty=retry_on_empty,
                 log_failure=log_failure,
+                endpoint=endpoint,
             )
         )
 
@@ -348,6 +351,29 @@ class Client:
                 items, concurrency=concurrency, progress=progress, on_error=on_error, **defaults
             )
         )
+
+    def embed(
+        self,
+        texts: Iterable[str | list[int]],
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        concurrency: int | None = None,
+        encoding_format: str = "base64",
+        user: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        progress: bool = False,
+        on_error: str = "return",
+    ) -> list[list[float] | Failure]:
+        """One vector per text, in input order; see :meth:`AsyncClient.embed`."""
+        return self._runner.run(
+            self._async.embed(
+                texts, model=model, dimensions=dimensions, batch_size=batch_size,
+                concurrency=concurrency, encoding_format=encoding_format, user=user,
+                extra_body=extra_body, progress=progress, on_error=on_error,
+            )
+        )  # fmt: skip
 
     def generate_iter(
         self,

@@ -113,6 +113,10 @@ class Transport(Protocol):
         """POST ``body``; the whole 2xx body and its headers (lower-cased) or a typed error."""
         ...
 
+    async def post_to(self, url: str, body: bytes) -> tuple[bytes, dict[str, str]]:
+        """:meth:`post` to another endpoint of the same server (the embeddings)."""
+        ...
+
     async def get(self, url: str) -> bytes:
         """GET an image to inline (one attempt); raise ``InputError`` naming the URL."""
         ...
@@ -194,6 +198,7 @@ class HttpTransport:
         )
         self._engine = self._engines.for_url(self.url)
         self._post = self._engine.bind(self.url, self._headers, timeout=self._limits)
+        self._others: dict[str, Callable[[bytes], Awaitable[EngineAnswer]]] = {}
         self._free = asyncio.Semaphore(connections)
         self._closed = False
 
@@ -207,11 +212,19 @@ class HttpTransport:
 
     async def open(self, body: bytes) -> Answer:
         """:meth:`Transport.open`."""
-        return _EngineAnswer(await self._send(body), self._free)
+        return _EngineAnswer(await self._send(body, self._post, self.url), self._free)
 
-    async def post(self, body: bytes) -> tuple[bytes, dict[str, str]]:
-        """:meth:`Transport.post`."""
-        answer = await self._send(body)
+    async def post(self, body: bytes, url: str | None = None) -> tuple[bytes, dict[str, str]]:
+        """:meth:`Transport.post` (``url``: :meth:`post_to`'s, read in the same frame:
+        this is every call's path, and a coroutine more per call shows in a batch)."""
+        if url is None:
+            answer = await self._send(body, self._post, self.url)
+        else:
+            post = self._others.get(url)
+            if post is None:  # bound once per URL, as the generation URL is
+                engine = self._engines.for_url(url)
+                post = self._others[url] = engine.bind(url, self._headers, timeout=self._limits)
+            answer = await self._send(body, post, url)
         try:
             data = await answer.read()
         except TransportError as exc:
@@ -224,14 +237,21 @@ class HttpTransport:
             return data, headers
         return data, {k.lower(): v for k, v in headers.items()}  # aiohttp's, as they came
 
-    async def _send(self, body: bytes) -> EngineAnswer:
-        """POST; a 2xx answer holding a place (the caller reads it, then releases the
-        answer and the place) or raise the typed error, the place given back."""
+    async def post_to(self, url: str, body: bytes) -> tuple[bytes, dict[str, str]]:
+        """:meth:`Transport.post_to`: the same headers, connections and typed errors."""
+        return await self.post(body, url)
+
+    async def _send(
+        self, body: bytes, post: Callable[[bytes], Awaitable[EngineAnswer]], url: str
+    ) -> EngineAnswer:
+        """POST with ``post`` (bound to ``url``); a 2xx answer holding a place (the caller
+        reads it, then releases the answer and the place) or raise the typed error, the
+        place given back."""
         if self._closed:
             raise RuntimeError("this client is closed; create a new one")
         await self._free.acquire()
         try:
-            answer = await self._post(body)
+            answer = await post(body)
         except TransportError as exc:
             self._free.release()
             raise self.transport_error(exc) from exc
@@ -247,7 +267,7 @@ class HttpTransport:
         finally:
             answer.release()
             self._free.release()
-        raise status_error(self._codec, self.url, answer.status, data, answer.headers)
+        raise status_error(self._codec, url, answer.status, data, answer.headers)
 
     async def get(self, url: str) -> bytes:
         """:meth:`Transport.get`, through aiohttp (redirects followed)."""
