@@ -1,6 +1,6 @@
 """The fixed answers the mock upstream (nginx) serves: what a fast real provider would send.
 
-Six bodies, written to static files that nginx serves for every POST:
+Seven bodies, written to static files that nginx serves for every POST:
 
 * ``/v1/chat/completions``: one ``chat.completion``
   (docs/protocols.md, "Chat Completions: response body").
@@ -16,6 +16,8 @@ Six bodies, written to static files that nginx serves for every POST:
 * ``/stream/v1/responses``: the Responses event sequence for the same pieces
   (``response.created`` ... ``response.completed``; docs/protocols.md,
   "Responses: stream events").
+* ``/v1/embeddings``: two 1,536-dimension vectors as base64 float32, what the OpenAI SDK
+  asks for by default (text-embedding-3-small's width).
 
 The content is the same in both dialects so a translated answer is comparable with a
 direct one. Everything is built once with orjson; nothing here runs during the load.
@@ -272,6 +274,29 @@ def responses_stream() -> bytes:
     return b"".join(events)
 
 
+#: the width of the mock's embedding vectors
+EMBEDDING_DIMENSIONS = 1536
+
+
+def openai_embeddings() -> bytes:
+    """An ``/v1/embeddings`` answer: two base64 float32 vectors and the usage."""
+    import base64
+    import struct
+
+    def vector(seed: int) -> str:
+        values = [((i * 7919 + seed) % 1000) / 1000.0 - 0.5 for i in range(EMBEDDING_DIMENSIONS)]
+        return base64.b64encode(struct.pack(f"<{EMBEDDING_DIMENSIONS}f", *values)).decode()
+
+    return orjson.dumps(
+        {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": vector(i)} for i in range(2)],
+            "model": "text-embedding-3-small",
+            "usage": {"prompt_tokens": 29, "total_tokens": 29},
+        }
+    )
+
+
 def site() -> dict[str, tuple[str, str, bytes]]:
     """Every mock endpoint: URL path -> (file name, content type, body)."""
     return {
@@ -281,4 +306,5 @@ def site() -> dict[str, tuple[str, str, bytes]]:
         "/stream/v1/messages": ("messages.sse", "text/event-stream", anthropic_stream()),
         "/v1/responses": ("responses.json", "application/json", responses_object()),
         "/stream/v1/responses": ("responses.sse", "text/event-stream", responses_stream()),
+        "/v1/embeddings": ("embeddings.json", "application/json", openai_embeddings()),
     }

@@ -71,6 +71,8 @@ DIRECT = (
              "responses.json", "", False),
     Scenario("direct-responses-stream", "direct nginx, responses SSE", "responses",
              "/stream/v1/responses", "responses.json", "", True),
+    Scenario("direct-embeddings", "direct nginx, embeddings JSON", "openai", "/v1/embeddings",
+             "openai_embeddings.json", "", False),
 )  # fmt: skip
 GATEWAY = (
     Scenario("passthrough", "OpenAI→OpenAI non-stream (passthrough)", "openai",
@@ -105,6 +107,8 @@ GATEWAY = (
     Scenario("r2r-stream", "Responses→Responses stream (passthrough)", "responses",
              "/v1/responses", "responses.json", "bench-r2r-stream", True,
              "direct-responses-stream"),
+    Scenario("embeddings", "OpenAI embeddings (passthrough)", "openai", "/v1/embeddings",
+             "openai_embeddings.json", "bench-embeddings", False, "direct-embeddings"),
 )  # fmt: skip
 ALL = DIRECT + GATEWAY
 BY_NAME = {s.name: s for s in ALL}
@@ -120,6 +124,7 @@ ROUTES = {
     "bench-r2o-stream": ("openai_stream", "gpt-4o-mini"),
     "bench-r2r": ("responses_json", "gpt-4o-mini"),
     "bench-r2r-stream": ("responses_stream", "gpt-4o-mini"),
+    "bench-embeddings": ("openai_json", "text-embedding-3-small"),
 }
 #: model alias -> its deployments (upstream name, upstream model, weight), for aliases
 #: with several
@@ -265,6 +270,8 @@ def request_body(scenario: Scenario) -> bytes:
     body = orjson.loads((BODIES / scenario.body).read_bytes())
     if scenario.model:
         body["model"] = scenario.model
+    if scenario.path.endswith("/embeddings"):  # (no stream in the embeddings API)
+        return orjson.dumps(body)
     body["stream"] = scenario.stream
     if scenario.stream and scenario.client == "openai":
         # What the OpenAI SDK sends when the caller wants usage
@@ -298,6 +305,11 @@ def check_answer(scenario: Scenario, status: int, content_type: str, body: bytes
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         return f"not JSON: {body[:300]!r}"
+    if scenario.path.endswith("/embeddings"):
+        vectors = [d.get("embedding") for d in data.get("data", []) if isinstance(d, dict)]
+        if len(vectors) != 2 or not all(isinstance(v, str) and len(v) > 8000 for v in vectors):
+            return f"not two base64 vectors: {body[:300]!r}"
+        return ""
     if scenario.client == "openai":
         text = data.get("choices", [{}])[0].get("message", {}).get("content")
     elif scenario.client == "responses":
