@@ -293,3 +293,31 @@ def test_the_status_page_shows_spend_per_key_and_model_and_budget_left(
     midnight = (int(time.time()) // 86400 + 1) * 86400
     assert day["resets_at"] == datetime.fromtimestamp(midnight, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert set(ops["spend"]["budgets"]) == {"team"}  # (the shared key sees every key)
+
+
+def test_processes_sharing_a_usage_log_learn_each_other_s_spend_without_redis(
+    chat: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two gateways on one SQLite usage log and no Redis (as ``--workers`` are): each
+    reads the rows the other writes, so the key's budget holds across both."""
+    monkeypatch.setenv("BUDGET_KEY", KEY)
+    config = yaml.safe_load(_config(chat, tmp_path, {"budget_per_day": 1}).read_text())
+    (tmp_path / "b").mkdir()
+    with serve(tmp_path, config) as a, serve(tmp_path / "b", config) as b:
+        assert _ask(a.url, "openai").status_code == 200  # $0.56, on a
+        assert _ask(b.url, "openai").status_code == 200  # $1.12 in all, on b
+        deadline = time.monotonic() + 10  # (written within ~1 s, read every 2 s)
+        while _spent_today(a.url) < 1.123:  # (a's own count, asked without spending)
+            assert time.monotonic() < deadline, "a never learnt b's spend"
+            time.sleep(0.2)
+        answer = _ask(a.url, "openai")
+        assert answer.status_code == 429
+        assert "budget_per_day of 1 USD" in answer.json()["error"]["message"]
+
+
+def _spent_today(base: str) -> float:
+    """The key's daily budget's spend as the gateway at ``base`` counts it (its status
+    page's data)."""
+    data = httpx.get(base + "/ui/data", headers=HEADERS, timeout=10).json()
+    (day,) = [b for b in data["spend"]["budgets"]["team"] if b["budget"] == "budget_per_day"]
+    return float(day["spent"])

@@ -17,11 +17,16 @@ never under-counted), in this process or in Redis (``state.url``: shared by work
 replicas, like the other key limits), and rebuilt from the usage log when a process
 starts and when a key gets a budget (:meth:`SpendBook.seed`): the counter becomes at
 least what the log sums to, so a restart does not begin the month afresh, and neither
-does a second replica with its own count.
+does a second replica with its own count. Without Redis, processes that share a usage
+log (``--workers N``, replicas on one PostgreSQL) still learn each other's spend: each
+reads the rows written since its last look every :data:`FOLLOW_SECONDS`
+(:meth:`SpendBook.follow`, a range of the table's ids, not a scan of the month), so a
+key's spend reaches every worker within a few seconds of its answers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import math
@@ -29,6 +34,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 from ..config import WILDCARD, Config, KeyLimits, ModelConfig
 from ..errors import RateLimitError
@@ -42,6 +48,8 @@ __all__ = ["Budget", "SpendBook", "nanodollars", "spend_since", "warn_unpriced"]
 log = logging.getLogger("interlingua.server")
 
 _NANOS = Decimal(10**9)
+#: seconds between two reads of the usage log's new rows by :meth:`SpendBook.follow`
+FOLLOW_SECONDS = 2.0
 #: (the limits' field, its period)
 _BUDGETS = (("budget_per_day", DAY), ("budget_per_month", MONTH))
 
@@ -88,6 +96,12 @@ class SpendBook:
         self._spend: dict[str, dict[Period, PeriodCounter]] = {}
         #: (name, period) whose count the usage log has not yet been read for
         self._unseeded: set[tuple[str, Period]] = set()
+        #: what the usage log sums to per (name, period): (the period's number, nanodollars)
+        self._logged: dict[tuple[str, Period], tuple[int, int]] = {}
+        #: the last usage-log row id read (-1: none yet)
+        self._last_id = -1
+        #: whether :meth:`follow` runs (then it reads the rows after ``_last_id``)
+        self._following = False
 
     @property
     def any(self) -> bool:
@@ -140,31 +154,104 @@ class SpendBook:
             return
         now = time.time()
         try:
+            if self._last_id < 0 or not self._following:
+                # (a follower adds the rows after its last look itself)
+                self._last_id = await last_row_id(db)
             for period in {period for _, period in todo}:
                 index = period.index(now)
-                spent = await spend_since(
-                    db, period.start(index), [n for n, p in todo if p is period]
-                )
-                for name, cost in spent.items():
-                    counter = self._spend[name][period]
-                    await counter.seed(nanodollars(cost), index)
+                names = [n for n, p in todo if p is period]
+                spent = await spend_since(db, period.start(index), names, self._last_id)
+                for name in names:
+                    nanos = nanodollars(spent.get(name, Decimal(0)))
+                    self._logged[(name, period)] = (index, nanos)
+                    await self._spend[name][period].seed(nanos, index)
         except Exception as exc:  # (a database that is down: serve, counting from here)
             log.warning("budgets: could not read the spend so far from the usage log: %s", exc)
 
+    async def follow(self, db: Database, every: float = FOLLOW_SECONDS) -> None:
+        """Until cancelled: every ``every`` seconds, add the usage log's rows written
+        since the last look to what it sums to per key and period, and make each counter
+        at least that (the spend of the other processes that write the same log). A
+        database that is away is logged once, and read again when it is back."""
+        failing = False
+        self._following = True
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._catch_up(db)
+            except Exception as exc:
+                if not failing:
+                    log.warning("budgets: could not read the usage log's new rows: %s", exc)
+                failing = True
+            else:
+                failing = False
 
-async def spend_since(db: Database, since: float, names: Sequence[str]) -> dict[str, Decimal]:
+    async def _catch_up(self, db: Database) -> None:
+        """One look at the rows written since the last (see :meth:`follow`)."""
+        if not self._logged:
+            return
+        last = await last_row_id(db)
+        if last <= self._last_id:
+            return
+        now = time.time()
+        day, month = DAY.start(DAY.index(now)), MONTH.start(MONTH.index(now))
+        names = sorted({name for name, _ in self._logged})
+        rows = await new_spend(db, self._last_id, last, day, month, names)
+        self._last_id = last
+        for name, day_cost, month_cost in rows:
+            for period, cost in ((DAY, day_cost), (MONTH, month_cost)):
+                held = self._logged.get((name, period))
+                if held is None or not cost:
+                    continue
+                index = period.index(now)
+                nanos = (held[1] if held[0] == index else 0) + nanodollars(Decimal(str(cost)))
+                self._logged[(name, period)] = (index, nanos)
+                await self._spend[name][period].seed(nanos, index)
+
+
+async def spend_since(
+    db: Database, since: float, names: Sequence[str], up_to: int | None = None
+) -> dict[str, Decimal]:
     """The usage log's ``cost_usd`` summed per key name for rows at or after ``since``
-    (Unix seconds), for ``names``; a name without priced rows is left out."""
+    (Unix seconds), for ``names`` (and rows whose id is at most ``up_to``, when given);
+    a name without priced rows is left out."""
     if not names:
         return {}
-    marks = ", ".join(f"${i}" for i in range(2, len(names) + 2))
+    marks = ", ".join(f"${i}" for i in range(3, len(names) + 3))
     rows = await db.fetch(
-        f"SELECT key_name, SUM(cost_usd) FROM {TABLE} WHERE at >= $1 AND key_name IN ({marks}) "
-        "AND cost_usd IS NOT NULL GROUP BY key_name",
+        f"SELECT key_name, SUM(cost_usd) FROM {TABLE} WHERE at >= $1 AND id <= $2 "
+        f"AND key_name IN ({marks}) AND cost_usd IS NOT NULL GROUP BY key_name",
         since,
+        2**62 if up_to is None else up_to,
         *names,
     )
     return {name: Decimal(str(total)) for name, total in rows if total is not None}
+
+
+async def last_row_id(db: Database) -> int:
+    """The usage log's highest row id (0: no rows)."""
+    rows = await db.fetch(f"SELECT COALESCE(MAX(id), 0) FROM {TABLE}")
+    return int(rows[0][0])
+
+
+async def new_spend(
+    db: Database, after: int, up_to: int, day: float, month: float, names: Sequence[str]
+) -> list[tuple[str, Any, Any]]:
+    """Per key of ``names``: the ``cost_usd`` of the rows with ids in ``(after, up_to]``
+    dated in the day that began at ``day`` and in the month that began at ``month``."""
+    marks = ", ".join(f"${i}" for i in range(5, len(names) + 5))
+    rows = await db.fetch(
+        "SELECT key_name, SUM(CASE WHEN at >= $3 THEN cost_usd ELSE 0 END), "
+        f"SUM(CASE WHEN at >= $4 THEN cost_usd ELSE 0 END) FROM {TABLE} "
+        f"WHERE id > $1 AND id <= $2 AND key_name IN ({marks}) AND cost_usd IS NOT NULL "
+        "GROUP BY key_name",
+        after,
+        up_to,
+        day,
+        month,
+        *names,
+    )
+    return [(name, day_total, month_total) for name, day_total, month_total in rows]
 
 
 def warn_unpriced(config: Config, pricing: Pricing) -> None:

@@ -2,7 +2,8 @@
 
 Each service is stopped only if it was started, the last started first (an
 ``AsyncExitStack``): the HTTP engines, the telemetry's exporter, the shared counters
-(Redis), the usage log (and the spend toward budgets it holds), the keys stored in the
+(Redis), the usage log (and the spend toward budgets it holds, followed there when no
+Redis shares it), the keys stored in the
 database, the stored responses, the Files and Batch APIs' store (with the files' expiry
 sweep and the batch executor), the upstreams, the last records' drain and the SIGHUP
 handler.
@@ -10,6 +11,7 @@ handler.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -65,8 +67,15 @@ class Services:
             if self.usage_log is not None:
                 await self.usage_log.start()  # (a database that is down is logged, retried)
                 stack.push_async_callback(self.usage_log.aclose)
-                # (the keys' spend so far toward their budgets, from the log)
-                await reloader.process.spend.seed(self.usage_log.db)
+                # (the keys' spend so far toward their budgets, from the log; without
+                # Redis, the other processes' spend from the rows they write)
+                spend = reloader.process.spend
+                await spend.seed(self.usage_log.db)
+                if self.counters is None:
+                    following = asyncio.get_running_loop().create_task(
+                        spend.follow(self.usage_log.db)
+                    )
+                    stack.push_async_callback(_stop, following)
             if (stored := reloader.process.stored) is not None:  # (read before serving)
                 await stored.start(reloader.holder, reloader.process.spend)
                 stack.push_async_callback(stored.aclose)
@@ -85,6 +94,13 @@ class Services:
             if reloader.source is not None:
                 stack.callback(reloader.listen())
             yield
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait for it to end."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _open_store(store: ResponseStore) -> None:
