@@ -24,6 +24,7 @@ from interlingua.usage.record import Record
 
 from ..live_server import live_server
 from .mock_upstream import MockOpenAI, mock_openai, status
+from .test_cost_served import chat_answer, messages_answer
 from .test_keys import Rows
 
 KEY = "sk-completions-team"
@@ -85,8 +86,8 @@ async def completions_server(
 
 
 class Stack:
-    def __init__(self, url: str, up: MockOpenAI, rows: Rows) -> None:
-        self.url, self.up, self.rows = url, up, rows
+    def __init__(self, url: str, up: MockOpenAI, anth: MockOpenAI, rows: Rows) -> None:
+        self.url, self.up, self.anth, self.rows = url, up, anth, rows
 
     def client(self) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=KEY, max_retries=0)
@@ -103,6 +104,8 @@ def stack() -> Iterator[Stack]:
     with (
         mock_openai("/v1/completions", default=completions_server) as up,
         mock_openai("/v1/completions", default=status(503, {"error": {"message": "busy"}})) as down,
+        mock_openai("/v1/messages", default=messages_answer) as anth,
+        mock_openai(default=chat_answer) as chat,
     ):
         config = parse_config(
             {
@@ -110,7 +113,8 @@ def stack() -> Iterator[Stack]:
                     "up": {"kind": "openai", "base_url": up.base_url},
                     "resp": {"kind": "responses", "base_url": up.base_url},
                     "down": {"kind": "openai", "base_url": down.base_url, "retries": {"max": 0}},
-                    "anth": {"kind": "anthropic", "base_url": "http://127.0.0.1:9"},
+                    "anth": {"kind": "anthropic", "base_url": anth.base_url},
+                    "chat": {"kind": "openai", "base_url": chat.base_url},
                 },
                 "models": [
                     {"name": "gpt-3.5-turbo-instruct", "upstream": "up"},
@@ -118,6 +122,8 @@ def stack() -> Iterator[Stack]:
                     {"name": "via-responses", "upstream": "resp", "model": "up-resp"},
                     {"name": "flaky", "upstream": "down", "fallbacks": ["smollm2"]},
                     {"name": "claude-x", "upstream": "anth"},
+                    {"name": "claude-text", "upstream": "anth", "completions": "as_chat"},
+                    {"name": "chat-text", "upstream": "chat", "completions": "as_chat"},
                     {
                         "name": "shaped",
                         "upstream": "up",
@@ -131,7 +137,7 @@ def stack() -> Iterator[Stack]:
         rows = Rows()
         try:
             with live_server(create_app(config, record_sinks=[rows])) as url:
-                yield Stack(url, up, rows)
+                yield Stack(url, up, anth, rows)
         finally:
             mp.undo()
 
@@ -266,3 +272,58 @@ def test_the_api_s_checks(stack: Stack, fields: dict[str, Any], param: str) -> N
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert (error["type"], error["param"]) == ("invalid_request_error", param)
+
+
+def test_as_chat_over_an_anthropic_upstream(stack: Stack) -> None:
+    with stack.client() as client:
+        raw = client.completions.with_raw_response.create(
+            model="claude-text", prompt="Say hi", max_tokens=5, stop=["\n"]
+        )
+        chunks = list(
+            client.completions.create(model="claude-text", prompt=["Say hi"], stream=True)
+        )
+    answer = raw.parse()
+    assert (answer.object, answer.choices[0].text) == ("text_completion", "hi")
+    assert answer.choices[0].finish_reason == "stop"
+    sent = stack.anth.received[-1].body
+    assert sent["messages"] == [{"role": "user", "content": "Say hi"}]
+    assert all(c.object == "text_completion" for c in chunks)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == "hi"
+    row = stack.row(raw.headers["x-request-id"])
+    assert (row.endpoint, row.upstream, row.output_tokens) == ("completions", "anth", 5030)
+
+
+def test_as_chat_over_a_chat_only_upstream(stack: Stack) -> None:
+    headers = {"authorization": f"Bearer {KEY}"}
+    body = {"model": "chat-text", "prompt": "Say hi", "stream": True}
+    answer = httpx.post(stack.url + "/v1/completions", json=body, headers=headers)
+    events = [e for e in answer.content.split(b"\n\n") if e]
+    assert events[-1] == b"data: [DONE]"
+    chunks = [orjson.loads(e[6:]) for e in events[:-1]]
+    assert [c["object"] for c in chunks] == ["text_completion"] * len(chunks)
+    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == "hi"
+    assert all("usage" not in c for c in chunks)  # (not asked for: cut)
+    row = stack.row(answer.headers["x-request-id"])
+    assert (row.endpoint, row.stream, row.output_tokens) == ("completions", True, 30000)
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"echo": True}, "echo"),
+        ({"suffix": "end"}, "suffix"),
+        ({"logprobs": 0}, "logprobs"),
+        ({"best_of": 2}, "best_of"),
+        ({"prompt": [1, 2]}, "prompt"),
+        ({"prompt": ["a", "b"]}, "prompt"),
+        ({"n": 2}, "n"),  # (Anthropic takes one answer a request)
+    ],
+)
+def test_as_chat_refuses_what_has_no_chat_counterpart(
+    stack: Stack, fields: dict[str, Any], param: str
+) -> None:
+    body = {"model": "claude-text", "prompt": "p", **fields}
+    headers = {"authorization": f"Bearer {KEY}"}
+    answer = httpx.post(stack.url + "/v1/completions", json=body, headers=headers)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == param

@@ -19,6 +19,13 @@ A stream ends with ``data: [DONE]``; with ``stream_options.include_usage`` a las
 has ``choices: []`` and the ``usage`` (as Chat's). The checks here are the API's own
 (a 400 naming the parameter), made before any upstream is asked; what a given model
 supports (``suffix``, ``logprobs``) is the upstream's to judge.
+
+A model whose upstream has no text completions may take them *as chat* (a model entry's
+``completions: as_chat``): :func:`as_chat_body` makes the prompt one user message of a
+Chat request, and :func:`text_answer` / :func:`text_chunk` write the Chat answer back as
+a text completion. Lossy by nature: the model sees its chat template around the prompt,
+and what has no Chat counterpart (``echo``, ``suffix``, ``logprobs``, ``best_of``) is
+refused with a 400 naming it rather than dropped.
 """
 
 from __future__ import annotations
@@ -27,7 +34,14 @@ from typing import Any
 
 from ..errors import InvalidRequestError
 
-__all__ = ["MAX_LOGPROBS", "check_request"]
+__all__ = [
+    "AS_CHAT_FIELDS",
+    "MAX_LOGPROBS",
+    "as_chat_body",
+    "check_request",
+    "text_answer",
+    "text_chunk",
+]
 
 #: the API's bound on ``logprobs`` (the most likely tokens reported per position)
 MAX_LOGPROBS = 5
@@ -91,3 +105,98 @@ def _check_prompt(prompt: Any) -> None:
 def _tokens(value: Any) -> bool:
     """Whether ``value`` is a non-empty list of token ids (non-negative integers)."""
     return isinstance(value, list) and bool(value) and all(type(t) is int and t >= 0 for t in value)
+
+
+# --- completions as chat ------------------------------------------------------------------
+
+#: the fields a Chat request shares with a Completions one, passed on as they are
+AS_CHAT_FIELDS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "n",
+    "stop",
+    "stream",
+    "stream_options",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "user",
+)
+#: the fields with no Chat counterpart, and the value that asks for nothing
+_REFUSED_AS_CHAT = (("echo", False), ("suffix", ""), ("logprobs", None), ("best_of", 1))
+
+
+def as_chat_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A checked Completions ``body`` as a Chat Completions one: its prompt (one string)
+    as the one user message, :data:`AS_CHAT_FIELDS` as they came. A field only text
+    completions have, or a prompt that is not one text, is a 400 naming it."""
+    for name, nothing in _REFUSED_AS_CHAT:
+        value = body.get(name)
+        if value is not None and value != nothing:
+            raise _invalid(
+                f"'{name}' is not supported for model {body.get('model')!r}: it answers "
+                "text completions through a chat model (completions: as_chat).",
+                name,
+            )
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise _invalid(
+            f"Model {body.get('model')!r} answers text completions through a chat model "
+            "(completions: as_chat): 'prompt' must be one string, not token ids or "
+            "several prompts.",
+            "prompt",
+        )
+    chat = {k: body[k] for k in AS_CHAT_FIELDS if k in body}
+    chat["model"] = body.get("model")
+    chat["messages"] = [{"role": "user", "content": prompt}]
+    return chat
+
+
+def _text_choice(choice: Any, text: Any) -> dict[str, Any]:
+    index = choice.get("index", 0) if isinstance(choice, dict) else 0
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    return {
+        "index": index,
+        "text": text if isinstance(text, str) else "",
+        "logprobs": None,
+        "finish_reason": finish,
+    }
+
+
+def _text_of(answer: dict[str, Any], choices: list[dict[str, Any]]) -> dict[str, Any]:
+    """``answer`` (a Chat answer or chunk) with ``choices`` in the text completion's
+    shape; its id, created, model, system fingerprint and usage kept."""
+    out: dict[str, Any] = {
+        "id": answer.get("id", ""),
+        "object": "text_completion",
+        "created": answer.get("created", 0),
+        "model": answer.get("model", ""),
+        "choices": choices,
+    }
+    for name in ("system_fingerprint", "usage"):
+        if name in answer:
+            out[name] = answer[name]
+    return out
+
+
+def text_answer(answer: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions answer as a text completion: each choice's message content as
+    its ``text`` (a refusal or tool call has none: ``""``)."""
+    choices = [
+        _text_choice(c, (c.get("message") or {}).get("content") if isinstance(c, dict) else None)
+        for c in answer.get("choices") or ()
+    ]
+    return _text_of(answer, choices)
+
+
+def text_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions stream chunk as a text completion's: each choice's
+    ``delta.content`` as its ``text`` (the usage chunk keeps ``choices: []``)."""
+    choices = [
+        _text_choice(c, (c.get("delta") or {}).get("content") if isinstance(c, dict) else None)
+        for c in chunk.get("choices") or ()
+    ]
+    return _text_of(chunk, choices)

@@ -14,19 +14,27 @@ did not, cuts that usage chunk from what the client gets (as Chat:
 server/accounting.py ``strip_usage``). An upstream whose API has no text completions
 (Anthropic, the local engine) refuses with a 400 naming the endpoint
 (``Upstream.complete_text``'s default).
+
+A model whose entry says ``completions: as_chat`` takes the request as a Chat one
+instead (:func:`~interlingua.dialects.completions.as_chat_body`: the prompt as one user
+message) on the gateway's own Chat path, to any upstream it translates to, and its answer
+is written back as a text completion, a stream chunk by chunk (lossy: the dialect
+module says what is refused). The entry of the name the client gave decides, for all
+of its deployments and fallbacks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from functools import partial
 from typing import Any
 
+import orjson
 from starlette.types import Receive
 
-from ..core import Request
+from ..core import Request, aclose_iterator
 from ..dialects import encode_body, get_dialect
-from ..dialects.completions import check_request
+from ..dialects.completions import as_chat_body, check_request, text_answer, text_chunk
 from ..dialects.relay import note_error_body
 from ..errors import request_id_note
 from ..routing import Route
@@ -53,6 +61,9 @@ async def complete_text(
     itself finds is raised, an upstream's error answer returned as it came."""
     name = _model_of(body)
     check_request(body)
+    entry = gateway.router.resolve(name).entry
+    if entry is not None and entry.completions == "as_chat":
+        return await _as_chat(gateway, body, headers, receive)
     plan = gateway.router.plan(name)
     attempt = partial(_attempt, gateway, body, headers)
     answer = await run_attempts(gateway.router, plan, attempt, name, receive, _pause)
@@ -120,3 +131,51 @@ async def _relay_stream(
     response.ends = _ENDS["openai"]
     response.check = answer.check
     return response
+
+
+async def _as_chat(
+    gateway: Gateway,
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    receive: Receive | None,
+) -> BytesResponse | StreamResponse:
+    """``body`` answered by the gateway's Chat path (module docstring), written back as
+    a text completion; an error answer as it came (the two APIs' errors are one shape)."""
+    answer = await gateway.generate(_OPENAI, as_chat_body(body), headers, receive)
+    if isinstance(answer, StreamResponse):
+        answer.chunks = _text_chunks(answer.chunks)
+        return answer
+    if answer.status < 300:
+        chat = orjson.loads(answer.body)
+        if isinstance(chat, dict) and "choices" in chat:
+            answer.body = orjson.dumps(text_answer(chat))
+    return answer
+
+
+async def _text_chunks(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A Chat stream's chunks as a text completion's: each ``data:`` event with
+    ``choices`` rewritten (:func:`~..dialects.completions.text_chunk`), every other
+    event (an error, ``[DONE]``, a keep-alive) as it came."""
+    held = b""
+    try:
+        async for data in chunks:
+            held += data
+            end = held.rfind(b"\n\n")
+            if end < 0:
+                continue
+            whole, held = held[: end + 2], held[end + 2 :]
+            yield b"".join(_text_event(e) for e in whole.split(b"\n\n")[:-1])
+        if held:
+            yield held
+    finally:
+        await aclose_iterator(chunks)
+
+
+def _text_event(event: bytes) -> bytes:
+    """One whole SSE event of a Chat stream, as a text completion's (with its end)."""
+    payload = event[5:].lstrip() if event.startswith(b"data:") else b""
+    if payload[:1] == b"{":
+        chunk = orjson.loads(payload)
+        if isinstance(chunk, dict) and "choices" in chunk:
+            event = b"data: " + orjson.dumps(text_chunk(chunk))
+    return event + b"\n\n"
