@@ -115,6 +115,12 @@ def stack() -> Iterator[Stack]:
                     "down": {"kind": "openai", "base_url": down.base_url, "retries": {"max": 0}},
                     "anth": {"kind": "anthropic", "base_url": anth.base_url},
                     "chat": {"kind": "openai", "base_url": chat.base_url},
+                    "paced": {
+                        "kind": "openai",
+                        "base_url": up.base_url,
+                        "limits": {"rpm": 1000, "tpm": 100000, "max_concurrency": 2},
+                        "timeout": {"first_byte": 5, "idle": 5},
+                    },
                 },
                 "models": [
                     {"name": "gpt-3.5-turbo-instruct", "upstream": "up"},
@@ -124,6 +130,7 @@ def stack() -> Iterator[Stack]:
                     {"name": "claude-x", "upstream": "anth"},
                     {"name": "claude-text", "upstream": "anth", "completions": "as_chat"},
                     {"name": "chat-text", "upstream": "chat", "completions": "as_chat"},
+                    {"name": "paced", "upstream": "paced", "model": "up-paced"},
                     {
                         "name": "shaped",
                         "upstream": "up",
@@ -327,3 +334,14 @@ def test_as_chat_refuses_what_has_no_chat_counterpart(
     answer = httpx.post(stack.url + "/v1/completions", json=body, headers=headers)
     assert answer.status_code == 400
     assert answer.json()["error"]["param"] == param
+
+
+def test_upstream_limits_and_phase_deadlines_apply(stack: Stack) -> None:
+    """Through an upstream's ``limits`` (a ticket, settled with the answer's usage) and
+    its ``first_byte`` deadline (met by a text chunk, which is content)."""
+    with stack.client() as client:
+        whole = client.completions.create(model="paced", prompt="p")
+        chunks = list(client.completions.create(model="paced", prompt="p", stream=True))
+    assert whole.choices[0].text == "".join(WORDS)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == "".join(WORDS)
+    assert stack.up.received[-1].body["model"] == "up-paced"
