@@ -12,7 +12,7 @@ completion's chunks have Chat's outline). A counted stream (the usage log, a key
 token limit) asks its upstream for ``stream_options.include_usage`` and, when its client
 did not, cuts that usage chunk from what the client gets (as Chat:
 server/accounting.py ``strip_usage``). An upstream whose API has no text completions
-(Anthropic, the local engine) refuses with a 400 naming the endpoint
+(Anthropic, an embedding model) refuses with a 400 naming the endpoint
 (``Upstream.complete_text``'s default).
 
 A model whose entry says ``completions: as_chat`` takes the request as a Chat one
