@@ -13,7 +13,8 @@ token limit) asks its upstream for ``stream_options.include_usage`` and, when it
 did not, cuts that usage chunk from what the client gets (as Chat:
 server/accounting.py ``strip_usage``). An upstream whose API has no text completions
 (Anthropic, an embedding model) refuses with a 400 naming the endpoint
-(``Upstream.complete_text``'s default).
+(``Upstream.complete_text``'s default); the local engine continues the raw prompt
+itself (upstreams/local/text_completion.py).
 
 A model whose entry says ``completions: as_chat`` takes the request as a Chat one
 instead (:func:`~interlingua.dialects.completions.as_chat_body`: the prompt as one user

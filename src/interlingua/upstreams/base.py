@@ -157,7 +157,7 @@ class Upstream:
         completions refuses with a 400 (the default)."""
         raise InvalidRequestError(
             f"upstream '{self.name}' has no text completions endpoint (/v1/completions): "
-            "map this model to an upstream of kind openai or responses, or set "
+            "map this model to an upstream of kind openai, responses or local, or set "
             "`completions: as_chat` on its model entry to send the prompt as a chat message",
             param="model",
             code="model_not_supported",
