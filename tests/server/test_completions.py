@@ -175,6 +175,8 @@ def test_a_whole_completion(stack: Stack) -> None:
         "smollm2",
     )
     assert (row.input_tokens, row.output_tokens, row.status, row.stream) == (4, 3, 200, False)
+    metrics = httpx.get(stack.url + "/metrics").text  # (counted like any request)
+    assert 'interlingua_requests_total{dialect="openai",key="team",model="smollm2"' in metrics
 
 
 def test_relayed_byte_for_byte_when_the_name_needs_no_rewrite(stack: Stack) -> None:
