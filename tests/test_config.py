@@ -545,6 +545,29 @@ def test_continuation_keys_parse_and_print_back() -> None:
     assert parse_config(doc) == config
 
 
+def test_the_completions_key_parses_prints_back_and_is_checked() -> None:
+    """``models[].completions``: ``as_chat`` printed and loaded back, the default not
+    printed, another value refused naming the choices."""
+    config = parse_yaml(
+        """
+        upstreams: {claude: {kind: anthropic}}
+        models:
+          - {name: text, upstream: claude, completions: as_chat}
+          - {name: chat, upstream: claude}
+        """
+    )
+    assert [m.completions for m in config.models] == ["as_chat", "native"]
+    doc = yaml.safe_load(config_to_yaml(config))
+    assert doc["models"][0]["completions"] == "as_chat"
+    assert "completions" not in doc["models"][1]
+    assert parse_config(doc) == config
+    doc["models"][1]["completions"] = "chat"
+    with pytest.raises(
+        ConfigError, match=r"models\[1\]\.completions: expected one of native, as_chat"
+    ):
+        parse_config(doc)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

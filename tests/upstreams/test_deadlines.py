@@ -15,6 +15,7 @@ CHAT_ROLE = b'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "co
 CHAT_TEXT = b'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}\n\n'
 CHAT_TOOL = b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0}]}}]}\n\n'
 CHAT_STOP = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
+TEXT_CHUNK = b'data: {"choices": [{"index": 0, "text": "Hi", "finish_reason": null}]}\n\n'
 
 
 def _typed(kind: str, name: bool = True) -> bytes:
@@ -30,6 +31,8 @@ def _typed(kind: str, name: bool = True) -> bytes:
         ("openai", b": ping\n\n" + CHAT_TEXT, True, True),
         ("openai", CHAT_TOOL, True, True),
         ("openai", CHAT_STOP, True, True),
+        ("openai", TEXT_CHUNK, True, True),  # (a text completion's chunk: /v1/completions)
+        ("openai", TEXT_CHUNK.replace(b'"Hi"', b'""'), False, True),
         ("openai", b'data: {"choices": [], "usage": {}}\n\n', True, True),
         ("openai", b"data: [DONE]\n\n", True, True),
         ("openai", b'data: {"error": {"message": "x"}}\n\n', True, True),

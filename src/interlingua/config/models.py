@@ -17,6 +17,7 @@ from ._values import (
 )
 from .prices import parse_price
 from .sections import (
+    COMPLETIONS_MODES,
     MODEL_KINDS,
     STREAM_BREAK_MODES,
     WILDCARD,
@@ -92,6 +93,9 @@ def _parse_model(data: Any, where: str, upstreams: dict[str, UpstreamConfig]) ->
         ),
         price=parse_price(raw["price"], f"{where}.price") if "price" in raw else None,
         kind=expect_choice(raw["kind"], MODEL_KINDS, f"{where}.kind") if "kind" in raw else None,
+        completions=expect_choice(
+            raw.get("completions", "native"), COMPLETIONS_MODES, f"{where}.completions"
+        ),
     )
 
 
@@ -109,6 +113,7 @@ _MODEL_KEYS = (
     "on_stream_break",
     "price",
     "kind",
+    "completions",
 )
 
 

@@ -125,4 +125,6 @@ def _model_doc(cfg: ModelConfig) -> dict[str, Any]:
         doc["price"] = cfg.price.as_doc()
     if cfg.kind is not None:
         doc["kind"] = cfg.kind
+    if cfg.completions != "native":
+        doc["completions"] = cfg.completions
     return doc

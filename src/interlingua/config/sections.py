@@ -58,6 +58,10 @@ CONTINUE_MODES = ("prefill", "instruct", "none", "auto")
 STREAM_BREAK_MODES = ("error", "continue")
 #: what a model is, as ``GET /v1/models`` lists it (a model entry's ``kind``)
 MODEL_KINDS = ("chat", "embedding")
+#: ``models[].completions``: how ``POST /v1/completions`` reaches the model: ``native``
+#: (its upstream's own text completions endpoint) or ``as_chat`` (the prompt sent as one
+#: user message, the answer rendered back as a text completion: lossy)
+COMPLETIONS_MODES = ("native", "as_chat")
 #: The server's limits against slow or hostile clients, in seconds and in counts.
 SERVER_LIMIT_SECONDS = ("header_timeout", "body_timeout", "keep_alive_timeout", "shutdown_timeout")
 SERVER_LIMIT_COUNTS = ("max_header_bytes", "max_headers")
@@ -230,6 +234,8 @@ class ModelConfig:
     #: one of :data:`MODEL_KINDS`, as the model list shows it; None: said by its upstream
     #: (``embedding`` for a local embedding model, else ``chat``)
     kind: str | None = None
+    #: one of :data:`COMPLETIONS_MODES`: how a text completion request reaches it
+    completions: str = "native"
 
     @property
     def shapes_body(self) -> bool:

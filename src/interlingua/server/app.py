@@ -9,6 +9,7 @@ the upstreams and closes them, and the engines, at shutdown.
 Endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (Anthropic; ``?beta=true`` is accepted and ignored),
 ``POST /v1/embeddings`` (OpenAI Embeddings: server/embeddings.py),
+``POST /v1/completions`` (OpenAI text Completions: server/completions.py),
 ``POST /v1/responses`` (OpenAI Responses, with stored state: server/responses/state.py)
 and its stored objects (``GET``/``DELETE /v1/responses/{id}``, ``GET
 /v1/responses/{id}/input_items``: server/responses/api.py), ``GET /v1/models`` and ``GET
@@ -57,6 +58,7 @@ from .asgi_io import (
 )
 from .batches.api import BatchApis
 from .budgets import SpendBook
+from .completions import complete_text
 from .drain import Drain, shutting_down_error
 from .embeddings import embed
 from .gateway import Gateway, internal_error
@@ -316,6 +318,9 @@ class Handlers:
     async def embeddings(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
         return await self._generate(request, OPENAI, EMBEDDINGS)
 
+    async def completions(self, request: HTTPRequest) -> BytesResponse | StreamResponse:
+        return await self._generate(request, OPENAI, COMPLETIONS)
+
     async def count_tokens(self, request: HTTPRequest) -> BytesResponse:
         return await self.answer(request, ANTHROPIC, self._count_tokens(request))
 
@@ -377,7 +382,11 @@ Endpoint = Callable[[Handlers, HTTPRequest], Awaitable[BytesResponse | StreamRes
 #: The endpoints on the generation routes' machinery (keys, limits, accounting) that are
 #: not a dialect's generation: their name (the usage log's ``endpoint``) and their work.
 EMBEDDINGS = "embeddings"
-ENDPOINTS: dict[str, Callable[..., Awaitable[BytesResponse | StreamResponse]]] = {EMBEDDINGS: embed}
+COMPLETIONS = "completions"
+ENDPOINTS: dict[str, Callable[..., Awaitable[BytesResponse | StreamResponse]]] = {
+    EMBEDDINGS: embed,
+    COMPLETIONS: complete_text,
+}
 
 #: The generation endpoints (all POST) and the handler of each. The one table both the
 #: fast dispatch (server/middleware.py:Front, which serves them) and the Starlette router
@@ -392,6 +401,8 @@ GENERATION_ROUTES: dict[str, Endpoint] = {
     "/responses": Handlers.responses,
     "/v1/embeddings": Handlers.embeddings,
     "/embeddings": Handlers.embeddings,
+    "/v1/completions": Handlers.completions,
+    "/completions": Handlers.completions,
 }
 
 

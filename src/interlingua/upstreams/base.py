@@ -147,6 +147,22 @@ class Upstream:
             code="model_not_supported",
         )
 
+    async def complete_text(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """Answer a text Completions request (``POST /v1/completions``) as
+        :meth:`passthrough` answers a Chat one: ``body`` is the client's, checked and
+        shaped, with the upstream's model name; the answer (a whole body or a stream of
+        ``text_completion`` chunks) is relayed. An upstream whose API has no text
+        completions refuses with a 400 (the default)."""
+        raise InvalidRequestError(
+            f"upstream '{self.name}' has no text completions endpoint (/v1/completions): "
+            "map this model to an upstream of kind openai, responses or local, or set "
+            "`completions: as_chat` on its model entry to send the prompt as a chat message",
+            param="model",
+            code="model_not_supported",
+        )
+
     def adjust_body(self, body: dict[str, Any]) -> None:
         """Fix up, in place, a body of this upstream's own dialect before it is sent:
         one rendered from a neutral request, or a client's parsed passthrough body.

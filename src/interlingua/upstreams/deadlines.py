@@ -191,8 +191,8 @@ def _says_something(dialect: str | None, kind: str, payload: dict[str, object]) 
     if payload.get("error") or not isinstance(choices, list) or not choices:
         return True  # an error, or the usage chunk at the end
     for choice in choices:
-        if not isinstance(choice, dict) or choice.get("finish_reason"):
-            return True
+        if not isinstance(choice, dict) or choice.get("finish_reason") or choice.get("text"):
+            return True  # (``text``: a text completion's chunk, /v1/completions)
         delta = choice.get("delta")
         if isinstance(delta, dict) and any(v for k, v in delta.items() if k != "role"):
             return True

@@ -48,7 +48,7 @@ from ..core import (
     replace_request,
 )
 from ..dialects import Dialect, EventDecoder, get_dialect
-from ..dialects.relay import RelayCheck, relayed_headers
+from ..dialects.relay import OpenAIChatRelayCheck, RelayCheck, relayed_headers
 from ..errors import (
     InterlinguaError,
     InvalidRequestError,
@@ -265,22 +265,45 @@ class HttpUpstream(Upstream):
         client's ``headers`` only :attr:`forward_headers` are sent on; never its
         credentials.
         """
+        return await self._forward(self.url, body, stream, headers, None)
+
+    async def relay_text_completion(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """POST a Completions body (``POST /v1/completions``) to ``{base_url}/completions``
+        and relay its answer as :meth:`passthrough` relays a Chat one: its chunks and
+        whole answers have Chat's shape (``choices`` with ``index`` and
+        ``finish_reason``, ``data: [DONE]``), so Chat's relay check judges them, whatever
+        this upstream's own dialect."""
+        return await self._forward(
+            self.base_url + "/completions", body, stream, headers, OpenAIChatRelayCheck
+        )
+
+    async def _forward(
+        self,
+        url: str,
+        body: bytes,
+        stream: bool,
+        headers: Mapping[str, str],
+        checker: type[RelayCheck] | None,
+    ) -> RawResponse:
+        """:meth:`passthrough` to ``url``, judged by ``checker`` (None: the codec's)."""
         extra = self._forwarding(headers)
         # (first_byte and idle bound streams only: a whole answer's status line comes
         # when it is done, so it is bounded by read and total alone)
         pace = Pace(self.timeout) if stream and self._phases else None
         if pace is None:
-            resp = await self._post(self.url, body, extra)
+            resp = await self._post(url, body, extra)
         else:
-            resp = await self._post_paced(body, pace, extra)
+            resp = await self._post_paced(body, pace, extra, url)
         out_headers = relayed_headers(resp.headers)  # (what the client gets, and)
         kind = resp.headers.get("content-type")  # (what the upstream said it sent)
         if kind is not None:
             out_headers["content-type"] = kind
         ok = 200 <= resp.status < 300
         if stream and ok and _is_event_stream(resp.headers):
-            check = self.codec.relay_check()
-            chunks = self._relay(resp, check, pace)
+            check = self.codec.relay_check() if checker is None else checker()
+            chunks = self._relay(resp, check, pace, "openai" if checker else self.dialect)
             return RawResponse(
                 resp.status, out_headers, chunks=chunks, closer=resp.release, check=check
             )
@@ -299,14 +322,15 @@ class HttpUpstream(Upstream):
                 raise self.codec.parse_error(resp.status, data, dict(resp.headers))
         elif stream:
             raise self._not_what_was_asked(resp.headers, data, "an event stream")
-        elif not self._looks_right(data):
+        elif not (self._looks_right(data) if checker is None else checker.body_looks_right(data)):
             payload = _json_object(data)
             if payload is None:
                 raise self._not_what_was_asked(resp.headers, data, "a JSON object")
-            if self.codec.relay_check().check_body(payload) is not None:
+            if (checker or self.codec.relay_check)().check_body(payload) is not None:
                 # A 200 error body, or no choices / content: what the translated path
                 # would make of it (the error it carries, or a 502), not an SDK TypeError.
-                self.parse_body(data)
+                if checker is None:
+                    self.parse_body(data)
                 raise self._not_what_was_asked(resp.headers, data, "an answer")
         return RawResponse(resp.status, out_headers, body=data)
 
@@ -379,12 +403,18 @@ class HttpUpstream(Upstream):
         return extra or None
 
     async def _relay(
-        self, resp: EngineAnswer, check: RelayCheck, pace: Pace | None = None
+        self,
+        resp: EngineAnswer,
+        check: RelayCheck,
+        pace: Pace | None = None,
+        dialect: str | None = None,
     ) -> AsyncIterator[bytes]:
         """The upstream's whole, well-formed events, as ``check`` passes them; a fault or
         a cut raises (502/504) after the events before it, so the gateway's error event
         follows a whole one. With a ``pace`` (upstreams/deadlines.py) the events before
-        the first content are held back and go out with it."""
+        the first content are held back and go out with it (content as ``dialect`` writes
+        it: this upstream's own by default)."""
+        dialect = dialect or self.dialect
         chunk = data = held = b""
         error: InterlinguaError | None = None
         try:
@@ -398,11 +428,11 @@ class HttpUpstream(Upstream):
                 if pace is not None and data:
                     if not pace.started:
                         held += data
-                        if check.error is None and not has_content(self.dialect, data, True):
+                        if check.error is None and not has_content(dialect, data, True):
                             continue
                         data, held = held, b""
                         pace.heard()
-                    elif has_content(self.dialect, data, False):
+                    elif has_content(dialect, data, False):
                         pace.heard()
                 if data:
                     yield data
@@ -474,14 +504,20 @@ class HttpUpstream(Upstream):
         return resp
 
     async def _post_paced(
-        self, body: bytes, pace: Pace, extra: Mapping[str, str] | None = None
+        self,
+        body: bytes,
+        pace: Pace,
+        extra: Mapping[str, str] | None = None,
+        url: str | None = None,
     ) -> EngineAnswer:
-        """:meth:`_post` of a stream, its status line bounded by ``first_byte`` too."""
+        """:meth:`_post` of a stream (to ``url``; this upstream's own by default), its
+        status line bounded by ``first_byte`` too."""
+        url = url or self.url
         if pace.deadline is None:
-            return await self._post(self.url, body, extra)
+            return await self._post(url, body, extra)
         try:
             async with asyncio.timeout_at(pace.deadline) as limit:
-                return await self._post(self.url, body, extra)
+                return await self._post(url, body, extra)
         except TimeoutError:
             if not limit.expired():
                 raise

@@ -3,7 +3,7 @@
 A provider's free tier allows a few dozen requests a minute; an agent such as Claude Code
 bursts well past that and dies on the 429s. :class:`LimitedUpstream` paces the gateway
 itself: every call of the wrapped upstream (:meth:`complete`, :meth:`stream` /
-:meth:`stream_batches`, :meth:`passthrough`, :meth:`embed`) first takes a ticket from a
+:meth:`stream_batches`, :meth:`passthrough`, :meth:`embed`, :meth:`complete_text`) first takes a ticket from a
 :class:`~interlingua.limits.Limiter` built from the upstream's ``limits``:
 
 * **rpm / tpm** -- sliding one-minute windows. A request's tokens are *estimated on
@@ -37,6 +37,7 @@ set something: an unlimited upstream pays nothing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 from ..config import LimitsConfig
@@ -176,10 +177,24 @@ class LimitedUpstream(Upstream):
     async def passthrough(
         self, body: bytes, stream: bool, headers: Mapping[str, str]
     ) -> RawResponse:
+        return await self._admitted(body, partial(self.inner.passthrough, body, stream, headers))
+
+    async def complete_text(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """A text Completions request, admitted and settled as a passthrough one."""
+        return await self._admitted(body, partial(self.inner.complete_text, body, stream, headers))
+
+    async def _admitted(
+        self, body: bytes, call: Callable[[], Awaitable[RawResponse]]
+    ) -> RawResponse:
+        """``call``'s relayed answer, under a ticket for ``body`` (its bytes / 4 as its
+        input) settled with the answer's usage: a whole body's at once, a stream's as it
+        closes."""
         tokens_in, reserve = self._estimate_body(body)
         ticket = await self._ticket(reserve)
         try:
-            answer = await self.inner.passthrough(body, stream, headers)
+            answer = await call()
         except BaseException as exc:
             if isinstance(exc, InterlinguaError):
                 self._unanswered(ticket, tokens_in)

@@ -84,6 +84,14 @@ class OpenAICompatibleUpstream(HttpUpstream):
         root serves Chat, Responses and Embeddings)."""
         return await self.relay_json(self.base_url + "/embeddings", body, headers, _has_data)
 
+    async def complete_text(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """``POST {base_url}/completions``, relayed as a Chat passthrough is (the same
+        API root serves text completions on servers that have them: OpenAI, vLLM,
+        llama.cpp)."""
+        return await self.relay_text_completion(body, stream, headers)
+
     def adjust_body(self, body: dict[str, Any]) -> None:
         """A Chat body's output limit in the field this upstream takes: ``max_tokens_field``
         when configured, else by model name (o-series and gpt-5 models refuse

@@ -93,6 +93,13 @@ class TextOptionsUpstream(Upstream):
         """The inner upstream's embeddings: the text options concern generated text."""
         return await self.inner.embed(body, headers)
 
+    async def complete_text(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """The inner upstream's text completions, relayed as they came (as a passthrough
+        is: the text options rewrite only what the gateway translates)."""
+        return await self.inner.complete_text(body, stream, headers)
+
     async def count_tokens(self, request: Request) -> int | None:
         sent, _ = self._prepare(request)
         return await self.inner.count_tokens(sent)

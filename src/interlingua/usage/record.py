@@ -112,7 +112,7 @@ class Record(msgspec.Struct, kw_only=True, gc=False):
     #: the Batch API batch the request was a line of (None: an interactive request)
     batch_id: str | None = None
     #: the API endpoint the request was made to: "chat/completions", "messages",
-    #: "responses" or "embeddings" (None: a row written by a version without the column,
+    #: "responses", "embeddings" or "completions" (None: a row written by a version without the column,
     #: or by a writer that does not say)
     endpoint: str | None = None
 

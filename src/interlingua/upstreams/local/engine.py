@@ -232,6 +232,15 @@ class LlamaEngine:
         tokens: list[int] = self._model.tokenize(prompt.encode("utf-8"), False, True)
         return tokens
 
+    def tokenize_text(self, text: str) -> list[int]:
+        """Token ids of a raw text completion prompt: BOS first when the model's
+        vocabulary asks for one (no chat template writes it), special tokens parsed (as
+        llama.cpp's server tokenizes a ``/completion`` prompt)."""
+        self.ctx  # noqa: B018 - raises if not loaded
+        assert self._model is not None
+        tokens: list[int] = self._model.tokenize(text.encode("utf-8"), True, True)
+        return tokens
+
     def grammar_is_valid(self, grammar: Any) -> bool:
         """Whether llama.cpp accepts ``grammar`` (an invalid one would crash the sampler)."""
         self.ctx  # noqa: B018 - raises if not loaded

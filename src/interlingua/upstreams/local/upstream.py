@@ -28,9 +28,11 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from ...config import ConfigError, UpstreamConfig
 from ...core import (
@@ -45,18 +47,20 @@ from ...core import (
     TextDelta,
     TextPart,
     Usage,
+    aclose_iterator,
     fold,
 )
 from ...dialects import random_id
 from ...errors import InterlinguaError, InvalidRequestError, UpstreamError
 from ...text import TextProcessing, TextProcessingStream, parsed_tool_calls
-from ..base import Upstream
+from ..base import RawResponse, Upstream
 from ..prefill import take_prefill
 from ..shaping import neutral_request
 from .engine import Finish, Job, LlamaEngine, Piece, Sampling, Started
 from .kind import bundled_model_path
 from .prompt import chat_messages, check_supported, for_text_model, grammar_for, sampling_for
 from .slot import Slot
+from .text_completion import RAW_PROMPT, stream_answer, text_request, whole_answer
 
 __all__ = ["DEFAULT_MAX_QUEUE", "DEFAULT_N_CTX", "LocalUpstream"]
 
@@ -159,6 +163,9 @@ class LocalUpstream(Upstream):
     # -- the request path ---------------------------------------------------------------
 
     def _prompt_tokens(self, request: Request) -> list[int]:
+        raw = request.extra.get(RAW_PROMPT)
+        if raw is not None:  # a text completion: the prompt as it is, no chat template
+            return list(raw) if isinstance(raw, list) else self.engine.tokenize_text(raw)
         # A prefill (upstreams/prefill.py): the prompt ends with the partial answer.
         request, prefill = take_prefill(request)
         view = for_text_model(request, self.text_tool_calls)
@@ -252,6 +259,25 @@ class LocalUpstream(Upstream):
         # generator is garbage-collected.
         async with contextlib.aclosing(self._generate(request, stream=False)) as events:
             return fold([event async for event in events])
+
+    async def complete_text(
+        self, body: bytes, stream: bool, headers: Mapping[str, str]
+    ) -> RawResponse:
+        """A text completion of the raw prompt (:mod:`.text_completion`), written in the
+        API's shape: a refusal (too long, busy, a field it cannot honour) raises."""
+        request = text_request(orjson.loads(body))
+        if not stream:
+            return whole_answer(await self.complete(request), request.model)
+        events = self.stream(request)
+        try:
+            first = await anext(events)
+        except BaseException:
+            await aclose_iterator(events)
+            raise
+        if isinstance(first, StreamError):
+            await aclose_iterator(events)
+            raise first.error
+        return stream_answer(first, events, request)
 
     async def count_tokens(self, request: Request) -> int:
         """Prompt tokens by the model's tokenizer and chat template (tools prompt included)."""
