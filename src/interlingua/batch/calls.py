@@ -10,8 +10,9 @@ Which call depends on the line and the client's dialect:
   or Messages one, ...) is parsed by its url's codec, sent through the neutral
   core (:meth:`~interlingua.client.AsyncClient.send`), and the answer is rendered back in
   the line's dialect: the output body always matches the line's url;
-* an ``/v1/embeddings`` line is POSTed as is to the server's embeddings endpoint and
-  its answer kept byte for byte;
+* an ``/v1/embeddings`` or ``/v1/completions`` line is POSTed as is to the server's
+  endpoint of that name (a completion without ``stream``: a batch keeps whole answers)
+  and its answer kept byte for byte;
 * a simple line is built with :meth:`~interlingua.client.AsyncClient.prepare` (images
   encoded off the event loop, deduplicated by the client's bounded cache), rendered in the
   client's dialect and sent raw, so the output holds the server's own body.
@@ -213,15 +214,24 @@ async def _call_batch_line(client: AsyncClient, item: BatchItem, defaults: Defau
 
 
 async def _call_endpoint_line(client: AsyncClient, item: BatchItem, defaults: Defaults) -> Outcome:
-    """An embeddings line: its body (the model filled in) to the server's endpoint, the
-    answer kept byte for byte. Its inputs' estimated tokens count against --tpm."""
+    """An embeddings or text completions line: its body (the model filled in, a
+    completion's ``stream`` dropped) to the server's endpoint, the answer kept byte for
+    byte. Its input's estimated tokens (and a completion's ``max_tokens``) count against
+    --tpm."""
     assert item.body is not None and item.endpoint is not None
     body = item.body
     if "model" not in body and defaults.model:
         body = {**body, "model": defaults.model}
+    completions = item.endpoint == "completions"
+    if completions and ("stream" in body or "stream_options" in body):
+        body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
     estimate = 0
     if client.limiter.limits.tokens_per_minute is not None:
-        estimate = _input_tokens(body.get("input"))
+        if completions:
+            limit = body.get("max_tokens")
+            estimate = _input_tokens(body.get("prompt")) + (limit if type(limit) is int else 16)
+        else:
+            estimate = _input_tokens(body.get("input"))
     reply = await client.send_raw(
         body, estimated_tokens=estimate, log_failure=False, endpoint=item.endpoint
     )
@@ -229,8 +239,8 @@ async def _call_endpoint_line(client: AsyncClient, item: BatchItem, defaults: De
 
 
 def _input_tokens(value: Any) -> int:
-    """Estimated tokens of an embeddings ``input``: texts by their length, token ids
-    counted, a list of either summed."""
+    """Estimated tokens of an embeddings ``input`` or a completion's ``prompt``: texts by
+    their length, token ids counted, a list of either summed."""
     if isinstance(value, str):
         return estimate_text(value)
     if isinstance(value, list):

@@ -5,8 +5,9 @@ Two input forms, told apart line by line:
 * **OpenAI Batch** -- ``{"custom_id", "method": "POST", "url", "body"}`` where ``url`` is
   ``/v1/chat/completions`` (the body is an OpenAI Chat request), ``/v1/responses`` (an
   OpenAI Responses request) or ``/v1/messages`` (an Anthropic Messages request). The
-  line's dialect is the dialect of its ``url``. ``/v1/embeddings`` (an OpenAI embeddings
-  request) is sent as it is to the server's embeddings endpoint.
+  line's dialect is the dialect of its ``url``. ``/v1/embeddings`` and
+  ``/v1/completions`` (an OpenAI embeddings or text completions request) are sent as
+  they are to the server's endpoint of that name.
 * **Simple** -- ``{"custom_id", "prompt" | "messages", "images"?, ...}``: a prompt in any
   form the client accepts (a string, a list of text and images, full messages), images as
   file paths (relative to the working directory), ``data:`` URIs or URLs, plus optional
@@ -71,7 +72,7 @@ URL_DIALECTS = {
 }
 """OpenAI Batch ``url`` -> the dialect of its body (and of the output body)."""
 
-URL_ENDPOINTS = {"/v1/embeddings": "embeddings"}
+URL_ENDPOINTS = {"/v1/embeddings": "embeddings", "/v1/completions": "completions"}
 """OpenAI Batch ``url`` with no chat dialect -> the endpoint of the server it is sent to
 (the body goes as it is, the answer comes back byte for byte)."""
 
