@@ -36,16 +36,13 @@ from starlette.types import Receive
 from ..core import Request, aclose_iterator
 from ..dialects import encode_body, get_dialect
 from ..dialects.completions import as_chat_body, check_request, text_answer, text_chunk
-from ..dialects.relay import note_error_body
-from ..errors import request_id_note
 from ..routing import Route
 from ..upstreams.base import RawResponse
 from ..upstreams.shaping import drop_params, merge_params
 from .accounting import RECORD, strip_usage
 from .asgi_io import JSON_CT, SSE_HEADERS, BytesResponse, StreamResponse
-from .attempts import RelayedFailure, run_attempts
-from .gateway import _ENDS, Gateway, _after, _model_of, _pause, _relayed, _went_to
-from .middleware import serving_id
+from .attempts import run_attempts
+from .gateway import _ENDS, Gateway, _after, _model_of, _pause, _relayed, _went_to, relayed_failure
 
 __all__ = ["complete_text"]
 
@@ -97,11 +94,7 @@ async def _attempt(
         await answer.aclose()
         data = gateway.scrub_bytes(answer.body) if gateway.secrets else answer.body
         if answer.status >= 400:
-            request_id = serving_id()
-            if request_id:
-                data = note_error_body(data, request_id_note(request_id))
-            failed = BytesResponse(data, _OPENAI.client_status(answer.status), relayed)
-            raise RelayedFailure(failed, answer.status, answer.headers)
+            raise relayed_failure(data, _OPENAI.client_status(answer.status), relayed, answer)
         return BytesResponse(data, answer.status, relayed)
     return await _relay_stream(gateway, answer, route, strip)
 

@@ -27,14 +27,12 @@ from starlette.types import Receive
 
 from ..dialects import encode_body, get_dialect
 from ..dialects.embeddings import check_request, converted, decode_vector
-from ..dialects.relay import note_error_body
-from ..errors import InvalidRequestError, request_id_note
+from ..errors import InvalidRequestError
 from ..routing import Route
 from ..upstreams.shaping import drop_params, merge_params
 from .asgi_io import JSON_CT, BytesResponse
-from .attempts import RelayedFailure, run_attempts
-from .gateway import Gateway, _model_of, _pause, _relayed, _went_to
-from .middleware import serving_id
+from .attempts import run_attempts
+from .gateway import Gateway, _model_of, _pause, _relayed, _went_to, relayed_failure
 
 __all__ = ["embed"]
 
@@ -82,11 +80,7 @@ async def _attempt(
     relayed = [JSON_CT, *_relayed(answer)]
     data = gateway.scrub_bytes(answer.body) if gateway.secrets else answer.body
     if answer.status >= 400:
-        request_id = serving_id()
-        if request_id:
-            data = note_error_body(data, request_id_note(request_id))
-        failed = BytesResponse(data, _OPENAI.client_status(answer.status), relayed)
-        raise RelayedFailure(failed, answer.status, answer.headers)
+        raise relayed_failure(data, _OPENAI.client_status(answer.status), relayed, answer)
     data = converted(data, encoding) or data
     if dimensions is not None:
         _check_dimensions(data, dimensions, route)

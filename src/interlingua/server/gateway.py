@@ -409,15 +409,7 @@ class Gateway(Scrubber):
             status = dialect.client_status(answer.status)
             data = self.scrub_bytes(answer.body)
             if answer.status >= 400:
-                # the upstream's message first, then the id a user can quote (as in the
-                # errors the gateway renders itself: ``shown``)
-                request_id = serving_id()
-                if request_id:
-                    data = note_error_body(data, request_id_note(request_id))
-                # Judged by the attempt loop (server/attempts.py): retried, or relayed.
-                raise RelayedFailure(
-                    BytesResponse(data, status, relayed), answer.status, answer.headers
-                )
+                raise relayed_failure(data, status, relayed, answer)
             if keep is not None:
                 await keep(data)
             return BytesResponse(data, status, relayed)
@@ -538,6 +530,19 @@ def _batch_encoder(
     return encode
 
 
+def relayed_failure(
+    data: bytes, status: int, relayed: list[tuple[bytes, bytes]], answer: RawResponse
+) -> RelayedFailure:
+    """An upstream's error answer (``data``, scrubbed; ``status`` as the client's dialect
+    has it), for the attempt loop (server/attempts.py) to retry or relay: the upstream's
+    message first, then the request id a user can quote (as in the errors the gateway
+    renders itself)."""
+    request_id = serving_id()
+    if request_id:
+        data = note_error_body(data, request_id_note(request_id))
+    return RelayedFailure(BytesResponse(data, status, relayed), answer.status, answer.headers)
+
+
 def _relayed(raw: RawResponse) -> list[tuple[bytes, bytes]]:
     """The relayed headers of a passthrough answer (upstreams/http_upstream.py picked them)."""
     return [
@@ -574,4 +579,4 @@ def internal_error(exc: BaseException) -> UpstreamError:
     return UpstreamError(f"internal gateway error ({type(exc).__name__})", status=500)
 
 
-__all__ = ["Gateway", "NotRelayable", "internal_error"]
+__all__ = ["Gateway", "NotRelayable", "internal_error", "relayed_failure"]

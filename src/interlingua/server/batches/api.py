@@ -125,10 +125,7 @@ class BatchApis:
         return owner_of(self._check_auth(plain_headers(request)))
 
     async def _store(self) -> JobStore:
-        try:
-            await self.files.store.open()
-        except StoreError as exc:
-            raise store_unavailable(exc) from exc
+        await self.files.opened()  # (one database holds files and batches)
         return self.jobs
 
     # -- POST /v1/batches -------------------------------------------------------------

@@ -141,7 +141,8 @@ class FilesApi:
     def _owner(self, request: HTTPRequest) -> str:
         return owner_of(self._check_auth(plain_headers(request)))
 
-    async def _opened(self) -> FileStore:
+    async def opened(self) -> FileStore:
+        """The file store, opened (503 while its database is away)."""
         try:
             await self.store.open()
         except StoreError as exc:
@@ -161,7 +162,7 @@ class FilesApi:
         if declared.isdigit() and int(declared) > limit + _FORM_OVERHEAD:
             raise _too_large(limit)  # (before a byte of it is read)
         reader = FormReader(boundary_of(headers.get("content-type", "")))
-        files = await self._opened()
+        files = await self.opened()
         upload: Upload | None = None
         try:
             upload = await self._receive(request, reader, files, owner)
@@ -229,7 +230,7 @@ class FilesApi:
             )
         after = query.get("after")
         try:
-            files = await self._opened()
+            files = await self.opened()
             page = await files.page(
                 owner, purpose=query.get("purpose"), limit=limit, after=after, order=order
             )
@@ -259,7 +260,7 @@ class FilesApi:
         owner = self._owner(request)
         file_id = request.path_params["file_id"]
         try:
-            stored = await (await self._opened()).get(file_id, owner)
+            stored = await (await self.opened()).get(file_id, owner)
         except StoreError as exc:
             raise store_unavailable(exc) from exc
         if stored is None or stored.purpose == MESSAGE_BATCH_PURPOSE:  # (that API's)
@@ -288,7 +289,7 @@ class FilesApi:
         file_id = request.path_params["file_id"]
         await self._found(request)  # (a message batch's file is deleted with the batch)
         try:
-            deleted = await (await self._opened()).delete(file_id, owner)
+            deleted = await (await self.opened()).delete(file_id, owner)
         except StoreError as exc:
             raise store_unavailable(exc) from exc
         if not deleted:
